@@ -1,0 +1,5 @@
+import sys
+
+from rlvitals.cli import main
+
+sys.exit(main())

@@ -1,0 +1,61 @@
+"""The ``rlvitals`` command line: a thin layer over the library.
+
+Each command lives in its own module ``rlvitals.cli.<name>`` with ``register(subparsers)`` (which
+adds its parser and sets ``func``) and a ``run(args) -> int``. ``main(argv=None) -> int``.
+Bad input (:class:`rlvitals.InputError`) prints one line and exits 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from rlvitals._version import __version__
+from rlvitals.errors import InputError, MissingExtraError
+
+__all__ = ["COMMANDS", "build_parser", "main"]
+
+# Command modules, in the order ``rlvitals --help`` lists them.
+COMMANDS: tuple[str, ...] = ("acr",)
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # usage errors: one line, exit 2
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="rlvitals",
+        description="Vital signs for GRPO / RLVR training runs: measure advantage collapse, "
+        "diagnose runs, mitigate inside trainers.",
+        epilog="example: rlvitals doctor --example collapse",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"rlvitals {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMANDS:
+        importlib.import_module(f"rlvitals.cli.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "func", None) is None:
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return int(args.func(args))
+    except (InputError, MissingExtraError) as err:
+        print(f"rlvitals: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("rlvitals: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK

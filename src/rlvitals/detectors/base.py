@@ -1,0 +1,143 @@
+"""The detector framework: severities, findings, knobs and the registry.
+
+A detector is one class in one file (``adv_collapse.py`` → ``AdvCollapse``) with:
+
+- ``id``: SCREAMING_SNAKE, never changes; ``severity``; ``family``; ``key_metrics``;
+- ``Knobs``: a frozen dataclass, each default a named module constant, each field documented
+  once (``#:`` comment above the field or the class docstring's Attributes section);
+- ``check(vitals) -> list[Finding]``: a pure function of the :class:`~rlvitals.vitals.Vitals`,
+  so the same detector runs over a whole run or over a sliding window of a live one;
+- a docstring that is its docs page, with four sections: What is happening · What it looks like
+  in the recording · How the detector decides · What to try.
+
+Register with ``@register`` (class decorator). Renderers format findings; they never decide.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rlvitals.registry import Registry
+
+if TYPE_CHECKING:
+    from rlvitals.vitals import Vitals
+
+__all__ = ["DETECTORS", "Detector", "Finding", "Severity", "register"]
+
+
+class Severity(str, enum.Enum):
+    """How bad a finding is; ordered info < warn < critical."""
+
+    INFO = "info"
+    WARN = "warn"
+    CRITICAL = "critical"
+
+    @property
+    def rank(self) -> int:
+        return {"info": 0, "warn": 1, "critical": 2}[self.value]
+
+    @classmethod
+    def parse(cls, text: str) -> Severity:
+        try:
+            return cls(text.lower())
+        except ValueError:
+            valid = ", ".join(s.value for s in cls)
+            raise ValueError(f"unknown severity {text!r}; valid: {valid}") from None
+
+
+@dataclass
+class Finding:
+    """What a detector found.
+
+    Attributes:
+        id: the detector ID.
+        severity: info, warn or critical.
+        message: one sentence with the numbers, e.g.
+            "adv_std 0.03 < 0.10 for 37 steps since step 112 (early mean 0.97)".
+        onset_step: first step of the condition, or None when it has no onset (setup problems).
+        end_step: last step of the condition when it cleared; None while ongoing.
+        confidence: 0..1.
+        evidence: the evidence tier used: ``groups``, ``zero_std_frac``, ``advantages``,
+            ``reward_std``, ``loss_grad_zero``, or the series name for non-collapse detectors.
+        metrics: measured numbers beside their thresholds (floats, ints, strings).
+        actions: what to try, most useful first.
+    """
+
+    id: str
+    severity: Severity
+    message: str
+    onset_step: int | None = None
+    end_step: int | None = None
+    confidence: float = 1.0
+    evidence: str = "none"
+    metrics: dict[str, Any] = field(default_factory=dict)
+    actions: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "severity": Severity(self.severity).value,
+            "onset_step": self.onset_step,
+            "end_step": self.end_step,
+            "confidence": round(float(self.confidence), 4),
+            "evidence": self.evidence,
+            "message": self.message,
+            "metrics": dict(self.metrics),
+            "actions": list(self.actions),
+        }
+
+
+class Detector:
+    """Base class: subclasses set the class attributes and implement :meth:`check`."""
+
+    id: ClassVar[str]
+    severity: ClassVar[Severity]
+    family: ClassVar[str] = "other"
+    key_metrics: ClassVar[tuple[str, ...]] = ()
+
+    @dataclass(frozen=True)
+    class Knobs:
+        """No knobs."""
+
+    def __init__(self, knobs: Any = None, **overrides: Any):
+        base = knobs if knobs is not None else self.Knobs()
+        if overrides:
+            base = self.with_knobs(base, overrides)
+        self.knobs = base
+
+    @classmethod
+    def knob_names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls.Knobs)]
+
+    @classmethod
+    def with_knobs(cls, knobs: Any, overrides: dict[str, Any]) -> Any:
+        """``knobs`` with ``overrides`` applied; unknown names raise listing the valid ones."""
+        valid = cls.knob_names()
+        unknown = sorted(set(overrides) - set(valid))
+        if unknown:
+            raise ValueError(
+                f"{cls.id}: unknown knob(s) {', '.join(unknown)}; valid: {', '.join(valid) or '(none)'}"
+            )
+        return dataclasses.replace(knobs, **overrides)
+
+    def check(self, vitals: Vitals) -> list[Finding]:
+        raise NotImplementedError
+
+    def finding(self, message: str, **kw: Any) -> Finding:
+        """A :class:`Finding` with this detector's id and severity (overridable via ``kw``)."""
+        kw.setdefault("severity", self.severity)
+        return Finding(id=self.id, message=message, **kw)
+
+
+DETECTORS: Registry[type[Detector]] = Registry("detector")
+
+
+def register(cls: type[Detector]) -> type[Detector]:
+    """Class decorator: add a detector to the catalogue under its ``id``."""
+    if not cls.id.isupper() or " " in cls.id:
+        raise ValueError(f"detector id must be SCREAMING_SNAKE, got {cls.id!r}")
+    DETECTORS.add(cls.id, cls)
+    return cls

@@ -1,0 +1,316 @@
+"""``Run``: the one in-memory form of a training run that every importer produces.
+
+Columnar and numpy-backed: per-step scalar series share one sorted step index (NaN where a step
+did not log a key); eval series have their own index; per-group rewards, when the source has them,
+live in a :class:`GroupTable` (CSR layout: one flat rewards array plus offsets).
+
+Build a ``Run`` row by row with :class:`RunBuilder`; it maps raw keys to canonical names
+(:mod:`rlvitals.recording.metrics`), keeps unknown keys under their raw names, splits eval keys
+off, and merges rows that share a step (later values win).
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rlvitals.recording.metrics import canonical_key
+
+__all__ = ["Event", "GroupTable", "Manifest", "Run", "RunBuilder"]
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class Manifest:
+    """What is known about a run besides its series.
+
+    Attributes:
+        source: path the run was read from.
+        format: importer that read it (``trl_state``, ``verl_console``, ``recording``, ...).
+        trainer: ``trl``, ``verl``, ``openrlhf``, ``rlvitals`` (the lab), or None.
+        group_size: completions per prompt (G), when known.
+        scale_rewards: TRL's ``scale_rewards``: ``group``, ``batch`` or ``none``.
+        reward_min, reward_max: reward range; None = unknown (vitals assume [0, 1] for binary).
+        estimator: advantage estimator (``grpo``, ``dr_grpo``, ``avspo``, ...).
+        kl_coef: KL coefficient (beta); 0 means no KL term.
+        logging_steps: training steps between logged rows, when known.
+        config: anything else the source said about its configuration, raw.
+    """
+
+    source: str | None = None
+    format: str | None = None
+    trainer: str | None = None
+    group_size: int | None = None
+    scale_rewards: str | None = None
+    reward_min: float | None = None
+    reward_max: float | None = None
+    estimator: str | None = None
+    kl_coef: float | None = None
+    logging_steps: int | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    schema: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Manifest:
+        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        extra = {k: v for k, v in d.items() if k not in cls.__dataclass_fields__}
+        m = cls(**known)
+        if extra:
+            m.config = {**extra, **m.config}
+        return m
+
+
+@dataclass
+class Event:
+    """Something that happened at a step: an alert, a halt, dropped data, a note."""
+
+    step: int | None
+    kind: str
+    message: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class GroupTable:
+    """Per-group rewards of many steps, in CSR layout.
+
+    Attributes:
+        step: ``(k,)`` int64 step of each group.
+        offsets: ``(k + 1,)`` int64; group ``i`` owns rows ``offsets[i]:offsets[i+1]``.
+        rewards: ``(m,)`` float64, NaN = unscorable.
+        prompt: ``(k,)`` object array of prompt ids/hashes, or None.
+        lengths: ``(m,)`` float64 completion lengths, or None.
+        advantages: ``(m,)`` float64 advantages the trainer used, or None.
+    """
+
+    step: np.ndarray
+    offsets: np.ndarray
+    rewards: np.ndarray
+    prompt: np.ndarray | None = None
+    lengths: np.ndarray | None = None
+    advantages: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        k = self.step.shape[0]
+        if self.offsets.shape != (k + 1,):
+            raise ValueError(f"offsets must have shape ({k + 1},), got {self.offsets.shape}")
+        if int(self.offsets[-1]) != self.rewards.shape[0]:
+            raise ValueError("offsets[-1] must equal the number of rewards")
+
+    @property
+    def n_groups(self) -> int:
+        return int(self.step.shape[0])
+
+    def sizes(self) -> np.ndarray:
+        """``(k,)`` rows per group."""
+        return np.diff(self.offsets)
+
+    def row_group(self) -> np.ndarray:
+        """``(m,)`` group position of every reward row."""
+        return np.repeat(np.arange(self.n_groups), self.sizes())
+
+    def row_step(self) -> np.ndarray:
+        """``(m,)`` step of every reward row."""
+        return np.repeat(self.step, self.sizes())
+
+    def unique_steps(self) -> np.ndarray:
+        return np.unique(self.step)
+
+    @classmethod
+    def from_lists(
+        cls,
+        steps: list[int],
+        rewards: list[Any],
+        prompts: list[Any] | None = None,
+        lengths: list[Any] | None = None,
+        advantages: list[Any] | None = None,
+    ) -> GroupTable:
+        """Build from one entry per group (each ``rewards[i]`` a sequence), sorted by step."""
+        sizes = np.fromiter((len(r) for r in rewards), dtype=np.int64, count=len(rewards))
+        order = np.argsort(np.asarray(steps, dtype=np.int64), kind="stable")
+
+        def flat(rows: list[Any] | None) -> np.ndarray | None:
+            if rows is None:
+                return None
+            parts = [np.asarray(rows[i], dtype=np.float64).reshape(-1) for i in order]
+            return np.concatenate(parts) if parts else np.zeros(0)
+
+        sizes = sizes[order]
+        offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        return cls(
+            step=np.asarray(steps, dtype=np.int64)[order],
+            offsets=offsets,
+            rewards=flat(rewards),
+            prompt=None if prompts is None else np.asarray(prompts, dtype=object)[order],
+            lengths=flat(lengths),
+            advantages=flat(advantages),
+        )
+
+
+@dataclass
+class Run:
+    """A training run: per-step series, optional per-group rewards, manifest, events.
+
+    Attributes:
+        manifest: source, trainer and configuration.
+        steps: ``(T,)`` int64 sorted unique training steps that logged anything.
+        series: canonical name → ``(T,)`` float64, NaN where that step did not log the key.
+        eval_steps, eval_series: the same for evaluation rows (names start with ``eval/``).
+        groups: per-group rewards, or None.
+        events: alerts, halts, dropped data, notes.
+        unknown_keys: raw keys that were kept but not understood.
+        warnings: things the reader noticed (torn last line, duplicate steps, ...).
+    """
+
+    manifest: Manifest = field(default_factory=Manifest)
+    steps: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    series: dict[str, np.ndarray] = field(default_factory=dict)
+    eval_steps: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    eval_series: dict[str, np.ndarray] = field(default_factory=dict)
+    groups: GroupTable | None = None
+    events: list[Event] = field(default_factory=list)
+    unknown_keys: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def n_steps(self) -> int:
+        return int(self.steps.shape[0])
+
+    def get(self, name: str) -> np.ndarray | None:
+        """The series ``name`` (train or ``eval/...``), or None when absent."""
+        if name.startswith("eval/"):
+            return self.eval_series.get(name)
+        return self.series.get(name)
+
+    def has(self, name: str) -> bool:
+        """True when ``name`` exists and has at least one finite value."""
+        s = self.get(name)
+        return s is not None and bool(np.isfinite(s).any())
+
+    def coverage(self, name: str) -> float:
+        """Fraction of the series' steps at which ``name`` is finite."""
+        s = self.get(name)
+        if s is None or s.size == 0:
+            return 0.0
+        return float(np.isfinite(s).mean())
+
+    def series_names(self) -> list[str]:
+        return sorted(self.series) + sorted(self.eval_series)
+
+
+class RunBuilder:
+    """Accumulates rows ``(step, {raw_key: value})`` into a :class:`Run` in bounded memory.
+
+    Values are stored in ``array('d')`` columns (8 bytes each), so a million steps of twenty keys
+    fit in well under 1 GB. Non-numeric values are ignored (and counted); ``None`` and the strings
+    ``"NaN"``/``"nan"`` become NaN; ``inf`` stays inf.
+
+    >>> b = RunBuilder()
+    >>> b.add_row(1, {"train/reward": 0.5, "eval_reward": 0.4, "mystery": 2})
+    >>> run = b.build()
+    >>> run.series["reward_mean"].tolist(), run.eval_series["eval/reward_mean"].tolist()
+    ([0.5], [0.4])
+    >>> run.unknown_keys
+    ['mystery']
+    """
+
+    def __init__(self, manifest: Manifest | None = None):
+        self.manifest = manifest or Manifest()
+        self._steps = {False: array("q"), True: array("q")}
+        self._cols: dict[bool, dict[str, tuple[array, array]]] = {False: {}, True: {}}
+        self._key_cache: dict[str, tuple[str, bool, bool]] = {}
+        self.unknown: dict[str, None] = {}
+        self.events: list[Event] = []
+        self.warnings: list[str] = []
+        self.groups: GroupTable | None = None
+        self.skipped_values = 0
+
+    def add_row(self, step: int, values: dict[str, Any]) -> None:
+        """Add one logged row. Train and eval keys of the same row go to their own indexes."""
+        rows = {False: -1, True: -1}
+        cache = self._key_cache
+        for raw, v in values.items():
+            info = cache.get(raw)
+            if info is None:
+                info = canonical_key(raw)
+                cache[raw] = info
+                if not info[2]:
+                    self.unknown[raw] = None
+            name, is_eval, _ = info
+            x = _to_float(v)
+            if x is None:
+                self.skipped_values += 1
+                continue
+            if rows[is_eval] < 0:
+                rows[is_eval] = len(self._steps[is_eval])
+                self._steps[is_eval].append(step)
+            col = self._cols[is_eval].get(name)
+            if col is None:
+                col = (array("q"), array("d"))
+                self._cols[is_eval][name] = col
+            col[0].append(rows[is_eval])
+            col[1].append(x)
+
+    def add_event(self, event: Event) -> None:
+        self.events.append(event)
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+    def build(self) -> Run:
+        steps, series = self._finish(False)
+        esteps, eseries = self._finish(True)
+        return Run(
+            manifest=self.manifest,
+            steps=steps,
+            series=series,
+            eval_steps=esteps,
+            eval_series=eseries,
+            groups=self.groups,
+            events=self.events,
+            unknown_keys=list(self.unknown),
+            warnings=self.warnings,
+        )
+
+    def _finish(self, is_eval: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        raw_steps = np.frombuffer(self._steps[is_eval], dtype=np.int64) if self._steps[is_eval] else np.zeros(0, np.int64)
+        steps, inv = np.unique(raw_steps, return_inverse=True)
+        inv = inv.reshape(-1)
+        out: dict[str, np.ndarray] = {}
+        for name, (rows, vals) in self._cols[is_eval].items():
+            col = np.full(steps.shape[0], np.nan)
+            r = np.frombuffer(rows, dtype=np.int64)
+            # Row order is file order, so for repeated steps the later row wins.
+            col[inv[r]] = np.frombuffer(vals, dtype=np.float64)
+            out[name] = col
+        return steps.astype(np.int64), out
+
+
+def _to_float(v: Any) -> float | None:
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, (int, float)):
+        return float(v)
+    if v is None:
+        return math.nan
+    if isinstance(v, str):
+        s = v.strip().lower()
+        if s in ("nan", "none", "null", ""):
+            return math.nan
+        try:
+            return float(s)
+        except ValueError:
+            return None
+    try:
+        return float(v)  # numpy scalars
+    except (TypeError, ValueError):
+        return None

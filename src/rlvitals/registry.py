@@ -1,0 +1,62 @@
+"""Plain, strict registries (shaped like veRL's core_algos): a dict and a ``register`` decorator.
+
+Registering a name twice raises; asking for an unknown name raises and lists the valid ones.
+Detectors, estimators, importers and renderers all use this shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
+
+__all__ = ["Registry"]
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """A named collection of ``T``; ``kind`` names what is registered, for error messages.
+
+    >>> r = Registry("estimator")
+    >>> @r.register("x")
+    ... def f(): ...
+    >>> r.get("x") is f, r.names()
+    (True, ['x'])
+    """
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._items: dict[str, T] = {}
+
+    def register(self, name: str) -> Callable[[T], T]:
+        def deco(obj: T) -> T:
+            self.add(name, obj)
+            return obj
+
+        return deco
+
+    def add(self, name: str, obj: T) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{self.kind} name must be a non-empty string, got {name!r}")
+        if name in self._items:
+            raise ValueError(f"{self.kind} {name!r} is already registered")
+        self._items[name] = obj
+
+    def get(self, name: str) -> T:
+        try:
+            return self._items[name]
+        except KeyError:
+            valid = ", ".join(sorted(self._items)) or "(none)"
+            raise KeyError(f"unknown {self.kind} {name!r}; valid: {valid}") from None
+
+    def names(self) -> list[str]:
+        return sorted(self._items)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._items))
+
+    def __len__(self) -> int:
+        return len(self._items)
