@@ -277,6 +277,14 @@ class GroupStats:
         """Broadcast a ``(k,)`` per-group array back to the ``(n,)`` rows."""
         return self._ops.spread(per_group)
 
+    def group_sum(self, x: Any) -> Any:
+        """Sum an ``(n,)`` row array within each group -> ``(k,)`` (same backend as the rows)."""
+        return self._ops.sum(x)
+
+    def group_max(self, x: Any) -> Any:
+        """Largest value of an ``(n,)`` row array within each group -> ``(k,)``."""
+        return self._ops.max(x)
+
 
 def group_stats(
     rewards: Any, group_ids: Any, *, ddof: int = 1, tau: float = DEFAULT_TAU
