@@ -46,7 +46,7 @@ class Importer:
 
 IMPORTERS: Registry[Importer] = Registry("format")
 
-_MODULES = ("groups_jsonl",)
+_MODULES = ("groups_jsonl", "verl", "openrlhf")
 _loaded = False
 
 
