@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "ADVANTAGE_METHODS",
+    "ADV_ZERO_ATOL",
     "DEFAULT_EPS",
     "DEFAULT_TAU",
-    "ADV_ZERO_ATOL",
-    "ADVANTAGE_METHODS",
     "CollapseSplit",
     "GroupStats",
     "acr_100",
@@ -79,13 +79,13 @@ def _check_tau(tau: float) -> float:
     return float(tau)
 
 
-def _check_inputs(rewards: Any, group_ids: Any) -> tuple[Any, Any, bool]:
-    """Validate shapes and dtypes; return (rewards, group_ids, is_torch)."""
+def _check_inputs(rewards: Any, group_ids: Any) -> tuple[Any, Any, bool, bool]:
+    """Validate shapes and dtypes; return ``(rewards, group_ids, is_torch, has_nan)``."""
     torch_in = _is_torch(rewards)
     if torch_in:
-        if not _is_torch(group_ids):
-            import torch
+        import torch
 
+        if not _is_torch(group_ids):
             group_ids = torch.as_tensor(np.asarray(group_ids), device=rewards.device)
         if not rewards.is_floating_point():
             rewards = rewards.double()
@@ -102,6 +102,8 @@ def _check_inputs(rewards: Any, group_ids: Any) -> tuple[Any, Any, bool]:
             if not np.all(np.isfinite(group_ids)) or np.any(group_ids != np.round(group_ids)):
                 raise ValueError("group_ids must be integers or strings, got non-integral floats")
             group_ids = group_ids.astype(np.int64)
+        elif group_ids.dtype.kind not in "iubUSO":
+            raise ValueError(f"group_ids must be integers or strings, got dtype {group_ids.dtype}")
     if rewards.ndim != 1:
         raise ValueError(f"rewards must be 1-D (n,), got shape {tuple(rewards.shape)}")
     if group_ids.ndim != 1:
@@ -112,132 +114,151 @@ def _check_inputs(rewards: Any, group_ids: Any) -> tuple[Any, Any, bool]:
         )
     if rewards.shape[0] == 0:
         raise ValueError("rewards is empty: a step needs at least one completion")
+    # One pass answers the common case (all finite); only then look closer.
     if torch_in:
         import torch
 
+        if bool(torch.isfinite(rewards).all()):
+            return rewards, group_ids, True, False
         if bool(torch.isinf(rewards).any()):
             raise ValueError("rewards contain +/-inf; use NaN for unscorable completions")
-    elif np.isinf(rewards).any():
+        return rewards, group_ids, True, True
+    if np.isfinite(rewards).all():
+        return rewards, group_ids, False, False
+    if np.isinf(rewards).any():
         raise ValueError("rewards contain +/-inf; use NaN for unscorable completions")
-    return rewards, group_ids, torch_in
+    return rewards, group_ids, False, True
 
 
-@dataclass(frozen=True)
-class _Layout:
-    """How rows map to groups: ``dense`` (n = k * G, rows in order) or by ``index`` (n,)."""
-
-    k: int
-    size: int | None  # G when dense
-    index: Any  # (n,) group position of each row, or None when dense
-
-
-def _layout(group_ids: Any, torch_in: bool) -> _Layout:
-    n = int(group_ids.shape[0])
-    if torch_in:
-        import torch
-
-        # Dense fast path: equal-size contiguous runs with strictly increasing ids.
-        if n > 1:
-            change = torch.nonzero(group_ids[1:] != group_ids[:-1])
-            g = int(change[0, 0]) + 1 if change.numel() else n
-        else:
-            g = 1
-        if n % g == 0:
-            rows = group_ids.reshape(-1, g)
-            if bool((rows == rows[:, :1]).all()) and bool((rows[1:, 0] > rows[:-1, 0]).all()):
-                return _Layout(k=n // g, size=g, index=None)
-        _, inv = torch.unique(group_ids, return_inverse=True)
-        return _Layout(k=int(inv.max()) + 1, size=None, index=inv)
-    if n > 1 and group_ids.dtype.kind in "iub":
-        change = np.flatnonzero(group_ids[1:] != group_ids[:-1])
-        g = int(change[0]) + 1 if change.size else n
-        if n % g == 0:
-            rows = group_ids.reshape(-1, g)
-            if (rows == rows[:, :1]).all() and (np.diff(rows[:, 0]) > 0).all():
-                return _Layout(k=n // g, size=g, index=None)
-    elif n == 1:
-        return _Layout(k=1, size=1, index=None)
-    _, inv = np.unique(group_ids, return_inverse=True)
-    inv = inv.reshape(-1)
-    return _Layout(k=int(inv.max()) + 1, size=None, index=inv)
+_COMPACT_SPAN = 4
+"""Integer ids spanning at most this many slots per row are binned directly (no sort)."""
 
 
 class _Ops:
-    """Segment reductions over a layout, for one backend."""
+    """Segment reductions for one batch layout and backend.
 
-    def __init__(self, layout: _Layout, torch_in: bool, like: Any):
-        self.lay = layout
+    ``dense``: n = k * G rows in G-sized runs of strictly increasing ids; arrays are viewed as
+    ``(k, G)`` and per-group values broadcast as ``(k, 1)``. Otherwise rows carry a group
+    position ``index`` (n,) and reductions bin by it. Group order is sorted-id order either way.
+    """
+
+    def __init__(self, group_ids: Any, torch_in: bool):
         self.torch = torch_in
-        self.like = like
-        if not torch_in and layout.index is not None:
-            # Sort once; reduceat over contiguous runs is much faster than ufunc.at.
-            self.order = np.argsort(layout.index, kind="stable")
-            sorted_idx = layout.index[self.order]
-            self.starts = np.flatnonzero(np.r_[True, sorted_idx[1:] != sorted_idx[:-1]])
-
-    def sum(self, x: Any) -> Any:
-        lay = self.lay
-        if lay.size is not None:
-            return x.reshape(lay.k, lay.size).sum(**self._axis1())
-        if self.torch:
+        self.n = int(group_ids.shape[0])
+        self.G: int | None = None
+        self.index: Any = None
+        self.k = 0
+        self._sizes: Any = None
+        g = self._dense_size(group_ids)
+        if g is not None:
+            self.G, self.k = g, self.n // g
+        elif torch_in:
             import torch
 
-            out = torch.zeros(lay.k, dtype=x.dtype, device=x.device)
-            return out.index_add_(0, lay.index, x)
-        return np.add.reduceat(x[self.order], self.starts)
+            _, inv = torch.unique(group_ids, return_inverse=True)
+            self.index, self.k = inv, int(inv.max()) + 1
+        else:
+            self._numpy_index(group_ids)
 
-    def max(self, x: Any) -> Any:
-        return self._extreme(x, "amax")
-
-    def min(self, x: Any) -> Any:
-        return self._extreme(x, "amin")
-
-    def _extreme(self, x: Any, how: str) -> Any:
-        lay = self.lay
-        if lay.size is not None:
-            m = x.reshape(lay.k, lay.size)
-            if self.torch:
-                return m.amax(dim=1) if how == "amax" else m.amin(dim=1)
-            return m.max(axis=1) if how == "amax" else m.min(axis=1)
+    def _dense_size(self, ids: Any) -> int | None:
+        n = self.n
+        if n == 1:
+            return 1
         if self.torch:
-            import torch
+            change = (ids[1:] != ids[:-1]).nonzero()
+            g = int(change[0, 0]) + 1 if change.numel() else n
+            if n % g:
+                return None
+            rows = ids.reshape(-1, g)
+            ok = bool((rows == rows[:, :1]).all()) and bool((rows[1:, 0] > rows[:-1, 0]).all())
+            return g if ok else None
+        if ids.dtype.kind not in "iub":
+            return None
+        change = np.flatnonzero(ids[1:] != ids[:-1])
+        g = int(change[0]) + 1 if change.size else n
+        if n % g:
+            return None
+        rows = ids.reshape(-1, g)
+        ok = (rows == rows[:, :1]).all() and (rows[1:, 0] > rows[:-1, 0]).all()
+        return g if ok else None
 
-            out = torch.empty(lay.k, dtype=x.dtype, device=x.device)
-            return out.scatter_reduce_(0, lay.index, x, reduce=how, include_self=False)
-        ufunc = np.maximum if how == "amax" else np.minimum
-        return ufunc.reduceat(x[self.order], self.starts)
+    def _numpy_index(self, ids: np.ndarray) -> None:
+        if ids.dtype.kind in "iub":
+            lo, hi = int(ids.min()), int(ids.max())
+            span = hi - lo + 1
+            if span <= _COMPACT_SPAN * self.n + 1024:
+                slot = (ids - lo).astype(np.intp, copy=False)
+                counts = np.bincount(slot, minlength=span)
+                present = counts > 0
+                if present.all():
+                    self.index, self.k, self._sizes = slot, span, counts
+                else:
+                    pos = np.cumsum(present) - 1
+                    self.index, self.k = pos[slot], int(present.sum())
+                    self._sizes = counts[present]
+                return
+        _, inv = np.unique(ids, return_inverse=True)
+        self.index = inv.reshape(-1)
+        self.k = int(self.index.max()) + 1
+
+    # -- views ---------------------------------------------------------------------------------
+    def view(self, x: Any) -> Any:
+        return x.reshape(self.k, self.G) if self.G is not None else x
+
+    def flat(self, x: Any) -> Any:
+        return x.reshape(-1) if self.G is not None else x
 
     def spread(self, per_group: Any) -> Any:
-        """Broadcast a ``(k,)`` per-group value back to rows ``(n,)``."""
-        lay = self.lay
-        if lay.size is not None:
+        """A ``(k,)`` per-group value, broadcastable against :meth:`view` arrays."""
+        return per_group[:, None] if self.G is not None else per_group[self.index]
+
+    # -- reductions over views -------------------------------------------------------------------
+    def sum(self, v: Any) -> Any:
+        if self.G is not None:
+            return v.sum(dim=1) if self.torch else v.sum(axis=1)
+        if self.torch:
+            import torch
+
+            out = torch.zeros(self.k, dtype=v.dtype, device=v.device)
+            return out.index_add_(0, self.index, v)
+        return np.bincount(self.index, weights=v, minlength=self.k).astype(v.dtype, copy=False)
+
+    def extreme(self, v: Any, how: str) -> Any:
+        if self.G is not None:
             if self.torch:
-                return per_group.repeat_interleave(lay.size)
-            return np.repeat(per_group, lay.size)
-        return per_group[lay.index]
+                return v.amax(dim=1) if how == "amax" else v.amin(dim=1)
+            return v.max(axis=1) if how == "amax" else v.min(axis=1)
+        if self.torch:
+            import torch
 
-    def _axis1(self) -> dict:
-        return {"dim": 1} if self.torch else {"axis": 1}
+            out = torch.empty(self.k, dtype=v.dtype, device=v.device)
+            return out.scatter_reduce_(0, self.index, v, reduce=how, include_self=False)
+        fill = -np.inf if how == "amax" else np.inf
+        out = np.full(self.k, fill, dtype=v.dtype)
+        (np.maximum if how == "amax" else np.minimum).at(out, self.index, v)
+        return out
+
+    def sizes(self, like: Any) -> Any:
+        """Rows per group, ``(k,)`` in the float dtype of ``like``."""
+        if self.torch:
+            import torch
+
+            if self.G is not None:
+                return torch.full((self.k,), float(self.G), dtype=like.dtype, device=like.device)
+            return self.sum(torch.ones_like(like))
+        if self.G is not None:
+            return np.full(self.k, float(self.G), dtype=like.dtype)
+        if self._sizes is None:
+            self._sizes = np.bincount(self.index, minlength=self.k)
+        return self._sizes.astype(like.dtype)
 
 
-def _xp_isnan(x: Any, torch_in: bool) -> Any:
-    if torch_in:
-        import torch
-
-        return torch.isnan(x)
-    return np.isnan(x)
-
-
-def _xp_where(c: Any, a: Any, b: Any, torch_in: bool) -> Any:
+def _where(c: Any, a: Any, b: float, torch_in: bool) -> Any:
     if torch_in:
         import torch
 
         return torch.where(c, a, torch.as_tensor(b, dtype=a.dtype, device=a.device))
-    return np.where(c, a, b)
-
-
-def _any(x: Any) -> bool:
-    return bool(x.any())
+    return np.where(c, a, a.dtype.type(b))
 
 
 # --------------------------------------------------------------------------------------------
@@ -246,28 +267,28 @@ def _any(x: Any) -> bool:
 
 @dataclass(frozen=True)
 class GroupStats:
-    """Per-group statistics of one step; every array is ``(k,)`` in group order (sorted ids).
+    """Per-group statistics of one step; every array is ``(k,)`` in sorted-group-id order.
 
     Attributes:
         count: scorable (finite) rewards per group.
         size: rows per group, NaN rewards included.
-        mean, std: over scorable rewards; std with the ``ddof`` used (NaN when count <= ddof).
-        max, min: over scorable rewards (NaN when count == 0).
-        collapsed: ``max - min <= tau * max(1, max|r|)``; False for unscorable groups.
+        mean: over scorable rewards (NaN when count == 0).
+        std: over scorable rewards with the ``ddof`` used (NaN when count <= ddof).
+        collapsed: the group's rewards agree within the tolerance (see :func:`group_stats`);
+            False for unscorable groups.
         scorable: count > 0.
-        index: ``(n,)`` group position of each row, or None when the layout was dense.
+        index: ``(n,)`` group position of each row, or None when the batch was dense.
     """
 
     count: Any
     size: Any
     mean: Any
     std: Any
-    max: Any
-    min: Any
     collapsed: Any
     scorable: Any
     index: Any
     _ops: Any = None
+    _rewards: Any = None
 
     @property
     def n_groups(self) -> int:
@@ -275,27 +296,46 @@ class GroupStats:
 
     def spread(self, per_group: Any) -> Any:
         """Broadcast a ``(k,)`` per-group array back to the ``(n,)`` rows."""
-        return self._ops.spread(per_group)
+        ops = self._ops
+        out = ops.spread(per_group)
+        if ops.G is not None:
+            out = out.expand(ops.k, ops.G) if ops.torch else np.broadcast_to(out, (ops.k, ops.G))
+        return ops.flat(out)
 
-    def group_sum(self, x: Any) -> Any:
-        """Sum an ``(n,)`` row array within each group -> ``(k,)`` (same backend as the rows)."""
-        return self._ops.sum(x)
+    @property
+    def max(self) -> Any:
+        """Largest scorable reward per group (NaN when none); computed on demand."""
+        return self._extreme("amax")
 
-    def group_max(self, x: Any) -> Any:
-        """Largest value of an ``(n,)`` row array within each group -> ``(k,)``."""
-        return self._ops.max(x)
+    @property
+    def min(self) -> Any:
+        """Smallest scorable reward per group (NaN when none); computed on demand."""
+        return self._extreme("amin")
+
+    def _extreme(self, how: str) -> Any:
+        ops, t = self._ops, self._ops.torch
+        r = ops.view(self._rewards)
+        fill = -math.inf if how == "amax" else math.inf
+        nan = r.isnan() if t else np.isnan(r)
+        out = ops.extreme(_where(~nan, r, fill, t), how)
+        return _where(self.scorable, out, math.nan, t)
 
 
 def group_stats(
     rewards: Any, group_ids: Any, *, ddof: int = 1, tau: float = DEFAULT_TAU
 ) -> GroupStats:
-    """Mean, std, extremes and collapse flags of every group.
+    """Mean, std and collapse flag of every group.
+
+    A group is collapsed when its unbiased std satisfies ``std_j <= tau * max(1, |mean_j|)``
+    (DESIGN.md 3.1): an absolute tolerance for rewards in [-1, 1], relative above, because
+    float32 round-off grows with the reward's magnitude. A group with a single scorable reward is
+    collapsed (it teaches nothing). ``<=`` makes ``tau=0`` mean exact equality.
 
     Args:
         rewards: ``(n,)`` float; NaN = unscorable.
         group_ids: ``(n,)`` integer (or, for numpy, string) group keys; ragged groups allowed.
         ddof: 1 for the unbiased std (default, as TRL and veRL), 0 for the population std.
-        tau: collapse tolerance (see the module docstring).
+        tau: collapse tolerance.
 
     >>> s = group_stats(np.array([1.0, 1.0, 1.0, 0.0, 0.5, 0.5]), np.array([0, 0, 0, 0, 1, 1]))
     >>> s.mean.tolist(), s.collapsed.tolist()
@@ -304,58 +344,42 @@ def group_stats(
     if ddof not in (0, 1):
         raise ValueError(f"ddof must be 0 (population) or 1 (unbiased), got {ddof!r}")
     tau = _check_tau(tau)
-    rewards, group_ids, t = _check_inputs(rewards, group_ids)
-    lay = _layout(group_ids, t)
-    ops = _Ops(lay, t, rewards)
-    nan = _xp_isnan(rewards, t)
-    has_nan = _any(nan)
-    if t:
-        import torch
-
-        ones = torch.ones_like(rewards)
-    else:
-        ones = np.ones_like(rewards)
+    rewards, group_ids, t, has_nan = _check_inputs(rewards, group_ids)
+    ops = _Ops(group_ids, t)
+    r = ops.view(rewards)
+    size = ops.sizes(rewards)
     if has_nan:
-        valid = ~nan
-        filled = _xp_where(valid, rewards, 0.0, t)
-        count = ops.sum(_xp_where(valid, ones, 0.0, t))
-        hi = ops.max(_xp_where(valid, rewards, -math.inf, t))
-        lo = ops.min(_xp_where(valid, rewards, math.inf, t))
+        valid = ~(r.isnan() if t else np.isnan(r))
+        filled = _where(valid, r, 0.0, t)
+        count = ops.sum(valid.to(rewards.dtype) if t else valid.astype(rewards.dtype))
     else:
-        valid = None
-        filled = rewards
-        count = ops.sum(ones)
-        hi = ops.max(rewards)
-        lo = ops.min(rewards)
-    size = ops.sum(ones)
+        valid, filled, count = None, r, size
     scorable = count > 0
-    mean = ops.sum(filled) / _xp_where(scorable, count, 1.0, t)
+    mean = ops.sum(filled) / _where(scorable, count, 1.0, t)
     dev = filled - ops.spread(mean)
     if valid is not None:
-        dev = _xp_where(valid, dev, 0.0, t)
+        dev = _where(valid, dev, 0.0, t)
     ss = ops.sum(dev * dev)
-    denom = count - ddof
-    var = ss / _xp_where(denom > 0, denom, 1.0, t)
-    std = _xp_where(denom > 0, var**0.5, math.nan, t)
-    mean = _xp_where(scorable, mean, math.nan, t)
-    hi = _xp_where(scorable, hi, math.nan, t)
-    lo = _xp_where(scorable, lo, math.nan, t)
-    # Tolerance: absolute for |r| <= 1, relative above (float32 round-off scales with |r|).
-    ahi, alo = abs(_xp_where(scorable, hi, 0.0, t)), abs(_xp_where(scorable, lo, 0.0, t))
-    scale = _xp_where(ahi > alo, ahi, alo, t)
-    scale = _xp_where(scale > 1.0, scale, 1.0, t)
-    collapsed = ((hi - lo) <= tau * scale) & scorable
+    # The collapse test always uses the unbiased std, whatever ddof the caller reports.
+    n1 = count - 1
+    unbiased = (ss / _where(n1 > 0, n1, 1.0, t)) ** 0.5
+    amean = abs(mean)
+    collapsed = (unbiased <= tau * _where(amean > 1.0, amean, 1.0, t)) & scorable
+    if ddof == 1:
+        std = _where(n1 > 0, unbiased, math.nan, t)
+    else:
+        std = _where(scorable, (ss / _where(scorable, count, 1.0, t)) ** 0.5, math.nan, t)
+    mean = _where(scorable, mean, math.nan, t)
     return GroupStats(
         count=count,
         size=size,
         mean=mean,
         std=std,
-        max=hi,
-        min=lo,
         collapsed=collapsed,
         scorable=scorable,
-        index=lay.index,
+        index=ops.index,
         _ops=ops,
+        _rewards=rewards,
     )
 
 
@@ -394,8 +418,8 @@ def collapse_split(
 ) -> CollapseSplit:
     """ACR and its split into solve_all (common value r_max), solve_none (r_min) and flat.
 
-    A collapsed group's common value is compared with ``r_max``/``r_min`` using the same
-    tolerance as the collapse test. Pass ``stats`` to reuse a :func:`group_stats` result.
+    A collapsed group's common value (its mean) is compared with ``r_max``/``r_min`` using the
+    collapse tolerance. Pass ``stats`` to reuse a :func:`group_stats` result.
 
     >>> s = collapse_split(np.array([1., 1, 0, 0, .5, .5, 1, 0]), np.array([0, 0, 1, 1, 2, 2, 3, 3]))
     >>> (s.acr, s.solve_all, s.solve_none, s.flat)
@@ -403,21 +427,16 @@ def collapse_split(
     """
     if not (math.isfinite(r_min) and math.isfinite(r_max)) or r_max <= r_min:
         raise ValueError(f"need finite r_min < r_max, got r_min={r_min!r}, r_max={r_max!r}")
+    tau = _check_tau(tau)
     if stats is None:
         stats = group_stats(rewards, group_ids, tau=tau)
-    tau = _check_tau(tau)
-    col = stats.collapsed
     n = int(stats.scorable.sum())
     if n == 0:
         raise ValueError("no group has a finite reward: ACR is undefined for this step")
-    value = stats.max
-    tol_all = tau * max(1.0, abs(r_max))
-    tol_none = tau * max(1.0, abs(r_min))
-    at_max = col & (abs(value - r_max) <= tol_all)
-    at_min = col & (abs(stats.min - r_min) <= tol_none) & ~at_max
-    n_col = int(col.sum())
-    n_all = int(at_max.sum())
-    n_none = int(at_min.sum())
+    col, value = stats.collapsed, stats.mean
+    at_max = col & (abs(value - r_max) <= tau * max(1.0, abs(r_max)))
+    at_min = col & (abs(value - r_min) <= tau * max(1.0, abs(r_min))) & ~at_max
+    n_col, n_all, n_none = int(col.sum()), int(at_max.sum()), int(at_min.sum())
     return CollapseSplit(
         acr=n_col / n,
         solve_all=n_all / n,
@@ -431,7 +450,7 @@ def collapse_split(
 def collapse_rate(rewards: Any, group_ids: Any, tau: float = DEFAULT_TAU) -> float:
     """Advantage Collapse Rate of one step: the fraction of scorable groups that are collapsed.
 
-    >>> collapse_rate([1.0, 1.0, 1.0, 0.0, 0.0, 0.0], [0, 0, 0, 1, 1, 1])
+    >>> collapse_rate([1.0, 1.0, 0.0, 0.0, 0.0, 0.0], [0, 0, 0, 1, 1, 1])
     0.5
     """
     stats = group_stats(rewards, group_ids, tau=tau)
@@ -454,7 +473,7 @@ def advantages(
     ddof: int = 1,
     stats: GroupStats | None = None,
 ) -> Any:
-    """Per-completion advantages ``(n,)``, same kind and dtype as ``rewards``.
+    """Per-completion advantages ``(n,)``, same kind, device and dtype as ``rewards``.
 
     Methods:
         ``grpo``: ``(r - mean_j) / (std_j + eps)``.
@@ -463,40 +482,53 @@ def advantages(
         ``rloo``: ``r - mean of the other scorable members``, i.e. ``c/(c-1) (r - mean_j)``.
 
     NaN rewards are left out of every statistic and get advantage 0. A group with a single
-    scorable member gets 0 (its std is undefined; it teaches nothing).
+    scorable member gets 0 (its std is undefined; it teaches nothing). Pass ``stats`` (from
+    :func:`group_stats` on the same inputs and ``ddof``) to skip recomputing them.
 
     >>> advantages(np.array([1.0, 1.0, 1.0, 0.0]), np.zeros(4, dtype=int)).round(3).tolist()
     [0.5, 0.5, 0.5, -1.5]
     """
     if method not in ADVANTAGE_METHODS:
         raise ValueError(f"unknown method {method!r}; valid: {', '.join(ADVANTAGE_METHODS)}")
-    if not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps < 0:
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps < 0:
         raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
-    rewards, group_ids, t = _check_inputs(rewards, group_ids)
     if stats is None:
         stats = group_stats(rewards, group_ids, ddof=ddof)
-    nan = _xp_isnan(rewards, t)
-    centred = rewards - stats.spread(stats.mean)
+    ops = stats._ops
+    t = ops.torch
+    rewards = stats._rewards
+    r = ops.view(rewards)
+    count = stats.count
+    teaches = count > 1  # a single scorable member (or none) gets 0
     if method == "grpo":
-        std = _xp_where(stats.count > 1, stats.std, 0.0, t)
-        adv = centred / stats.spread(std + eps)
+        std = _where(teaches, stats.std, 0.0, t)
+        scale = 1.0 / (std + eps) if eps > 0 else 1.0 / _where(std > 0, std, 1.0, t)
     elif method == "dr_grpo":
-        adv = centred
+        scale = _full_like(count, 1.0)
     elif method == "rloo":
-        c = stats.count
-        factor = _xp_where(c > 1, c / _xp_where(c > 1, c - 1, 1.0, t), 0.0, t)
-        adv = centred * stats.spread(factor)
-    else:  # batch
-        valid = rewards[~nan]
-        m = valid.shape[0]
-        if m > 1:
-            mu = valid.mean()
-            bstd = float((((valid - mu) ** 2).sum() / (m - ddof)) ** 0.5)
-        else:
-            bstd = 0.0
-        adv = centred / (bstd + eps)
-    single = stats.spread(stats.count <= 1)
-    return _xp_where(~(nan | single), adv, 0.0, t)
+        scale = count / _where(teaches, count - 1, 1.0, t)
+    else:  # batch: one std over every scorable reward of the step
+        ok = ~(rewards.isnan() if t else np.isnan(rewards))
+        valid = rewards[ok]
+        m = int(valid.shape[0])
+        bstd = float((((valid - valid.mean()) ** 2).sum() / (m - ddof)) ** 0.5) if m > ddof else 0.0
+        denom = bstd + eps
+        scale = _full_like(count, 1.0 / denom if denom > 0 else 0.0)
+    scale = _where(teaches, scale, 0.0, t)
+    adv = ops.flat((r - ops.spread(stats.mean)) * ops.spread(scale))
+    if bool((count != stats.size).any()):  # NaN rewards (and all-NaN groups) get 0
+        adv = _where(~(adv.isnan() if t else np.isnan(adv)), adv, 0.0, t)
+    return adv
+
+
+def _full_like(like: Any, value: float) -> Any:
+    """A ``like``-shaped array filled with ``value`` (same backend, dtype, device)."""
+    if _is_torch(like):
+        import torch
+
+        return torch.full_like(like, value)
+    return np.full_like(like, value)
+
 
 
 def advantage_stats(adv: Any, rewards: Any = None) -> tuple[float, float]:
@@ -516,7 +548,7 @@ def advantage_stats(adv: Any, rewards: Any = None) -> tuple[float, float]:
         r = rewards if t else np.asarray(rewards)
         if r.shape != a.shape:
             raise ValueError(f"rewards shape {tuple(r.shape)} != advantages {tuple(a.shape)}")
-        a = a[~_xp_isnan(r, t)]
+        a = a[~(r.isnan() if t else np.isnan(r))]
         if a.shape[0] == 0:
             return math.nan, math.nan
     a64 = a.double() if t else a.astype(np.float64)

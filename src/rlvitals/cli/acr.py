@@ -9,8 +9,8 @@ import sys
 
 import numpy as np
 
-from rlvitals.examples import example_path
 from rlvitals.errors import InputError
+from rlvitals.examples import example_path
 from rlvitals.importers import load
 from rlvitals.signal import DEFAULT_TAU, acr_100, acr_volatility, stall_spans, windowed_acr
 from rlvitals.vitals import group_series

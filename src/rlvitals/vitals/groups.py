@@ -63,8 +63,8 @@ def group_series(
     span = r_max - r_min
     tol_hi = tau * max(1.0, abs(r_max))
     tol_lo = tau * max(1.0, abs(r_min))
-    at_max = col & (np.abs(st.max - r_max) <= tol_hi)
-    at_min = col & (np.abs(st.min - r_min) <= tol_lo) & ~at_max
+    at_max = col & (np.abs(st.mean - r_max) <= tol_hi)
+    at_min = col & (np.abs(st.mean - r_min) <= tol_lo) & ~at_max
 
     def per_step(x: np.ndarray) -> np.ndarray:
         return np.bincount(sinv, weights=x.astype(np.float64), minlength=T)
