@@ -80,6 +80,8 @@ _VERL_MARK = re.compile(rb"verl\.trainer|\(TaskRunner pid=|\(main_task pid=|val-
 _LAUNCH = re.compile(r"-m\s+((?:verl|recipe)\.[\w.]*main\w*)")
 _OVERRIDE_KEY = re.compile(r"[+~]{0,2}([A-Za-z_][\w\-]*(?:\.[\w\-@]+)*)")
 _ROLLOUT_NAME = re.compile(r"(\d{1,18})\.jsonl")
+_NUMPY_REPR = re.compile(r"(?:np|numpy)\.(?:float|int|uint|bool)\d*_?\((.{1,64})\)")
+_BOOLS = {"True": 1.0, "False": 0.0, "true": 1.0, "false": 0.0, "np.True_": 1.0, "np.False_": 0.0}
 
 
 def _check_step(path: Path, digits: str, where: str) -> int:
@@ -89,16 +91,26 @@ def _check_step(path: Path, digits: str, where: str) -> int:
 
 
 def _number(text: str) -> float | None:
-    """A console value as float, or None when it is not a number (``nan``/``inf`` are)."""
+    """A console value as float, or None when it is not a number (``nan``/``inf`` are).
+
+    Accepts what veRL prints: ``0.302`` (``{v:.3f}``), ``-0.000``, ``5``, ``1e-06``, ``nan``,
+    ``inf``, ``True``, and numpy 2 reprs (``np.float64(0.302)``, from ``pprint.pformat``).
+
+    >>> _number("np.float64(-0.5)"), _number("True"), _number("abc")
+    (-0.5, 1.0, None)
+    """
     try:
         return float(text)
     except ValueError:
-        low = text.lower()
-        if low == "true":
-            return 1.0
-        if low == "false":
-            return 0.0
-        return None
+        pass
+    m = _NUMPY_REPR.fullmatch(text)
+    if m is not None:
+        text = m.group(1)
+        try:
+            return float(text)
+        except ValueError:
+            pass
+    return _BOOLS.get(text)
 
 
 # --- Hydra overrides of the launch command --------------------------------------------------
