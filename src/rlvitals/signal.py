@@ -302,6 +302,14 @@ class GroupStats:
             out = out.expand(ops.k, ops.G) if ops.torch else np.broadcast_to(out, (ops.k, ops.G))
         return ops.flat(out)
 
+    def group_sum(self, x: Any) -> Any:
+        """Sum an ``(n,)`` row array within each group -> ``(k,)`` (same backend as the rows)."""
+        return self._ops.sum(self._ops.view(x))
+
+    def group_max(self, x: Any) -> Any:
+        """Largest value of an ``(n,)`` row array within each group -> ``(k,)``."""
+        return self._ops.extreme(self._ops.view(x), "amax")
+
     @property
     def max(self) -> Any:
         """Largest scorable reward per group (NaN when none); computed on demand."""
