@@ -1,0 +1,49 @@
+"""The ``rlvitals acr`` command and CLI basics (version, help, bad input)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+
+from rlvitals.cli import main
+from rlvitals.examples import example_path
+from rlvitals.importers import load
+from rlvitals.vitals import group_series
+
+
+def test_acr_example_json_matches_library(capsys):
+    assert main(["acr", "--example", "collapse", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    run = load(example_path("collapse"))
+    s = group_series(run.groups)
+    assert [r["step"] for r in out["steps"]] == s.steps.tolist()
+    np.testing.assert_allclose([r["acr"] for r in out["steps"]], s.acr, atol=1e-6)
+    # the example's groups go homogeneous from step 60: a stall is reported from there
+    assert out["summary"]["stalls"] and out["summary"]["stalls"][0][0] >= 55
+
+
+def test_acr_table(capsys):
+    assert main(["acr", "--example", "collapse", "--every", "30"]) == 0
+    text = capsys.readouterr().out
+    assert "ACR" in text and "stall: ACR > 0.35" in text
+
+
+def test_acr_bad_inputs(tmp_path, capsys):
+    assert main(["acr", str(tmp_path / "missing.jsonl")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"step": 1, "group": 0, "rewards": [1, 0]}\n{"step": "x", "group": 0, "rewards": [1]}\n')
+    assert main(["acr", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "bad.jsonl" in err and "line 2" in err
+    assert main(["acr", "--example", "nope"]) == 2
+
+
+def test_module_entry_point_version_and_help():
+    out = subprocess.run([sys.executable, "-m", "rlvitals", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.startswith("rlvitals ")
+    out = subprocess.run([sys.executable, "-m", "rlvitals", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "acr" in out.stdout
