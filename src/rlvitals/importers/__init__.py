@@ -46,7 +46,7 @@ class Importer:
 
 IMPORTERS: Registry[Importer] = Registry("format")
 
-_MODULES = ("groups_jsonl", "verl", "openrlhf", "trl_state", "trl_completions", "generic")
+_MODULES = ("groups_jsonl", "verl", "openrlhf", "trl_state", "trl_completions", "generic", "recording")
 _loaded = False
 
 
