@@ -6,6 +6,7 @@ and since which step, and mitigate advantage collapse inside real trainers.
 
 from rlvitals._version import __version__
 from rlvitals.errors import InputError, MissingExtraError, RlvitalsError
+from rlvitals.estimators import estimate
 from rlvitals.recording import Event, GroupTable, Manifest, Run, RunBuilder
 from rlvitals.signal import (
     CollapseSplit,
@@ -46,6 +47,7 @@ __all__ = [
     "collapse_rate",
     "collapse_split",
     "cumulative_acr",
+    "estimate",
     "excess_collapse",
     "expected_acr",
     "expected_collapse",

@@ -1,0 +1,171 @@
+"""The estimator registry, the :class:`Estimator` record and the one-call :func:`estimate`.
+
+Every estimator shares one signature (STYLE.md, shaped like veRL's ``core_algos``)::
+
+    fn(rewards (n,), group_ids (n,), config, state) -> (advantages (n,), metrics, state)
+
+``config`` is an instance of the estimator's frozen config dataclass, ``metrics`` a flat
+``dict[str, float]`` and ``state`` whatever the estimator carries from step to step (``None`` for
+stateless ones).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from rlvitals.errors import RlvitalsError
+from rlvitals.registry import Registry
+
+__all__ = [
+    "ESTIMATORS",
+    "Estimator",
+    "EstimatorName",
+    "UnknownEstimatorError",
+    "estimate",
+    "get_estimator",
+    "make_config",
+    "register_estimator",
+]
+
+
+class EstimatorName(str, Enum):
+    """Names of the built-in estimators."""
+
+    GRPO = "grpo"
+    DR_GRPO = "dr_grpo"
+    RLOO = "rloo"
+    AVSPO = "avspo"
+    AVSPO_RELEASED = "avspo_released"
+    ZERO_VAR_FILTER = "zero_var_filter"
+
+
+class UnknownEstimatorError(RlvitalsError, KeyError, ValueError):
+    """An estimator name that is not registered; the message lists the valid ones."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+EstimatorFn = Callable[[Any, Any, Any, Any], "tuple[Any, dict[str, float], Any]"]
+
+
+@dataclass(frozen=True)
+class Estimator:
+    """A registered advantage estimator.
+
+    Attributes:
+        name: the registered name (``"grpo"``, ``"avspo"``, ...).
+        config_cls: frozen dataclass of the estimator's knobs; every field documented.
+        fn: ``fn(rewards, group_ids, config, state) -> (advantages, metrics, state)``.
+        state_cls: the state dataclass (``to_dict``/``from_dict``), or None when stateless.
+        summary: one line for listings.
+    """
+
+    name: str
+    config_cls: type
+    fn: EstimatorFn
+    state_cls: type | None = None
+    summary: str = ""
+
+    def __call__(
+        self, rewards: Any, group_ids: Any, config: Any = None, state: Any = None
+    ) -> tuple[Any, dict[str, float], Any]:
+        """Run the estimator. ``config`` defaults to ``config_cls()``."""
+        if config is None:
+            config = self.config_cls()
+        elif not isinstance(config, self.config_cls):
+            raise TypeError(
+                f"estimator {self.name!r} needs a {self.config_cls.__name__}, "
+                f"got {type(config).__name__}"
+            )
+        return self.fn(rewards, group_ids, config, state)
+
+    def make_config(self, **kwargs: Any) -> Any:
+        """Build ``config_cls(**kwargs)``; an unknown key raises ValueError listing valid ones."""
+        return make_config(self.config_cls, self.name, **kwargs)
+
+    @property
+    def config_fields(self) -> list[str]:
+        return [f.name for f in dataclasses.fields(self.config_cls)]
+
+
+ESTIMATORS: Registry[Estimator] = Registry("estimator")
+"""Every registered estimator by name."""
+
+
+def register_estimator(
+    name: str, config_cls: type, *, state_cls: type | None = None, summary: str = ""
+) -> Callable[[EstimatorFn], EstimatorFn]:
+    """Decorator: register ``fn`` under ``name`` (twice raises).
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Cfg: ...
+    >>> @register_estimator("doc_example_zero", Cfg)
+    ... def zero(rewards, group_ids, config, state):
+    ...     return rewards * 0, {}, None
+    >>> get_estimator("doc_example_zero").config_cls is Cfg
+    True
+    """
+
+    def deco(fn: EstimatorFn) -> EstimatorFn:
+        ESTIMATORS.add(name, Estimator(name, config_cls, fn, state_cls, summary))
+        return fn
+
+    return deco
+
+
+def get_estimator(name: str | EstimatorName) -> Estimator:
+    """The estimator registered under ``name``; unknown names raise and list the valid ones."""
+    key = name.value if isinstance(name, EstimatorName) else name
+    if not isinstance(key, str) or key not in ESTIMATORS:
+        valid = ", ".join(ESTIMATORS.names())
+        raise UnknownEstimatorError(f"unknown estimator {key!r}; valid: {valid}")
+    return ESTIMATORS.get(key)
+
+
+def make_config(config_cls: type, owner: str, **kwargs: Any) -> Any:
+    """``config_cls(**kwargs)``, with unknown keys reported as a ValueError naming valid ones."""
+    valid = [f.name for f in dataclasses.fields(config_cls)]
+    unknown = sorted(set(kwargs) - set(valid))
+    if unknown:
+        raise ValueError(
+            f"unknown config key(s) {', '.join(map(repr, unknown))} for {owner!r}; "
+            f"valid: {', '.join(valid)}"
+        )
+    return config_cls(**kwargs)
+
+
+def estimate(
+    method: str | EstimatorName,
+    rewards: Any,
+    group_ids: Any,
+    *,
+    state: Any = None,
+    **config: Any,
+) -> tuple[Any, dict[str, float], Any]:
+    """Advantages of one step with a registered estimator.
+
+    Args:
+        method: a registered name (``"grpo"``, ``"dr_grpo"``, ``"avspo"``, ...).
+        rewards: ``(n,)`` float, numpy or torch (any device; tensors stay on their device).
+            NaN marks an unscorable completion (advantage 0, left out of every statistic).
+        group_ids: ``(n,)`` integer group keys (strings for numpy); ragged groups allowed.
+        state: what the previous call returned (None on the first step).
+        **config: fields of the estimator's config dataclass; unknown keys raise ValueError.
+
+    Returns:
+        ``(advantages (n,), metrics, state)``: advantages of the same kind, dtype and device as
+        ``rewards``; metrics a flat ``dict[str, float]``; state to pass to the next call.
+
+    >>> import numpy as np
+    >>> adv, m, _ = estimate("dr_grpo", np.array([1.0, 0.0, 1.0, 1.0]), np.array([0, 0, 1, 1]))
+    >>> adv.tolist(), m["acr"]
+    ([0.5, -0.5, 0.0, 0.0], 0.5)
+    """
+    est = get_estimator(method)
+    return est(rewards, group_ids, est.make_config(**config), state)
