@@ -1,0 +1,46 @@
+"""TRL integration: advantages from any rlvitals estimator, and a recording, doctoring callback.
+
+    from rlvitals.integrations.trl import RlvitalsCallback, RlvitalsGRPOTrainer
+
+    trainer = RlvitalsGRPOTrainer(
+        model=model, reward_funcs=[accuracy], args=GRPOConfig(...), train_dataset=ds,
+        estimator="avspo", estimator_config={"r_max": 1.0},
+        callbacks=[RlvitalsCallback("runs/rec", doctor_every=50, halt_on="critical")],
+    )
+
+Tested against TRL 1.16 (``pip install 'rlvitals[trl]'``). See docs/trl.md.
+"""
+
+from rlvitals.errors import MissingExtraError
+
+try:
+    import transformers  # noqa: F401
+    import trl  # noqa: F401
+except ImportError as err:  # pragma: no cover - the CI installs the extra
+    raise MissingExtraError("the TRL integration", "trl", "trl") from err
+
+from rlvitals.integrations.trl._batch import GroupBatch
+from rlvitals.integrations.trl._callback import (
+    DEFAULT_DOCTOR_EVERY,
+    RECORDING_SUBDIR,
+    RlvitalsCallback,
+)
+from rlvitals.integrations.trl._trainer import (
+    STATE_FILE,
+    RlvitalsGRPOMixin,
+    RlvitalsGRPOTrainer,
+    default_estimator,
+    with_estimator,
+)
+
+__all__ = [
+    "DEFAULT_DOCTOR_EVERY",
+    "RECORDING_SUBDIR",
+    "STATE_FILE",
+    "GroupBatch",
+    "RlvitalsCallback",
+    "RlvitalsGRPOMixin",
+    "RlvitalsGRPOTrainer",
+    "default_estimator",
+    "with_estimator",
+]

@@ -1,0 +1,405 @@
+"""``RlvitalsCallback``: record a TRL GRPO run and watch it with the doctor while it trains.
+
+What it does, on which process:
+
+- records the run into a recording directory (:class:`rlvitals.recording.Recorder`) on the main
+  process only: the manifest (trainer ``trl``, G, ``scale_rewards``, beta as ``kl_coef``,
+  estimator, loss type, ...), every row TRL logs (``on_log``), and per-group rewards of every
+  training batch. TRL gathers rewards over all processes before normalising them, so the main
+  process holds every group and one stream suffices;
+- feeds the same data to a :class:`~rlvitals.integrations.monitor.Monitor` (main process) and
+  runs the doctor over the last ``window`` steps every ``doctor_every`` steps. New findings are
+  recorded as ``alert`` events and logged; with ``halt_on`` set, a finding at or above that
+  severity stops training (``control.should_training_stop``) and records a ``halt`` event. Under
+  ``torch.distributed`` the main process's decision is shared with one ``all_reduce`` of a flag
+  at each check step, so every rank stops at the same step (a rank that went on alone would
+  hang the others).
+
+Per-group rewards reach the callback in one of two ways: :class:`RlvitalsGRPOTrainer` hands
+every scored batch to it, or :meth:`RlvitalsCallback.attach` wraps a plain ``GRPOTrainer``
+instance (its ``_calculate_rewards`` and ``_generate_and_score_completions``, without changing
+what they compute) to read the same batch. A plain ``GRPOTrainer`` given the callback through
+``callbacks=[...]`` without ``attach`` records scalars only, and says so once.
+
+Every hook body runs under a :class:`~rlvitals.integrations._guard.Guard`: a failure (an
+unwritable directory, a doctor bug) is reported once, counted, and training goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from rlvitals.integrations._guard import Guard
+from rlvitals.integrations.monitor import DEFAULT_MONITOR_WINDOW, Monitor
+from rlvitals.integrations.trl._batch import (
+    GroupBatch,
+    combined_rewards,
+    global_advantages_from_logs,
+    group_prompt_ids,
+)
+
+__all__ = ["DEFAULT_DOCTOR_EVERY", "RECORDING_SUBDIR", "RlvitalsCallback"]
+
+logger = logging.getLogger("rlvitals.integrations")
+
+DEFAULT_DOCTOR_EVERY = 50
+"""Steps between two doctor checks."""
+RECORDING_SUBDIR = "rlvitals"
+"""Default recording directory, under the trainer's ``output_dir``."""
+_SUMMARY_KEYS = ("train_runtime", "train_samples_per_second")
+"""TRL's final summary row (averaged ``train_loss`` etc.) is not a step row; it is skipped."""
+_MANIFEST_ARGS = (
+    "loss_type", "num_generations", "num_generations_eval", "per_device_train_batch_size",
+    "gradient_accumulation_steps", "steps_per_generation", "num_iterations", "learning_rate",
+    "max_completion_length", "temperature", "epsilon", "epsilon_high", "importance_sampling_level",
+    "mask_truncated_completions", "reward_weights", "multi_objective_aggregation", "seed",
+    "max_steps", "use_vllm",
+)
+
+
+class RlvitalsCallback(TrainerCallback):
+    """Record a TRL GRPO run and run the doctor every ``doctor_every`` steps.
+
+    Args:
+        recording_dir: where to record; None = ``<output_dir>/rlvitals``. An existing recording
+            is appended to (a resumed run continues its recording).
+        doctor_every: steps between doctor checks over the last ``window`` steps; 0 = never
+            (a final check still runs at the end of training unless 0).
+        halt_on: ``"critical"``, ``"warn"`` or ``"info"``: stop training when a finding at or
+            above this severity appears; None (default) never halts.
+        window: steps the live monitor keeps and diagnoses.
+        record_groups: record per-group rewards when the trainer provides them.
+        doctor_config: passed to :func:`rlvitals.doctor.diagnose`.
+
+    Attributes:
+        monitor: the live :class:`~rlvitals.integrations.monitor.Monitor`.
+        recorder: the :class:`~rlvitals.recording.Recorder` (main process), or None.
+        guard: failure counts per hook (``guard.errors``).
+        findings: every new finding reported so far, as ``(step, finding)``.
+        halted_at: the step at which this callback stopped training, or None.
+        seconds: wall time spent in this callback's hooks.
+    """
+
+    def __init__(
+        self,
+        recording_dir: str | Path | None = None,
+        *,
+        doctor_every: int = DEFAULT_DOCTOR_EVERY,
+        halt_on: str | None = None,
+        window: int = DEFAULT_MONITOR_WINDOW,
+        record_groups: bool = True,
+        doctor_config: Any = None,
+    ):
+        if isinstance(doctor_every, bool) or not isinstance(doctor_every, int) or doctor_every < 0:
+            raise ValueError(f"doctor_every must be an integer >= 0, got {doctor_every!r}")
+        self.halt_rank = _halt_rank(halt_on)
+        self.halt_on = halt_on
+        self.recording_dir = None if recording_dir is None else Path(recording_dir)
+        self.doctor_every = doctor_every
+        self.window = window
+        self.record_groups = record_groups
+        self.doctor_config = doctor_config
+        self.guard = Guard("TRL callback")
+        self.monitor = Monitor(window=window, config=doctor_config)
+        self.recorder: Any = None
+        self.findings: list[tuple[int, Any]] = []
+        self.halted_at: int | None = None
+        self.seconds = 0.0
+        self._estimator: str | None = None
+        self._estimator_config: dict[str, Any] | None = None
+        self._groups_source = False
+        self._is_main = True
+        self._said_no_groups = False
+        self._last_check: int | None = None
+
+    # -- wiring --------------------------------------------------------------------------------
+
+    def rlvitals_bind(self, trainer: Any) -> None:
+        """Called by :class:`RlvitalsGRPOTrainer`: learn the estimator; groups will be handed over."""
+        est = getattr(trainer, "rlvitals_estimator", None)
+        if est is not None:
+            self._estimator = est.name
+            cfg = getattr(trainer, "rlvitals_config", None)
+            self._estimator_config = _config_dict(cfg)
+        self._groups_source = True
+
+    def attach(self, trainer: Any) -> RlvitalsCallback:
+        """Add this callback to ``trainer`` and make sure it receives per-group rewards.
+
+        For a plain ``GRPOTrainer`` this wraps the instance's ``_calculate_rewards`` and
+        ``_generate_and_score_completions`` to read the scored batch (TRL's own advantages
+        included); an :class:`RlvitalsGRPOTrainer` already hands batches over. Returns self.
+        """
+        if self not in trainer.callback_handler.callbacks:
+            trainer.add_callback(self)
+        if not hasattr(trainer, "rlvitals_estimator"):
+            _install_tap(trainer, self)
+            self._groups_source = True
+        return self
+
+    # -- TrainerCallback events ----------------------------------------------------------------
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._timed("starting the recording", self._begin, args, state)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and self._is_main:
+            self._timed("recording a log row", self._log, state, logs)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        every = self.doctor_every
+        if every and state.global_step % every == 0 and state.global_step != self._last_check:
+            self._last_check = state.global_step
+            halt = False
+            if self._is_main:
+                halt = self._timed("running the doctor", self._check, state.global_step, True)
+            if self._timed("sharing the halt decision", _agree, bool(halt)):
+                control.should_training_stop = True
+
+    def on_save(self, args, state, control, **kwargs):
+        if self.recorder is not None:
+            self._timed("flushing the recording", self.recorder.flush)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.doctor_every and self._is_main and state.global_step != self._last_check:
+            self._timed("running the doctor", self._check, state.global_step, False)
+        self._timed("closing the recording", self._end, state)
+
+    def rlvitals_groups(self, batch: GroupBatch) -> None:
+        """Take one scored batch (global over processes) from the trainer."""
+        if batch.mode == "train" and self.record_groups and self._is_main:
+            self._timed("recording groups", self._groups, batch)
+
+    # -- bodies --------------------------------------------------------------------------------
+
+    def _timed(self, site: str, fn: Any, *args: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return self.guard.run(site, fn, *args)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+    def _begin(self, args: Any, state: Any) -> None:
+        from rlvitals.recording import Manifest
+
+        self._is_main = bool(state.is_world_process_zero)
+        manifest = Manifest(
+            trainer="trl",
+            group_size=getattr(args, "num_generations", None),
+            scale_rewards=getattr(args, "scale_rewards", None),
+            estimator=self._estimator or _trl_estimator(args),
+            kl_coef=getattr(args, "beta", None),
+            logging_steps=_int_or_none(getattr(args, "logging_steps", None)),
+            config=self._manifest_config(args),
+        )
+        self.monitor.manifest = manifest
+        if not self._groups_source:
+            logger.info(
+                "rlvitals: per-group rewards need RlvitalsGRPOTrainer or "
+                "RlvitalsCallback(...).attach(trainer); recording scalars only"
+            )
+        if not self._is_main:
+            return
+        from rlvitals.recording import Recorder
+
+        path = self.recording_dir or Path(args.output_dir) / RECORDING_SUBDIR
+        self.recording_dir = Path(path)
+        self.recorder = Recorder(path, manifest, rank=0, world_size=1)
+        if state.global_step > 0:
+            self.recorder.log_event(
+                state.global_step, "resume", f"training resumed at step {state.global_step}"
+            )
+
+    def _manifest_config(self, args: Any) -> dict[str, Any]:
+        import trl
+
+        cfg: dict[str, Any] = {"trl_version": trl.__version__}
+        for name in _MANIFEST_ARGS:
+            if hasattr(args, name):
+                cfg[name] = _jsonable(getattr(args, name))
+        cfg["world_size"] = int(getattr(args, "world_size", 1))
+        cfg["per_group_rewards"] = bool(self._groups_source and self.record_groups)
+        if self._estimator_config is not None:
+            cfg["estimator_config"] = self._estimator_config
+        return cfg
+
+    def _log(self, state: Any, logs: dict[str, Any]) -> None:
+        if any(k in logs for k in _SUMMARY_KEYS):
+            return
+        step = int(state.global_step)
+        self.monitor.feed_scalars(step, logs)
+        if self.recorder is not None:
+            self.recorder.log_scalars(step, logs)
+
+    def _groups(self, batch: GroupBatch) -> None:
+        self.monitor.feed_groups(
+            batch.step, batch.rewards, batch.group_ids, prompts=batch.prompts,
+            advantages=batch.advantages,
+        )
+        if self.recorder is not None:
+            self.recorder.log_groups(
+                batch.step, batch.rewards, batch.group_ids, prompts=batch.prompts,
+                advantages=batch.advantages,
+            )
+
+    def _check(self, step: int, may_halt: bool) -> bool:
+        """Run the doctor over the window; record new findings; True when training must stop."""
+        self._last_check = step
+        if self.monitor.n_steps == 0:
+            return False
+        result = self.monitor.check()
+        for f in result.new:
+            self.findings.append((step, f))
+            severity = _severity_value(f.severity)
+            logger.warning("rlvitals doctor at step %d: %s %s: %s", step, severity, f.id, f.message)
+            if self.recorder is not None:
+                self.recorder.log_event(
+                    step, "alert", f.message, id=f.id, severity=severity,
+                    onset_step=f.onset_step, evidence=getattr(f, "evidence", None),
+                )
+        if not (may_halt and self.halt_rank is not None):
+            return False
+        worst = [f for f in result.new if _severity_rank(f.severity) >= self.halt_rank]
+        if worst:
+            self.halted_at = step
+            ids = ", ".join(sorted({f.id for f in worst}))
+            message = f"training halted at step {step}: {ids} (halt_on={self.halt_on})"
+            logger.warning("rlvitals: %s", message)
+            if self.recorder is not None:
+                self.recorder.log_event(step, "halt", message, ids=sorted({f.id for f in worst}))
+        return bool(worst)
+
+    def _end(self, state: Any) -> None:
+        if self.recorder is None:
+            return
+        errors = dict(self.guard.errors)
+        if errors:
+            self.recorder.log_event(
+                int(state.global_step), "note",
+                f"rlvitals callback hooks failed {sum(errors.values())} times", errors=errors,
+            )
+        self.recorder.update_manifest(config={"rlvitals_callback_seconds": round(self.seconds, 3)})
+        self.recorder.close()
+
+
+# -- a plain GRPOTrainer: read the scored batch without changing it ---------------------------
+
+
+def _install_tap(trainer: Any, callback: RlvitalsCallback) -> None:
+    if getattr(trainer, "_rlvitals_tapped", False):
+        return
+    calc = trainer._calculate_rewards
+    score = trainer._generate_and_score_completions
+    box: dict[str, Any] = {}
+
+    def calculate_rewards(*args: Any, **kwargs: Any) -> Any:
+        rewards_per_func = calc(*args, **kwargs)
+        box["rewards_per_func"] = rewards_per_func
+        return rewards_per_func
+
+    def generate_and_score(inputs: Any) -> Any:
+        box.clear()
+        output = score(inputs)
+        callback.guard.run("reading TRL's batch", _tap_batch, trainer, box, callback)
+        return output
+
+    trainer._calculate_rewards = calculate_rewards
+    trainer._generate_and_score_completions = generate_and_score
+    trainer._rlvitals_tapped = True
+
+
+def _tap_batch(trainer: Any, box: dict[str, Any], callback: RlvitalsCallback) -> None:
+    import torch
+
+    rewards_per_func = box.get("rewards_per_func")
+    if rewards_per_func is None:
+        return
+    mode = "train" if trainer.model.training else "eval"
+    rewards = combined_rewards(rewards_per_func, trainer.reward_weights)
+    n = int(rewards.shape[0])
+    g = trainer.num_generations if mode == "train" else trainer.num_generations_eval
+    adv = global_advantages_from_logs(trainer, n)
+    callback.rlvitals_groups(
+        GroupBatch(
+            step=int(trainer.state.global_step) + 1,
+            mode=mode,
+            rewards=rewards,
+            group_ids=torch.arange(n, device=rewards.device) // g,
+            group_size=g,
+            prompts=group_prompt_ids(trainer, n, g),
+            advantages=None if adv is None else torch.tensor(adv, dtype=torch.float64),
+        )
+    )
+
+
+# -- small helpers ----------------------------------------------------------------------------
+
+
+def _agree(flag: bool) -> bool:
+    """The main process's flag on every rank (``all_reduce`` MAX) under torch.distributed."""
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+        return flag
+    from rlvitals.integrations.distributed import _comm_device
+
+    t = torch.tensor([1 if flag else 0], dtype=torch.int64)
+    t = t.to(_comm_device(t, None))
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
+def _trl_estimator(args: Any) -> str:
+    """The estimator a plain GRPOTrainer uses, in rlvitals names."""
+    return "dr_grpo" if getattr(args, "scale_rewards", "group") == "none" else "grpo"
+
+
+def _halt_rank(halt_on: str | None) -> int | None:
+    if halt_on is None:
+        return None
+    from rlvitals.detectors import Severity
+
+    return Severity.parse(str(halt_on)).rank
+
+
+def _severity_rank(severity: Any) -> int:
+    from rlvitals.detectors import Severity
+
+    return Severity.parse(_severity_value(severity)).rank
+
+
+def _severity_value(severity: Any) -> str:
+    return str(getattr(severity, "value", severity))
+
+
+def _config_dict(cfg: Any) -> dict[str, Any] | None:
+    import dataclasses
+
+    if cfg is None or not dataclasses.is_dataclass(cfg):
+        return None
+    return {k: _jsonable(v) for k, v in dataclasses.asdict(cfg).items()}
+
+
+def _int_or_none(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and math.isfinite(v) and v == int(v) and v >= 1:
+        return int(v)
+    return None
+
+
+def _jsonable(v: Any) -> Any:
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    return repr(v)

@@ -1,0 +1,325 @@
+"""A TRL ``GRPOTrainer`` whose advantages come from any registered rlvitals estimator.
+
+TRL 1.16 has no hook for the advantage computation: it happens inline in
+``GRPOTrainer._generate_and_score_completions``. Rather than copy that method, the mixin wraps it:
+
+1. ``_calculate_rewards`` (overridden, calls TRL's) keeps the rewards TRL has just gathered from
+   every process, ``(B_global, n_reward_funcs)``.
+2. ``_generate_and_score_completions`` (overridden, calls TRL's) lets TRL build the batch, then
+   runs the estimator on the *global* rewards, grouped as TRL groups them (consecutive runs of
+   ``num_generations``), and replaces ``batch["advantages"]`` with this process's slice. Every
+   process runs the same computation on the same global batch, so the statistics equal the
+   single-process result and the estimator state (AVSPO ``tau_adapt``) evolves identically on
+   every rank, with no extra communication.
+3. The estimator's metrics go into TRL's own accumulator (``self._metrics[mode]``) as
+   ``rlvitals/<name>``, so TRL averages them over the logging interval and every reporter
+   (``log_history``, TensorBoard, W&B, ...) shows them; eval batches log ``eval_rlvitals/...``.
+4. The estimator state is written next to each checkpoint (``rlvitals_estimator_state.json``)
+   and read back on ``trainer.train(resume_from_checkpoint=...)``.
+
+If the estimator raises, the failure is reported once and counted, the batch keeps TRL's own
+advantages, and ``rlvitals/estimator_fallback`` is 1 for that batch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+from trl import GRPOTrainer
+
+from rlvitals.integrations._guard import Guard
+from rlvitals.integrations.trl._batch import (
+    GroupBatch,
+    combined_rewards,
+    group_prompt_ids,
+    process_slice,
+    replace_logged_advantages,
+)
+
+__all__ = [
+    "STATE_FILE",
+    "RlvitalsGRPOMixin",
+    "RlvitalsGRPOTrainer",
+    "default_estimator",
+    "with_estimator",
+]
+
+STATE_FILE = "rlvitals_estimator_state.json"
+"""File written into every checkpoint folder with the estimator's name, config and state."""
+METRIC_PREFIX = "rlvitals/"
+"""Prefix of the metrics rlvitals adds to TRL's logs."""
+
+
+def default_estimator(scale_rewards: str) -> str:
+    """The estimator that reproduces TRL's own advantages for its ``scale_rewards``.
+
+    ``grpo`` covers all three settings through its ``scale_rewards`` field, which the trainer
+    fills from ``GRPOConfig.scale_rewards`` unless ``estimator_config`` sets it.
+
+    >>> default_estimator("none")
+    'grpo'
+    """
+    if scale_rewards not in ("group", "batch", "none"):
+        raise ValueError(f"unknown scale_rewards {scale_rewards!r}; valid: group, batch, none")
+    return "grpo"
+
+
+class RlvitalsGRPOMixin:
+    """Mix into a ``GRPOTrainer`` (sub)class to take its advantages from an rlvitals estimator.
+
+    Keyword arguments (besides the trainer's own):
+        estimator: a registered estimator name (``grpo``, ``dr_grpo``, ``avspo``,
+            ``avspo_released``, ...); None = ``grpo`` with TRL's ``scale_rewards``, i.e. TRL's
+            own advantages, recomputed, plus the rlvitals metrics.
+        estimator_config: the estimator's config fields (validated at construction). Fields
+            the user leaves out that TRL's config also has (``scale_rewards``) are taken from
+            ``GRPOConfig``.
+
+    Attributes:
+        rlvitals_estimator: the :class:`~rlvitals.estimators.Estimator` in use.
+        rlvitals_config: its config instance.
+        rlvitals_state: the estimator state after the last training batch (None until then).
+        rlvitals_guard: failure counts (``.errors``, ``.total``).
+        rlvitals_seconds: wall time spent in the estimator so far.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        estimator: str | None = None,
+        estimator_config: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ):
+        self.rlvitals_guard = Guard("TRL estimator")
+        self.rlvitals_state: Any = None
+        self.rlvitals_seconds = 0.0
+        self._rlvitals_rewards_per_func: Any = None
+        super().__init__(*args, **kwargs)
+        self._rlvitals_configure(estimator, estimator_config)
+        for cb in self.callback_handler.callbacks:
+            _bind(cb, self)
+
+    # -- configuration ------------------------------------------------------------------------
+
+    def _rlvitals_configure(self, name: str | None, config: dict[str, Any] | None) -> None:
+        from rlvitals.estimators import get_estimator
+
+        args = self.args
+        if getattr(args, "multi_objective_aggregation", "sum_then_normalize") != "sum_then_normalize":
+            raise ValueError(
+                "rlvitals estimators need one reward per completion: set "
+                "multi_objective_aggregation='sum_then_normalize' (got "
+                f"{args.multi_objective_aggregation!r})"
+            )
+        est = get_estimator(name or default_estimator(args.scale_rewards))
+        fields = dict(config or {})
+        if "scale_rewards" in est.config_fields and "scale_rewards" not in fields:
+            fields["scale_rewards"] = args.scale_rewards
+        self.rlvitals_estimator = est
+        self.rlvitals_config = est.make_config(**fields)
+
+    @property
+    def rlvitals_estimator_name(self) -> str:
+        return self.rlvitals_estimator.name
+
+    def add_callback(self, callback: Any) -> None:
+        super().add_callback(callback)
+        for cb in self.callback_handler.callbacks:
+            _bind(cb, self)
+
+    # -- the two overrides --------------------------------------------------------------------
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._rlvitals_rewards_per_func = rewards_per_func
+        return rewards_per_func
+
+    def _generate_and_score_completions(self, inputs):
+        self._rlvitals_rewards_per_func = None
+        output = super()._generate_and_score_completions(inputs)
+        mode = "train" if self.model.training else "eval"
+        info = self.rlvitals_guard.run(
+            "advantage estimation", self._rlvitals_apply, output, len(inputs), mode
+        )
+        if info is None:
+            self._metrics[mode][METRIC_PREFIX + "estimator_fallback"].append(1.0)
+            return output
+        self.rlvitals_guard.run("handing the batch to callbacks", self._rlvitals_handover, info)
+        self.rlvitals_guard.run("the after-estimate hook", self._rlvitals_after_estimate, info)
+        return output
+
+    # -- the estimator step -------------------------------------------------------------------
+
+    def _rlvitals_apply(self, output: dict[str, Any], n_local: int, mode: str) -> dict[str, Any]:
+        import torch
+
+        rewards_per_func = self._rlvitals_rewards_per_func
+        self._rlvitals_rewards_per_func = None
+        if rewards_per_func is None:
+            raise RuntimeError("no rewards captured: _calculate_rewards was not called by TRL")
+        rewards = combined_rewards(rewards_per_func, self.reward_weights)
+        n_total = int(rewards.shape[0])
+        group_size = self.num_generations if mode == "train" else self.num_generations_eval
+        if n_total % group_size:
+            raise RuntimeError(f"global batch {n_total} is not a multiple of G={group_size}")
+        group_ids = torch.arange(n_total, device=rewards.device) // group_size
+        state = self.rlvitals_state
+        start = time.perf_counter()
+        adv, metrics, new_state = self.rlvitals_estimator(
+            rewards, group_ids, self.rlvitals_config, state
+        )
+        self.rlvitals_seconds += time.perf_counter() - start
+        trl_local = output["advantages"]
+        local = adv[process_slice(self.accelerator.process_index, n_local)]
+        if tuple(local.shape) != tuple(trl_local.shape):
+            raise RuntimeError(
+                f"estimator advantages {tuple(local.shape)} do not fit TRL's {tuple(trl_local.shape)}"
+            )
+        output["advantages"] = local.to(device=trl_local.device, dtype=trl_local.dtype)
+        if mode == "train":  # evaluation batches must not move the estimator's state
+            self.rlvitals_state = new_state
+        for key, value in metrics.items():
+            self._metrics[mode][METRIC_PREFIX + key].append(float(value))
+        self._metrics[mode][METRIC_PREFIX + "estimator_fallback"].append(0.0)
+        return {
+            "mode": mode,
+            "rewards": rewards,
+            "group_ids": group_ids,
+            "group_size": group_size,
+            "advantages": adv,
+            "local_advantages": output["advantages"],
+            "trl_local_advantages": trl_local,
+            "slice": process_slice(self.accelerator.process_index, n_local),
+            "metrics": dict(metrics),
+            "state": _state_dict(new_state),
+        }
+
+    def _rlvitals_handover(self, info: dict[str, Any]) -> None:
+        n_total = int(info["rewards"].shape[0])
+        adv = info["advantages"]
+        replace_logged_advantages(self, adv.tolist())
+        batch = GroupBatch(
+            step=int(self.state.global_step) + 1,
+            mode=info["mode"],
+            rewards=info["rewards"],
+            group_ids=info["group_ids"],
+            group_size=info["group_size"],
+            prompts=group_prompt_ids(self, n_total, info["group_size"]),
+            advantages=adv,
+            metrics=info["metrics"],
+        )
+        handover(self, batch)
+
+    def _rlvitals_after_estimate(self, info: dict[str, Any]) -> None:
+        """Subclass hook, called on every process after each estimated batch.
+
+        ``info`` holds ``mode``, global ``rewards``/``group_ids``/``advantages`` ``(n,)``,
+        ``local_advantages`` (what this process trains on), ``trl_local_advantages`` (what TRL
+        had computed), ``slice``, ``metrics`` and ``state`` (a dict, or None).
+        """
+
+    # -- checkpoints --------------------------------------------------------------------------
+
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        self.rlvitals_guard.run("saving the estimator state", self._rlvitals_save_state, trial)
+
+    def _rlvitals_save_state(self, trial: Any) -> None:
+        if not self.args.should_save:
+            return
+        from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+        folder = os.path.join(
+            self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        )
+        payload = {
+            "estimator": self.rlvitals_estimator.name,
+            "state": _state_dict(self.rlvitals_state),
+            "global_step": int(self.state.global_step),
+            "errors": dict(self.rlvitals_guard.errors),
+        }
+        with open(os.path.join(folder, STATE_FILE), "w", encoding="utf-8") as f:
+            json.dump(payload, f, indent=1)
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is not None:
+            self.rlvitals_guard.run(
+                "restoring the estimator state", self._rlvitals_load_state, checkpoint
+            )
+
+    def _rlvitals_load_state(self, checkpoint: str) -> None:
+        path = os.path.join(checkpoint, STATE_FILE)
+        if not os.path.exists(path):
+            raise FileNotFoundError(
+                f"{path} is missing (checkpoint written without rlvitals?); the estimator "
+                "starts from its initial state"
+            )
+        with open(path, encoding="utf-8") as f:
+            payload = json.load(f)
+        if payload.get("estimator") != self.rlvitals_estimator.name:
+            raise ValueError(
+                f"{path} holds the state of estimator {payload.get('estimator')!r}, not "
+                f"{self.rlvitals_estimator.name!r}; the estimator starts from its initial state"
+            )
+        raw = payload.get("state")
+        cls = self.rlvitals_estimator.state_cls
+        self.rlvitals_state = None if raw is None or cls is None else cls.from_dict(raw)
+
+
+def _state_dict(state: Any) -> dict[str, Any] | None:
+    if state is None:
+        return None
+    to_dict = getattr(state, "to_dict", None)
+    return to_dict() if callable(to_dict) else None
+
+
+def _bind(callback: Any, trainer: Any) -> None:
+    bind = getattr(callback, "rlvitals_bind", None)
+    if callable(bind):
+        bind(trainer)
+
+
+def handover(trainer: Any, batch: GroupBatch) -> None:
+    """Give a scored batch to every callback that records groups (``rlvitals_groups``)."""
+    for cb in trainer.callback_handler.callbacks:
+        take = getattr(cb, "rlvitals_groups", None)
+        if callable(take):
+            take(batch)
+
+
+_CLASS_CACHE: dict[type, type] = {}
+
+
+def with_estimator(trainer_cls: type) -> type:
+    """``trainer_cls`` (a ``GRPOTrainer`` subclass) with :class:`RlvitalsGRPOMixin` mixed in.
+
+    Use it for trainers that already subclass ``GRPOTrainer``::
+
+        MyTrainer = with_estimator(MyGRPOTrainer)
+        trainer = MyTrainer(..., estimator="avspo")
+    """
+    if not (isinstance(trainer_cls, type) and issubclass(trainer_cls, GRPOTrainer)):
+        raise TypeError(f"with_estimator needs a GRPOTrainer subclass, got {trainer_cls!r}")
+    if issubclass(trainer_cls, RlvitalsGRPOMixin):
+        return trainer_cls
+    if trainer_cls not in _CLASS_CACHE:
+        _CLASS_CACHE[trainer_cls] = type(
+            f"Rlvitals{trainer_cls.__name__}",
+            (RlvitalsGRPOMixin, trainer_cls),
+            {"__module__": trainer_cls.__module__, "__doc__": RlvitalsGRPOMixin.__doc__},
+        )
+    return _CLASS_CACHE[trainer_cls]
+
+
+class RlvitalsGRPOTrainer(RlvitalsGRPOMixin, GRPOTrainer):
+    """TRL's ``GRPOTrainer`` with advantages from an rlvitals estimator (see the mixin).
+
+    Example::
+
+        trainer = RlvitalsGRPOTrainer(model=..., reward_funcs=..., args=GRPOConfig(...),
+                                      estimator="avspo", callbacks=[RlvitalsCallback("rec")])
+    """

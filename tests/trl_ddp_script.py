@@ -1,0 +1,156 @@
+"""Tiny-model harness for the TRL integration tests, and the ``torchrun`` target of the DDP test.
+
+Importing this module is cheap and has no side effects (pytest collects it for doctests); TRL,
+transformers and torch are imported inside the functions.
+
+As a script (``torchrun --nproc_per_node 2 tests/trl_ddp_script.py OUT_DIR ESTIMATOR``) it trains
+a tiny Qwen2 with :class:`rlvitals.integrations.trl.RlvitalsGRPOTrainer` for a few steps on CPU
+(gloo) and writes, per rank, ``OUT_DIR/rank<r>.json`` holding for every generation batch the
+global rewards the trainer saw, the local advantages it trained on, its process slice, the
+estimator metrics and the estimator state after the step. The test recomputes every step in a
+single process and compares.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789 +=?"
+PROMPTS = [f"{a}+{b}=" for a in range(6) for b in range(4)]
+
+
+def set_offline_env() -> None:
+    """No model hub, no telemetry, no tokenizer threads fighting for 2 cores."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("WANDB_MODE", "disabled")
+
+
+def tiny_tokenizer():
+    """Character-level tokenizer over :data:`ALPHABET` wrapped in ``PreTrainedTokenizerFast``."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<pad>": 0, "<eos>": 1, "<unk>": 2}
+    for ch in ALPHABET:
+        vocab[ch] = len(vocab)
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>"
+    )
+
+
+def tiny_model(tok, seed: int = 0):
+    """A 1-layer Qwen2 with hidden size 16, built from a config (no download)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(
+        Qwen2Config(
+            vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+            num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
+            pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+            bos_token_id=tok.eos_token_id, tie_word_embeddings=True,
+        )
+    )
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.generation_config.eos_token_id = tok.eos_token_id
+    return model
+
+
+def reward_has_digit(completions, **kwargs) -> list[float]:
+    """1 when the completion holds a digit: often all-0 or all-1 within a group (collapse)."""
+    return [float(any(c.isdigit() for c in text)) for text in completions]
+
+
+def reward_short(completions, **kwargs) -> list[float]:
+    """1 for completions shorter than 4 characters."""
+    return [1.0 if len(text) < 4 else 0.0 for text in completions]
+
+
+def reward_prompt_parity(prompts, **kwargs) -> list[float]:
+    """Depends on the prompt only: every group is collapsed (half at 1, half at 0)."""
+    return [float(int(p[0]) % 2 == 0) for p in prompts]
+
+
+def grpo_args(out_dir: str | Path, **overrides: Any):
+    """A ``GRPOConfig`` for CPU: 2 prompts x 4 generations per device step, 6 new tokens."""
+    from trl import GRPOConfig
+
+    kw: dict[str, Any] = dict(
+        output_dir=str(out_dir),
+        max_steps=2,
+        logging_steps=1,
+        per_device_train_batch_size=8,
+        num_generations=4,
+        max_completion_length=6,
+        learning_rate=1e-3,
+        beta=0.0,
+        report_to="none",
+        save_strategy="no",
+        bf16=False,
+        use_cpu=True,
+        gradient_checkpointing=False,
+        dataloader_num_workers=0,
+        seed=0,
+        disable_tqdm=True,
+    )
+    kw.update(overrides)
+    return GRPOConfig(**kw)
+
+
+def train_dataset(n: int | None = None):
+    from datasets import Dataset
+
+    return Dataset.from_dict({"prompt": PROMPTS[: n or len(PROMPTS)]})
+
+
+def _main(out_dir: str, estimator: str) -> None:
+    set_offline_env()
+    import torch
+
+    from rlvitals.integrations.trl import RlvitalsGRPOTrainer
+
+    torch.set_num_threads(1)
+    rank = int(os.environ.get("RANK", "0"))
+    records: list[dict[str, Any]] = []
+
+    class Dumping(RlvitalsGRPOTrainer):
+        def _rlvitals_after_estimate(self, info: dict[str, Any]) -> None:
+            super()._rlvitals_after_estimate(info)
+            records.append(
+                {
+                    "rewards": info["rewards"].tolist(),
+                    "local_advantages": info["local_advantages"].tolist(),
+                    "slice": [info["slice"].start, info["slice"].stop],
+                    "metrics": info["metrics"],
+                    "state": info["state"],
+                    "backend": torch.distributed.get_backend() if torch.distributed.is_initialized() else None,
+                    "world_size": self.accelerator.num_processes,
+                }
+            )
+
+    tok = tiny_tokenizer()
+    args = grpo_args(out_dir, max_steps=3, per_device_train_batch_size=4)
+    trainer = Dumping(
+        model=tiny_model(tok),
+        reward_funcs=[reward_has_digit, reward_short],
+        args=args,
+        train_dataset=train_dataset(),
+        processing_class=tok,
+        estimator=estimator,
+        estimator_config={"tau_adapt": 0.1} if estimator == "avspo" else None,
+    )
+    trainer.train()
+    Path(out_dir, f"rank{rank}.json").write_text(json.dumps(records))
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1], sys.argv[2])
