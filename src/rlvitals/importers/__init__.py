@@ -46,7 +46,10 @@ class Importer:
 
 IMPORTERS: Registry[Importer] = Registry("format")
 
-_MODULES = ("groups_jsonl", "verl", "openrlhf", "trl_state", "trl_completions", "generic", "recording")
+_MODULES = (
+    "groups_jsonl", "verl", "openrlhf", "trl_state", "trl_completions", "generic", "recording",
+    "tensorboard", "wandb", "mlflow",
+)
 _loaded = False
 
 

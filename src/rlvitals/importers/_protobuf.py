@@ -1,0 +1,244 @@
+"""A minimal, defensive decoder of the protobuf wire format (no ``protobuf`` package needed).
+
+Only what the binary importers need: varints (int32/int64/uint/sint/bool/enum), fixed32 and
+fixed64 (float, double), and length-delimited fields (strings, bytes, nested messages, packed
+repeated numbers). Decoding is driven by a :class:`Message` schema that names the fields to keep;
+every other field is skipped without being decoded.
+
+Safety: the decoder never allocates more than the input it is given (a declared length must fit
+inside the enclosing message, so a huge length is an error, not an allocation), every loop
+advances, and nesting is bounded by :data:`MAX_DEPTH`. Malformed input raises
+:class:`ProtobufError` with the byte offset of the problem inside the buffer.
+
+>>> ev = Message("Event", {2: Field("step", "int64"), 3: Field("file_version", "string")})
+>>> decode(bytes([0x10, 0x07, 0x1A, 0x02]) + b"v2", ev)
+{'step': 7, 'file_version': 'v2'}
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "MAX_DEPTH",
+    "Field",
+    "Message",
+    "ProtobufError",
+    "decode",
+    "iter_fields",
+    "read_varint",
+]
+
+MAX_DEPTH = 32
+"""Deepest nesting of messages decoded; deeper input is an error rather than a stack overflow."""
+
+WIRE_VARINT, WIRE_FIXED64, WIRE_LEN, WIRE_START_GROUP, WIRE_END_GROUP, WIRE_FIXED32 = range(6)
+_MAX_VARINT_BYTES = 10
+_U64 = (1 << 64) - 1
+
+_VARINT_KINDS = frozenset(
+    {"int64", "int32", "uint64", "uint32", "bool", "enum", "sint64", "sint32"}
+)
+_FIXED64_KINDS = {"double": "<d", "fixed64": "<Q", "sfixed64": "<q"}
+_FIXED32_KINDS = {"float": "<f", "fixed32": "<I", "sfixed32": "<i"}
+_LEN_KINDS = frozenset({"string", "bytes"})
+
+
+class ProtobufError(ValueError):
+    """Malformed protobuf input; ``offset`` is the byte position of the problem in the buffer."""
+
+    def __init__(self, problem: str, offset: int):
+        super().__init__(f"{problem} (byte {offset})")
+        self.problem = problem
+        self.offset = offset
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a :class:`Message` schema.
+
+    Attributes:
+        name: key in the decoded dict.
+        kind: a scalar kind (``int64``, ``int32``, ``uint64``, ``uint32``, ``sint64``,
+            ``sint32``, ``bool``, ``enum``, ``double``, ``float``, ``fixed64``, ``fixed32``,
+            ``sfixed64``, ``sfixed32``, ``string``, ``bytes``) or a nested :class:`Message`.
+        repeated: collect every occurrence in a list (packed or not); otherwise the last wins.
+    """
+
+    name: str
+    kind: str | Message
+    repeated: bool = False
+
+    def __post_init__(self) -> None:
+        k = self.kind
+        if isinstance(k, str) and not (
+            k in _VARINT_KINDS or k in _FIXED64_KINDS or k in _FIXED32_KINDS or k in _LEN_KINDS
+        ):
+            raise ValueError(f"unknown field kind {k!r}")
+
+
+class Message:
+    """A schema: field number → :class:`Field`. Fields not listed are skipped when decoding."""
+
+    def __init__(self, name: str, fields: dict[int, Field] | None = None):
+        self.name = name
+        self.fields: dict[int, Field] = dict(fields or {})
+
+    def __repr__(self) -> str:
+        return f"Message({self.name!r}, {sorted(self.fields)})"
+
+
+def read_varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    """Decode one base-128 varint at ``buf[pos:end]``; returns ``(value, new_pos)``.
+
+    The value is the raw unsigned 64-bit number (at most 10 bytes are read).
+
+    >>> read_varint(bytes([0xAC, 0x02]), 0, 2)
+    (300, 2)
+    """
+    result = 0
+    shift = 0
+    start = pos
+    while True:
+        if pos >= end:
+            raise ProtobufError("truncated varint", start)
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result & _U64, pos
+        shift += 7
+        if pos - start >= _MAX_VARINT_BYTES:
+            raise ProtobufError("varint longer than 10 bytes", start)
+
+
+def iter_fields(buf: bytes, start: int = 0, end: int | None = None):
+    """Yield ``(field_number, wire_type, value, offset)`` for each field of one message.
+
+    ``value`` is the raw integer for varint, fixed32 and fixed64 fields, and a ``(start, end)``
+    pair of positions in ``buf`` for length-delimited fields (nothing is copied). ``offset`` is
+    where the field's tag starts. Groups (wire types 3 and 4) are not supported.
+    """
+    if end is None:
+        end = len(buf)
+    pos = start
+    while pos < end:
+        tag_at = pos
+        b = buf[pos]
+        if b < 0x80:
+            tag = b
+            pos += 1
+        else:
+            tag, pos = read_varint(buf, pos, end)
+        number, wire = tag >> 3, tag & 7
+        if number == 0:
+            raise ProtobufError("field number 0", tag_at)
+        if wire == WIRE_VARINT:
+            b = buf[pos] if pos < end else 0x80
+            if b < 0x80:
+                value: Any = b
+                pos += 1
+            else:
+                value, pos = read_varint(buf, pos, end)
+        elif wire == WIRE_LEN:
+            n, pos = read_varint(buf, pos, end)
+            if n > end - pos:
+                raise ProtobufError(f"field {number} declares {n} bytes, {end - pos} left", tag_at)
+            value = (pos, pos + n)
+            pos += n
+        elif wire == WIRE_FIXED64:
+            if pos + 8 > end:
+                raise ProtobufError(f"truncated fixed64 field {number}", tag_at)
+            value = int.from_bytes(buf[pos : pos + 8], "little")
+            pos += 8
+        elif wire == WIRE_FIXED32:
+            if pos + 4 > end:
+                raise ProtobufError(f"truncated fixed32 field {number}", tag_at)
+            value = int.from_bytes(buf[pos : pos + 4], "little")
+            pos += 4
+        else:
+            raise ProtobufError(f"unsupported wire type {wire} (field {number})", tag_at)
+        yield number, wire, value, tag_at
+
+
+def _signed(v: int, bits: int) -> int:
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if v >> (bits - 1) else v
+
+
+def _varint_value(kind: str, v: int) -> Any:
+    if kind in ("int64", "enum"):
+        return _signed(v, 64) if kind == "int64" else _signed(v, 32)
+    if kind == "int32":
+        return _signed(v, 32)
+    if kind == "uint32":
+        return v & 0xFFFFFFFF
+    if kind == "bool":
+        return v != 0
+    if kind in ("sint64", "sint32"):
+        return (v >> 1) ^ -(v & 1)
+    return v  # uint64
+
+
+def _packed(buf: bytes, lo: int, hi: int, kind: str, number: int) -> list[Any]:
+    if kind in _FIXED32_KINDS or kind in _FIXED64_KINDS:
+        fmt = _FIXED32_KINDS.get(kind) or _FIXED64_KINDS[kind]
+        size = struct.calcsize(fmt)
+        if (hi - lo) % size:
+            raise ProtobufError(f"packed field {number} is not a multiple of {size} bytes", lo)
+        count = (hi - lo) // size
+        return list(struct.unpack_from(f"<{count}{fmt[1]}", buf, lo))
+    out = []
+    pos = lo
+    while pos < hi:
+        v, pos = read_varint(buf, pos, hi)
+        out.append(_varint_value(kind, v))
+    return out
+
+
+def decode(
+    buf: bytes, schema: Message, start: int = 0, end: int | None = None, depth: int = 0
+) -> dict[str, Any]:
+    """Decode the fields of ``schema`` from ``buf[start:end]`` into a dict.
+
+    Absent fields are absent from the dict (no proto3 defaults are filled in). Repeated fields
+    are lists; for a non-repeated field the last occurrence wins (nested messages are not
+    merged). Strings are decoded as UTF-8 with replacement characters for invalid bytes.
+    Raises :class:`ProtobufError` on malformed input or nesting deeper than :data:`MAX_DEPTH`.
+    """
+    if depth > MAX_DEPTH:
+        raise ProtobufError(f"messages nested deeper than {MAX_DEPTH}", start)
+    if end is None:
+        end = len(buf)
+    fields = schema.fields
+    out: dict[str, Any] = {}
+    for number, wire, value, at in iter_fields(buf, start, end):
+        f = fields.get(number)
+        if f is None:
+            continue
+        kind = f.kind
+        if isinstance(kind, Message):
+            if wire != WIRE_LEN:
+                raise ProtobufError(f"field {number} ({f.name}) should be a message", at)
+            v: Any = decode(buf, kind, value[0], value[1], depth + 1)
+        elif wire == WIRE_LEN and kind in _LEN_KINDS:
+            raw = bytes(buf[value[0] : value[1]])
+            v = raw.decode("utf-8", "replace") if kind == "string" else raw
+        elif wire == WIRE_LEN and f.repeated:
+            out.setdefault(f.name, []).extend(_packed(buf, value[0], value[1], kind, number))
+            continue
+        elif wire == WIRE_VARINT and kind in _VARINT_KINDS:
+            v = _varint_value(kind, value)
+        elif wire == WIRE_FIXED64 and kind in _FIXED64_KINDS:
+            v = struct.unpack(_FIXED64_KINDS[kind], value.to_bytes(8, "little"))[0]
+        elif wire == WIRE_FIXED32 and kind in _FIXED32_KINDS:
+            v = struct.unpack(_FIXED32_KINDS[kind], value.to_bytes(4, "little"))[0]
+        else:
+            raise ProtobufError(f"field {number} ({f.name}) has wire type {wire}, not {kind}", at)
+        if f.repeated:
+            out.setdefault(f.name, []).append(v)
+        else:
+            out[f.name] = v
+    return out

@@ -1,0 +1,434 @@
+"""MLflow tracking stores, read without the ``mlflow`` package: SQLite (``mlflow.db``) and ``mlruns/``.
+
+A path is an ``mlflow.db`` file, a directory holding one, or a legacy file store: the ``mlruns``
+directory, one experiment directory in it, one run directory, or a directory holding
+``mlruns/``. A directory holding both reads ``mlflow.db`` (MLflow 3 keeps only artifacts in
+``mlruns/`` then).
+
+**SQLite store**: opened read-only (``file:...?mode=ro`` URI; the user's database is never
+written). Tables read: ``runs`` (run_uuid, name, start_time, lifecycle_stage), ``metrics``
+(key, value, timestamp, run_uuid, step, is_nan), ``params`` (key, value, run_uuid). A NaN is
+stored as 0 with ``is_nan = 1``; ±inf as ±1.7976931348623157e308, read back as ±inf.
+
+**File store**: ``<exp>/<run>/meta.yaml`` (run_id, run_name, start_time, lifecycle_stage),
+``metrics/<key>`` with lines ``timestamp value step`` (a key with ``/`` is a sub-directory),
+``params/<key>`` holding the value.
+
+**Which run**: a store may hold many. :func:`load_mlflow` takes ``run_id``; without it (the
+CLI's content sniffing cannot pass one) the most recently started active run is read and a
+warning names the others. Params become ``manifest.config`` (strings, as MLflow stores them) and
+reveal the trainer; metric keys map through ``canonical_key``. For one key and step logged more
+than once, the latest timestamp wins.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import sqlite3
+import sys
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from rlvitals.errors import InputError
+from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers._config_hints import apply_config
+from rlvitals.importers._lines import iter_lines
+from rlvitals.recording.run import Event, Manifest, Run, RunBuilder
+
+__all__ = ["find_mlflow_store", "load_mlflow"]
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+DB_NAME = "mlflow.db"
+_REQUIRED_TABLES = frozenset({"metrics", "runs"})
+_BUSY_TIMEOUT_S = 5.0
+_MAX_LISTED_RUNS = 5
+_MAX_PARAM_BYTES = 1 << 20
+_MAX_WALK = 200_000
+_SNIFF_MAX_WALK = 2_000
+_PROGRESS_ROWS = 100_000
+_STEP_MIN, _STEP_MAX = -(1 << 63), (1 << 63) - 1
+_MAX_FLOAT = sys.float_info.max
+_META_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*):\s*(.*?)\s*$")
+
+
+class _RunInfo:
+    def __init__(self, run_id: str, name: str | None, start: int, active: bool, where: Any):
+        self.run_id, self.name, self.start, self.active, self.where = (
+            run_id,
+            name,
+            start,
+            active,
+            where,
+        )
+
+    def label(self) -> str:
+        return f"{self.run_id} ({self.name})" if self.name else self.run_id
+
+
+def _choose(path: Path, runs: list[_RunInfo], run_id: str | None, builder: RunBuilder) -> _RunInfo:
+    if not runs:
+        raise InputError(path, "MLflow store holds no runs")
+    if run_id is not None:
+        for r in runs:
+            if r.run_id == run_id:
+                return r
+        ids = ", ".join(r.run_id for r in runs[:_MAX_LISTED_RUNS])
+        raise InputError(path, f"no run {run_id!r} in this MLflow store (runs: {ids}...)")
+    pool = [r for r in runs if r.active] or runs
+    pool.sort(key=lambda r: (r.start, r.run_id))
+    chosen = pool[-1]
+    if len(runs) > 1:
+        others = [r.label() for r in runs if r is not chosen]
+        listed = ", ".join(others[:_MAX_LISTED_RUNS])
+        more = (
+            f" and {len(others) - _MAX_LISTED_RUNS} more" if len(others) > _MAX_LISTED_RUNS else ""
+        )
+        builder.warn(
+            f"{path}: {len(runs)} MLflow runs; read the most recent, {chosen.label()} "
+            f"(others: {listed}{more}; choose one with load_mlflow(path, run_id=...))"
+        )
+    return chosen
+
+
+def _metric_value(value: Any, is_nan: Any) -> float | None:
+    if is_nan:
+        return math.nan
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    v = float(value)
+    if abs(v) >= _MAX_FLOAT:  # how MLflow stores ±inf
+        return math.copysign(math.inf, v)
+    return v
+
+
+def _valid_step(step: Any) -> int | None:
+    if isinstance(step, bool) or not isinstance(step, int):
+        if isinstance(step, float) and step.is_integer():
+            step = int(step)
+        else:
+            return None
+    return step if _STEP_MIN <= step <= _STEP_MAX else None
+
+
+# --- SQLite store ----------------------------------------------------------------------------
+def _connect(db: Path) -> sqlite3.Connection:
+    uri = "file:" + urllib.parse.quote(str(db.resolve())) + "?mode=ro"
+    con = sqlite3.connect(uri, uri=True, timeout=_BUSY_TIMEOUT_S)
+    con.execute("PRAGMA query_only = 1")
+    return con
+
+
+def _tables(con: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _columns(con: sqlite3.Connection, table: str) -> set[str]:
+    return {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
+
+
+def is_mlflow_db(db: Path) -> bool:
+    """True when ``db`` is an SQLite file with MLflow's ``metrics`` and ``runs`` tables."""
+    try:
+        with open(db, "rb") as f:
+            if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
+                return False
+        con = _connect(db)
+        try:
+            return _tables(con) >= _REQUIRED_TABLES
+        finally:
+            con.close()
+    except (OSError, sqlite3.Error):
+        return False
+
+
+def _load_sqlite(db: Path, run_id: str | None, progress: Progress | None) -> Run:
+    builder = RunBuilder(Manifest(source=str(db)))
+    try:
+        con = _connect(db)
+    except sqlite3.Error as e:
+        raise InputError(db, f"cannot open SQLite database: {e}") from None
+    try:
+        return _read_sqlite(con, db, builder, run_id, progress)
+    except sqlite3.Error as e:
+        raise InputError(db, f"SQLite error: {e}") from None
+    finally:
+        con.close()
+
+
+def _read_sqlite(
+    con: sqlite3.Connection,
+    db: Path,
+    builder: RunBuilder,
+    run_id: str | None,
+    progress: Progress | None,
+) -> Run:
+    tables = _tables(con)
+    missing = _REQUIRED_TABLES - tables
+    if missing:
+        raise InputError(
+            db, f"SQLite database is not an MLflow store (no table {sorted(missing)[0]!r})"
+        )
+    cols = _columns(con, "runs")
+    if "run_uuid" not in cols:
+        raise InputError(db, "MLflow 'runs' table has no run_uuid column")
+    pick = ["run_uuid"] + [
+        c if c in cols else "NULL" for c in ("name", "start_time", "lifecycle_stage")
+    ]
+    runs = []
+    for rid, name, start, stage in con.execute(f"SELECT {', '.join(pick)} FROM runs"):
+        start = start if isinstance(start, int) else 0
+        runs.append(
+            _RunInfo(
+                str(rid), name if isinstance(name, str) else None, start, stage != "deleted", rid
+            )
+        )
+    chosen = _choose(db, runs, run_id, builder)
+    if "params" in tables and {"key", "value", "run_uuid"} <= _columns(con, "params"):
+        params = {
+            str(k): v
+            for k, v in con.execute(
+                "SELECT key, value FROM params WHERE run_uuid = ?", (chosen.where,)
+            )
+        }
+        builder.manifest.config = params
+        apply_config(builder.manifest, params)
+    mcols = _columns(con, "metrics")
+    if not {"key", "value", "run_uuid", "step"} <= mcols:
+        raise InputError(db, "MLflow 'metrics' table lacks key/value/run_uuid/step columns")
+    nan_col = "is_nan" if "is_nan" in mcols else "0"
+    order = "step, timestamp" if "timestamp" in mcols else "step"
+    total = 0
+    if progress is not None:
+        total = con.execute(
+            "SELECT COUNT(*) FROM metrics WHERE run_uuid = ?", (chosen.where,)
+        ).fetchone()[0]
+    rows = con.execute(
+        f"SELECT key, value, step, {nan_col} FROM metrics WHERE run_uuid = ? ORDER BY {order}",
+        (chosen.where,),
+    )
+    n = _add_sorted_rows(builder, rows, db, progress, total)
+    builder.add_event(
+        Event(None, "note", f"MLflow run {chosen.label()}", {"run_id": chosen.run_id})
+    )
+    if n == 0:
+        raise InputError(db, f"MLflow run {chosen.run_id} has no metrics")
+    return builder.build()
+
+
+def _add_sorted_rows(builder: RunBuilder, rows, db: Path, progress, total: int) -> int:
+    """Feed ``(key, value, step, is_nan)`` rows sorted by step into ``builder``, one row per step."""
+    current: int | None = None
+    row: dict[str, float] = {}
+    n = 0
+    for key, value, step, is_nan in rows:
+        n += 1
+        if progress is not None and n % _PROGRESS_ROWS == 0:
+            progress(n, total)
+        s = _valid_step(step)
+        v = _metric_value(value, is_nan)
+        if s is None or v is None or not isinstance(key, str):
+            builder.skipped_values += 1
+            continue
+        if s != current:
+            if row:
+                builder.add_row(current, row)
+            current, row = s, {}
+        row[key] = v
+    if row:
+        builder.add_row(current, row)
+    if progress is not None:
+        progress(total, total)
+    return n
+
+
+# --- file store ------------------------------------------------------------------------------
+def _read_meta(path: Path) -> dict[str, str]:
+    """Top-level ``key: value`` lines of an MLflow ``meta.yaml`` (quotes stripped)."""
+    out: dict[str, str] = {}
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read(_MAX_PARAM_BYTES)
+    except OSError:
+        return out
+    for line in text.splitlines():
+        m = _META_LINE.match(line)
+        if m:
+            out[m.group(1)] = m.group(2).strip("'\"")
+    return out
+
+
+def _is_run_dir(p: Path) -> bool:
+    return (p / "meta.yaml").is_file() and (p / "metrics").is_dir()
+
+
+def _file_store_runs(root: Path, max_entries: int) -> list[Path]:
+    """Run directories of a file store root, an experiment directory or a run directory."""
+    if _is_run_dir(root):
+        return [root]
+    out: list[Path] = []
+    seen = 0
+
+    def children(p: Path) -> Iterator[Path]:
+        nonlocal seen
+        try:
+            for c in sorted(p.iterdir()):
+                seen += 1
+                if seen > max_entries:
+                    return
+                if c.is_dir() and not c.name.startswith(".") and not c.is_symlink():
+                    yield c
+        except OSError:
+            return
+
+    if (root / "meta.yaml").is_file():  # an experiment
+        return [c for c in children(root) if _is_run_dir(c)]
+    for exp in children(root):
+        if (exp / "meta.yaml").is_file():
+            out.extend(c for c in children(exp) if _is_run_dir(c))
+    return out
+
+
+def _read_text(p: Path) -> str:
+    with open(p, "rb") as f:
+        return f.read(_MAX_PARAM_BYTES).decode("utf-8", "replace")
+
+
+def _files_under(d: Path) -> list[tuple[str, Path]]:
+    out = []
+    for dirpath, dirnames, filenames in os.walk(d):
+        dirnames.sort()
+        for name in sorted(filenames):
+            p = Path(dirpath) / name
+            out.append((p.relative_to(d).as_posix(), p))
+        if len(out) > _MAX_WALK:
+            raise InputError(d, f"more than {_MAX_WALK} files")
+    return out
+
+
+def _load_file_store(root: Path, run_id: str | None, progress: Progress | None) -> Run:
+    builder = RunBuilder(Manifest(source=str(root)))
+    runs = []
+    for d in _file_store_runs(root, _MAX_WALK):
+        meta = _read_meta(d / "meta.yaml")
+        start = int(meta["start_time"]) if meta.get("start_time", "").isdigit() else 0
+        runs.append(
+            _RunInfo(
+                meta.get("run_id") or d.name,
+                meta.get("run_name") or None,
+                start,
+                meta.get("lifecycle_stage", "active") != "deleted",
+                d,
+            )
+        )
+    chosen = _choose(root, runs, run_id, builder)
+    run_dir: Path = chosen.where
+    builder.manifest.source = str(run_dir)
+    if (run_dir / "params").is_dir():
+        params = {k: _read_text(p) for k, p in _files_under(run_dir / "params")}
+        builder.manifest.config = params
+        apply_config(builder.manifest, params)
+    metric_files = _files_under(run_dir / "metrics")
+    total = sum(p.stat().st_size for _, p in metric_files)
+    done = 0
+    n = 0
+    for key, p in metric_files:
+        n += _read_metric_file(builder, key, p)
+        done += p.stat().st_size
+        if progress is not None:
+            progress(done, total)
+    builder.add_event(
+        Event(None, "note", f"MLflow run {chosen.label()}", {"run_id": chosen.run_id})
+    )
+    if n == 0:
+        raise InputError(run_dir, f"MLflow run {chosen.run_id} has no metrics")
+    return builder.build()
+
+
+def _read_metric_file(builder: RunBuilder, key: str, path: Path) -> int:
+    n = 0
+    for lineno, raw, complete in iter_lines(path):
+        parts = raw.split()
+        if not parts:
+            continue
+        try:
+            if len(parts) not in (2, 3):
+                raise ValueError
+            value = float(parts[1])
+            step = int(parts[2]) if len(parts) == 3 else 0
+            int(parts[0])  # timestamp
+        except ValueError:
+            if not complete:
+                builder.warn(f"{path}: line {lineno}: torn last line ignored (run still writing?)")
+                break
+            raise InputError(path, "expected 'timestamp value step'", f"line {lineno}") from None
+        if not _STEP_MIN <= step <= _STEP_MAX:
+            raise InputError(path, f"step {step} out of range", f"line {lineno}")
+        builder.add_row(step, {key: value})
+        n += 1
+    return n
+
+
+# --- entry points ----------------------------------------------------------------------------
+def find_mlflow_store(path: Path, max_entries: int = _MAX_WALK) -> tuple[str, Path] | None:
+    """``("sqlite", db)`` or ``("file", root)`` for the store ``path`` designates, else None."""
+    if path.is_file():
+        return ("sqlite", path) if is_mlflow_db(path) else None
+    if not path.is_dir():
+        return None
+    db = path / DB_NAME
+    if db.is_file() and is_mlflow_db(db):
+        return "sqlite", db
+    for root in (path, path / "mlruns"):
+        if root.is_dir() and _file_store_runs(root, max_entries):
+            return "file", root
+    return None
+
+
+def load_mlflow(path: Path, progress: Progress | None = None, *, run_id: str | None = None) -> Run:
+    """Read one run of an MLflow store (SQLite or file store, see above) into a ``Run``.
+
+    Args:
+        path: ``mlflow.db``, a directory holding it, or a file store (root, experiment, run).
+        progress: ``progress(done, total)``.
+        run_id: the run to read; default: the most recently started active run.
+    """
+    path = Path(path)
+    if path.is_file():
+        with open(path, "rb") as f:
+            if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
+                raise InputError(
+                    path, "not an SQLite database (MLflow stores are mlflow.db)", "byte 0"
+                )
+        return _load_sqlite(path, run_id, progress)
+    found = find_mlflow_store(path)
+    if found is None:
+        raise InputError(path, "no MLflow store (mlflow.db or mlruns/<experiment>/<run>/) found")
+    kind, where = found
+    if kind == "sqlite":
+        return _load_sqlite(where, run_id, progress)
+    return _load_file_store(where, run_id, progress)
+
+
+def _sniff(path: Path, head: bytes) -> float:
+    if head:
+        if not head.startswith(SQLITE_MAGIC):
+            return 0.0
+        return 0.95 if is_mlflow_db(path) else 0.0
+    found = find_mlflow_store(path, _SNIFF_MAX_WALK)
+    if found is None:
+        return 0.0
+    return 0.8 if found[0] == "sqlite" else 0.75
+
+
+register(
+    Importer(
+        name="mlflow",
+        description="MLflow store (mlflow.db SQLite, or the mlruns/ file store; most recent run)",
+        sniff=_sniff,
+        load=load_mlflow,
+    )
+)

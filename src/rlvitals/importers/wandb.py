@@ -1,0 +1,469 @@
+"""W&B offline runs (``wandb/offline-run-*/run-<id>.wandb``), read without the ``wandb`` package.
+
+A path is a ``.wandb`` file, a run directory holding one (``offline-run-*`` or ``run-*``), a
+``wandb/`` directory, or a directory holding ``wandb/``. When several runs are found the most
+recent one (by the timestamp in the directory name) is read and a warning names the others.
+
+**Framing** (wandb's ``sdk/internal/datastore.py``, after LevelDB's log format): a 7-byte file
+header ``":W&B"``, uint16 0xBEE1, version 0; then 32 KiB blocks of records, each a 7-byte header
+(``uint32`` CRC-32 — zlib's, *not* CRC-32C — of the type byte followed by the data, unmasked;
+``uint16`` length; ``uint8`` type FULL=1, FIRST=2, MIDDLE=3, LAST=4) and its data. A record never
+straddles a block: a long one is cut into FIRST, MIDDLE…, LAST fragments; fewer than 7 bytes left
+in a block are zero padding. Decisions on damage:
+
+- a bad checksum or an impossible header: the rest of that block is skipped and reading resumes
+  at the next block boundary, as LevelDB readers do; fragments orphaned by the skip are dropped;
+  one warning gives the count and the first byte offset;
+- a last record cut short (a live run) is ignored with a warning;
+- a reassembled record over :data:`MAX_RECORD_BYTES` is skipped (counted in a warning);
+- a record whose checksum is right but whose protobuf is malformed is an :class:`InputError`
+  naming the record number and byte offset.
+
+**Records** (``wandb_internal.proto``): ``Record.history`` (2) holds ``HistoryItem``s — ``key``
+(1) or ``nested_key`` (2, repeated; wandb 0.19+ uses it even for flat keys) and ``value_json``
+(16) — plus ``HistoryStep`` (2). ``Record.config`` (5) and ``Record.run`` (17) → ``config`` (4)
+hold ``ConfigItem``s (update/remove, same key fields).
+
+**Steps**: ``train/global_step`` (or ``trainer/global_step``, ``global_step``) when the row has
+it — TRL and OpenRLHF log it and let ``_step`` count ``wandb.log`` calls — else ``_step``, else
+``HistoryStep.num``. Nested dicts logged as ``{"a": {"b": x}}`` are named ``a.b`` as in the W&B
+UI (``a/b`` when only that spelling is a known metric). Keys starting with ``_`` (``_runtime``,
+``_timestamp``, ``_wandb``) are dropped; non-numeric values (media, tables, strings) are
+skipped. The config (minus ``_wandb``) becomes ``manifest.config`` and reveals the trainer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from rlvitals.errors import InputError
+from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers._config_hints import apply_config
+from rlvitals.importers._protobuf import Field, Message, ProtobufError, decode
+from rlvitals.recording.metrics import canonical_key
+from rlvitals.recording.run import Event, Manifest, Run, RunBuilder
+
+__all__ = ["MAX_RECORD_BYTES", "find_wandb_runs", "iter_wandb_records", "load_wandb"]
+
+MAX_RECORD_BYTES = 64 << 20
+"""A reassembled record longer than this is skipped (W&B history rows are a few KiB)."""
+BLOCK = 32768
+_FILE_HEAD = struct.Struct("<4sHB")
+_IDENT, _MAGIC, _VERSION = b":W&B", 0xBEE1, 0
+_REC_HEAD = struct.Struct("<IHB")
+_FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
+_TYPE_CRC = {t: zlib.crc32(bytes([t])) for t in (_FULL, _FIRST, _MIDDLE, _LAST)}
+_GLOBAL_STEP_KEYS = ("train/global_step", "trainer/global_step", "global_step")
+_MAX_CONFIG_JSON = 1 << 20
+_MAX_LISTED_RUNS = 5
+_RUN_DIR = re.compile(r"^(offline-)?run-(\d{8}_\d{6})-[A-Za-z0-9]+$")
+_SNIFF_MAX_ENTRIES = 2_000
+_LOAD_MAX_ENTRIES = 1_000_000
+_STEP_MIN, _STEP_MAX = -(1 << 63), (1 << 63) - 1
+_PROGRESS_BLOCKS = 256
+
+# --- the protobuf messages read (field numbers from wandb/proto/wandb_internal.proto) ----------
+_ITEM = Message(
+    "HistoryItem",
+    {
+        1: Field("key", "string"),
+        2: Field("nested_key", "string", repeated=True),
+        3: Field("none", "enum"),
+        4: Field("boolean", "bool"),
+        5: Field("integer", "sint64"),
+        6: Field("number", "double"),
+        16: Field("value_json", "string"),
+    },
+)
+_HISTORY = Message(
+    "HistoryRecord",
+    {
+        1: Field("item", _ITEM, repeated=True),
+        2: Field("step", Message("HistoryStep", {1: Field("num", "int64")})),
+    },
+)
+_CONFIG_ITEM = Message(
+    "ConfigItem",
+    {
+        1: Field("key", "string"),
+        2: Field("nested_key", "string", repeated=True),
+        16: Field("value_json", "string"),
+    },
+)
+_CONFIG = Message(
+    "ConfigRecord",
+    {
+        1: Field("update", _CONFIG_ITEM, repeated=True),
+        2: Field("remove", _CONFIG_ITEM, repeated=True),
+    },
+)
+_RUN = Message(
+    "RunRecord",
+    {
+        1: Field("run_id", "string"),
+        3: Field("project", "string"),
+        4: Field("config", _CONFIG),
+        8: Field("display_name", "string"),
+    },
+)
+_RECORD = Message(
+    "Record", {2: Field("history", _HISTORY), 5: Field("config", _CONFIG), 17: Field("run", _RUN)}
+)
+_SKIP = object()
+
+
+class _Stats:
+    def __init__(self) -> None:
+        self.corrupt = 0
+        self.first_corrupt: int | None = None
+        self.orphans = 0
+        self.too_large = 0
+        self.torn: int | None = None
+
+    def corrupted(self, offset: int) -> None:
+        self.corrupt += 1
+        if self.first_corrupt is None:
+            self.first_corrupt = offset
+
+
+def _check_header(path: Path, head: bytes) -> None:
+    if len(head) < _FILE_HEAD.size:
+        raise InputError(path, "too short for a W&B file header", "byte 0")
+    ident, magic, version = _FILE_HEAD.unpack_from(head)
+    if ident != _IDENT or magic != _MAGIC:
+        raise InputError(path, "not a W&B run file (no ':W&B' header)", "byte 0")
+    if version != _VERSION:
+        raise InputError(path, f"unsupported W&B file version {version}", "byte 6")
+
+
+def iter_wandb_records(
+    path: Path, stats: _Stats | None = None, progress: Progress | None = None
+) -> Iterator[tuple[int, int, bytes]]:
+    """Yield ``(record_number, byte_offset, payload)`` for each intact record of a ``.wandb`` file.
+
+    Memory stays within one 32 KiB block plus the record being reassembled.
+    """
+    stats = stats or _Stats()
+    with open(path, "rb") as f:
+        total = os.fstat(f.fileno()).st_size
+        block = f.read(BLOCK)
+        _check_header(path, block)
+        block_start, at = 0, _FILE_HEAD.size
+        pending: bytearray | None = None
+        pending_at = 0
+        oversize = False
+        number = 0
+        while True:
+            room = BLOCK - at
+            left = len(block) - at
+            if room < _REC_HEAD.size or left <= 0:
+                if len(block) < BLOCK:  # end of file
+                    if left > 0 and block[at:].count(0) != left:
+                        stats.torn = block_start + at
+                    break
+                block_start += BLOCK
+                block, at = f.read(BLOCK), 0
+                if progress is not None and block_start % (BLOCK * _PROGRESS_BLOCKS) == 0:
+                    progress(min(block_start, total), total)
+                continue
+            offset = block_start + at
+            if left < _REC_HEAD.size:
+                stats.torn = offset
+                break
+            crc, length, rtype = _REC_HEAD.unpack_from(block, at)
+            end = at + _REC_HEAD.size + length
+            if crc == 0 and length == 0 and rtype == 0:  # zeroed area: skip the block
+                at = BLOCK
+                continue
+            if end > len(block) and len(block) < BLOCK and end <= BLOCK:
+                stats.torn = offset
+                break
+            data = block[at + _REC_HEAD.size : end]
+            if (
+                end > len(block)
+                or rtype not in _TYPE_CRC
+                or zlib.crc32(data, _TYPE_CRC[rtype]) != crc
+            ):
+                stats.corrupted(offset)
+                pending, oversize = None, False
+                at = BLOCK  # resynchronise at the next block
+                continue
+            at = end
+            if rtype == _FULL:
+                if pending is not None:
+                    stats.orphans += 1
+                pending = None
+                number += 1
+                yield number, offset, data
+            elif rtype == _FIRST:
+                if pending is not None:
+                    stats.orphans += 1
+                pending, pending_at, oversize = bytearray(data), offset, False
+            elif pending is None:
+                stats.orphans += 1
+            else:
+                if not oversize:
+                    if len(pending) + len(data) > MAX_RECORD_BYTES:
+                        oversize = True
+                        pending = bytearray()
+                    else:
+                        pending += data
+                if rtype == _LAST:
+                    number += 1
+                    if oversize:
+                        stats.too_large += 1
+                    else:
+                        yield number, pending_at, bytes(pending)
+                    pending, oversize = None, False
+        if pending is not None and stats.torn is None:
+            stats.torn = pending_at
+    if progress is not None:
+        progress(total, total)
+
+
+# --- values ----------------------------------------------------------------------------------
+def _item_key(item: dict[str, Any]) -> str:
+    key = item.get("key")
+    if key:
+        return key
+    parts = item.get("nested_key") or []
+    if len(parts) <= 1:
+        return parts[0] if parts else ""
+    dotted = ".".join(parts)
+    if not canonical_key(dotted)[2] and canonical_key("/".join(parts))[2]:
+        return "/".join(parts)
+    return dotted
+
+
+def _item_value(item: dict[str, Any]) -> Any:
+    vj = item.get("value_json")
+    if vj is not None:
+        s = vj.lstrip()
+        if not s or s[0] in "{[":
+            return _SKIP  # media, tables, histograms, lists
+        try:
+            v = json.loads(s)
+        except (ValueError, RecursionError):
+            return _SKIP
+        if v is None or isinstance(v, (int, float)):
+            return v
+        return _SKIP
+    for name in ("number", "integer", "boolean"):
+        if name in item:
+            return item[name]
+    return None if "none" in item else _SKIP
+
+
+def _as_step(v: Any) -> int | None:
+    """An integral number within int64, else None."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        i = int(v)
+    except (OverflowError, ValueError):
+        return None
+    return i if i == v and _STEP_MIN <= i <= _STEP_MAX else None
+
+
+def _config_value(vj: str | None) -> Any:
+    if vj is None:
+        return None
+    if len(vj) > _MAX_CONFIG_JSON:
+        return vj[:200] + "..."
+    try:
+        return json.loads(vj)
+    except (ValueError, RecursionError):
+        return vj
+
+
+def _apply_config_record(config: dict[str, Any], rec: dict[str, Any]) -> None:
+    for item in rec.get("update", ()):
+        parts = [item["key"]] if item.get("key") else list(item.get("nested_key") or [])
+        if not parts:
+            continue
+        node = config
+        for p in parts[:-1]:
+            child = node.get(p)
+            if not isinstance(child, dict):
+                child = node[p] = {}
+            node = child
+        node[parts[-1]] = _config_value(item.get("value_json"))
+    for item in rec.get("remove", ()):
+        parts = [item["key"]] if item.get("key") else list(item.get("nested_key") or [])
+        node = config
+        for p in parts[:-1]:
+            node = node.get(p) if isinstance(node.get(p), dict) else {}
+        if parts:
+            node.pop(parts[-1], None)
+
+
+# --- files and directories -------------------------------------------------------------------
+def _wandb_file(run_dir: Path) -> Path | None:
+    try:
+        files = [p for p in run_dir.iterdir() if p.suffix == ".wandb" and p.is_file()]
+    except OSError:
+        return None
+    if not files:
+        return None
+    return max(files, key=lambda p: (p.stat().st_size, p.name))
+
+
+def _run_dirs(wandb_dir: Path, max_entries: int) -> list[Path]:
+    out = []
+    try:
+        entries = sorted(wandb_dir.iterdir())
+    except OSError:
+        return []
+    for i, p in enumerate(entries):
+        if i > max_entries:
+            break
+        if _RUN_DIR.match(p.name) and not p.is_symlink() and p.is_dir() and _wandb_file(p):
+            out.append(p)
+    return sorted(out, key=lambda p: (_RUN_DIR.match(p.name).group(2), p.name))
+
+
+def find_wandb_runs(path: Path, max_entries: int = _LOAD_MAX_ENTRIES) -> tuple[list[Path], int]:
+    """The ``.wandb`` files ``path`` designates, oldest first, and how deep the match was.
+
+    Depth 0: ``path`` is a file or a run directory; 1: a ``wandb/`` directory of runs; 2: a
+    directory holding ``wandb/``. Returns ``([], -1)`` when there is none.
+    """
+    if path.is_file():
+        return [path], 0
+    if not path.is_dir():
+        return [], -1
+    own = _wandb_file(path)
+    if own is not None:
+        return [own], 0
+    runs = _run_dirs(path, max_entries)
+    if runs:
+        return [_wandb_file(r) for r in runs], 1
+    sub = path / "wandb"
+    if sub.is_dir():
+        runs = _run_dirs(sub, max_entries)
+        if runs:
+            return [_wandb_file(r) for r in runs], 2
+    return [], -1
+
+
+def load_wandb(path: Path, progress: Progress | None = None) -> Run:
+    """Read a W&B offline run (a ``.wandb`` file or a directory, see above) into a ``Run``.
+
+    Raises:
+        InputError: no run found, not a W&B file, a malformed record, or no history rows.
+    """
+    path = Path(path)
+    files, _ = find_wandb_runs(path)
+    if not files:
+        raise InputError(path, "no W&B run (wandb/*run-*/run-<id>.wandb) found")
+    file = files[-1]
+    builder = RunBuilder(Manifest(source=str(file)))
+    if len(files) > 1:
+        others = [f.parent.name for f in files[:-1]]
+        listed = ", ".join(others[-_MAX_LISTED_RUNS:])
+        more = (
+            f" and {len(others) - _MAX_LISTED_RUNS} more" if len(others) > _MAX_LISTED_RUNS else ""
+        )
+        builder.warn(
+            f"{path}: {len(files)} W&B runs found; read the most recent, {file.parent.name} "
+            f"(others: {listed}{more})"
+        )
+    config: dict[str, Any] = {}
+    stats = _Stats()
+    rows = 0
+    last_step = -1
+    for number, offset, payload in iter_wandb_records(file, stats, progress):
+        try:
+            rec = decode(payload, _RECORD)
+        except ProtobufError as e:
+            raise InputError(
+                file, f"malformed record: {e.problem}", f"record {number} (byte {offset})"
+            ) from None
+        if "run" in rec:
+            run = rec["run"]
+            _apply_config_record(config, run.get("config", {}))
+            if run.get("run_id"):
+                msg = f"W&B run {run['run_id']}"
+                if run.get("project"):
+                    msg += f" (project {run['project']})"
+                builder.add_event(Event(None, "note", msg, {"run_id": run["run_id"]}))
+        if "config" in rec:
+            _apply_config_record(config, rec["config"])
+        hist = rec.get("history")
+        if hist is None:
+            continue
+        step, gstep, row = _history_row(hist)
+        if step is None:
+            step = last_step + 1
+        last_step = step
+        if row:
+            builder.add_row(gstep if gstep is not None else step, row)
+            rows += 1
+    _report(builder, file, stats)
+    if rows == 0:
+        raise InputError(file, "no numeric history rows (nothing numeric logged with wandb.log)")
+    config.pop("_wandb", None)
+    builder.manifest.config = config
+    apply_config(builder.manifest, config)
+    return builder.build()
+
+
+def _history_row(hist: dict[str, Any]) -> tuple[int | None, int | None, dict[str, Any]]:
+    step = gstep = None
+    row: dict[str, Any] = {}
+    for item in hist.get("item", ()):
+        key = _item_key(item)
+        value = _item_value(item)
+        if key == "_step":
+            step = _as_step(value)
+        elif key in _GLOBAL_STEP_KEYS:
+            gstep = _as_step(value)
+        elif key and not key.startswith("_") and value is not _SKIP:
+            row[key] = value
+    if step is None:
+        step = hist.get("step", {}).get("num")
+    return step, gstep, row
+
+
+def _report(builder: RunBuilder, file: Path, stats: _Stats) -> None:
+    if stats.corrupt:
+        builder.warn(
+            f"{file}: byte {stats.first_corrupt}: {stats.corrupt} corrupted block(s); the rest "
+            "of each was skipped"
+        )
+    if stats.orphans:
+        builder.warn(f"{file}: {stats.orphans} incomplete multi-block record(s) dropped")
+    if stats.too_large:
+        builder.warn(f"{file}: {stats.too_large} record(s) over {MAX_RECORD_BYTES} bytes skipped")
+    if stats.torn is not None:
+        builder.warn(
+            f"{file}: byte {stats.torn}: torn last record ignored (run still being written?)"
+        )
+
+
+def _sniff(path: Path, head: bytes) -> float:
+    if head:
+        if head[:4] != _IDENT:
+            return 0.0
+        return 0.99 if head[: _FILE_HEAD.size] == _FILE_HEAD.pack(_IDENT, _MAGIC, _VERSION) else 0.6
+    files, depth = find_wandb_runs(path, _SNIFF_MAX_ENTRIES)
+    if not files:
+        return 0.0
+    return 0.8 if depth <= 1 else 0.65
+
+
+register(
+    Importer(
+        name="wandb",
+        description="W&B offline run (wandb/offline-run-*/run-<id>.wandb, or the directory)",
+        sniff=_sniff,
+        load=load_wandb,
+    )
+)
