@@ -1,5 +1,43 @@
-"""The detector catalogue. See :mod:`rlvitals.detectors.base` for the framework."""
+"""The detector catalogue. See :mod:`rlvitals.detectors.base` for the framework.
+
+Every module named in :data:`_MODULES` defines (and ``@register``\\s) one detector; they are
+imported on first use of :func:`catalogue`, so ``import rlvitals.detectors`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
 
 from rlvitals.detectors.base import DETECTORS, Detector, Finding, Severity, register
 
-__all__ = ["DETECTORS", "Detector", "Finding", "Severity", "register"]
+__all__ = ["DETECTORS", "Detector", "Finding", "Severity", "catalogue", "load_all", "register"]
+
+# One module per detector. The collapse family first (the product's heart), then the others.
+_MODULES: tuple[str, ...] = (
+    "adv_collapse",
+    "degenerate_groups",
+    "reward_std_death",
+    "acr_stall",
+    "acr_volatile",
+    "excess_collapse",
+    "saturation",
+)
+
+_loaded = False
+
+
+def load_all() -> None:
+    """Import every detector module in :data:`_MODULES` (idempotent)."""
+    global _loaded
+    if _loaded:
+        return
+    for name in _MODULES:
+        importlib.import_module(f"rlvitals.detectors.{name}")
+    _loaded = True
+
+
+def catalogue() -> list[type[Detector]]:
+    """Every registered detector class, collapse family first, then by ID."""
+    load_all()
+    classes = [DETECTORS.get(n) for n in DETECTORS.names()]
+    return sorted(classes, key=lambda c: (c.family != "collapse", c.id))

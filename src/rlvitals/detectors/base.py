@@ -126,6 +126,14 @@ class Detector:
     def check(self, vitals: Vitals) -> list[Finding]:
         raise NotImplementedError
 
+    def needs(self, vitals: Vitals) -> str | None:
+        """What this detector would need that the run lacks, or None when it can judge.
+
+        The doctor reports the answer as a note when ``check`` found nothing, e.g.
+        "needs adv_std, adv_zero_frac or loss and grad_norm". The default claims nothing.
+        """
+        return None
+
     def finding(self, message: str, **kw: Any) -> Finding:
         """A :class:`Finding` with this detector's id and severity (overridable via ``kw``)."""
         kw.setdefault("severity", self.severity)

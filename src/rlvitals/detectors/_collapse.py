@@ -1,0 +1,259 @@
+"""Shared machinery of the collapse family: episodes of a collapsed series, and the reward state.
+
+An *episode* is a stretch of logged points where a series sits on the collapsed side of a
+threshold for at least ``sustain`` points, preceded by a healthy stretch (a run that never had
+a live signal is a setup problem, not a collapse). A run whose every logged point is totally
+collapsed is one episode from its first step, however short the run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlvitals.vitals import Vitals
+from rlvitals.vitals.spans import Span, compress, find_spans, segment_median
+
+__all__ = [
+    "GAP",
+    "LOOKBACK",
+    "MIN_PRE",
+    "Episode",
+    "RewardState",
+    "episodes",
+    "fmt",
+    "reward_state",
+    "span_text",
+]
+
+GAP = 2
+"""Largest run of off-threshold points bridged inside an episode (noise)."""
+LOOKBACK = 25
+"""Logged points before an onset whose median is the pre-onset (healthy) level."""
+MIN_PRE = 3
+"""Healthy logged points needed before an onset."""
+MAX_EPISODES = 3
+"""Episodes reported per detector (the earliest ones)."""
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One collapse episode of a series.
+
+    Attributes:
+        span: where it lies (indices into ``steps``/``x``, onset/end steps).
+        steps, x: the compressed series (finite points) the span indexes.
+        level: median of ``x`` inside the episode.
+        pre: median of ``x`` over the healthy stretch before the onset (NaN for ``total``).
+        total: True when every logged point of the run is totally collapsed.
+    """
+
+    span: Span
+    steps: np.ndarray
+    x: np.ndarray
+    level: float
+    pre: float
+    total: bool = False
+
+    @property
+    def onset_step(self) -> int:
+        return self.span.onset_step
+
+    @property
+    def end_step(self) -> int | None:
+        return self.span.end_step
+
+    @property
+    def last_step(self) -> int:
+        return int(self.steps[self.span.i1])
+
+    @property
+    def n_steps(self) -> int:
+        """Training steps covered by the episode (inclusive)."""
+        return self.last_step - self.onset_step + 1
+
+    @property
+    def pre_first_step(self) -> int:
+        return int(self.steps[max(0, self.span.i0 - LOOKBACK)])
+
+
+def episodes(
+    vitals: Vitals,
+    name: str,
+    *,
+    collapsed: np.ndarray | None = None,
+    low: bool,
+    threshold: float,
+    healthy: float,
+    sustain: int,
+    total_test=None,
+    x: np.ndarray | None = None,
+) -> list[Episode]:
+    """Collapse episodes of ``vitals.get(name)`` (or of ``x``, aligned on ``vitals.steps``).
+
+    Args:
+        low: True when collapse means *low* values (adv_std, reward_std), False for high (ACR).
+        threshold: collapsed when ``x < threshold`` (low) or ``x >= threshold`` (high).
+        healthy: the pre-onset median must be ``> healthy`` (low) or ``< healthy`` (high).
+        sustain: logged points needed.
+        total_test: ``f(x) -> bool array``, points that are *totally* collapsed; when every
+            point is, the whole run is one episode (reported even for short runs).
+    """
+    series = vitals.get(name) if x is None else x
+    steps, xs = compress(vitals.steps, series)
+    n = xs.shape[0]
+    if n == 0:
+        return []
+    if total_test is not None and bool(np.all(total_test(xs))):
+        span = Span(0, n - 1, int(steps[0]), None, n, n)
+        return [Episode(span, steps, xs, float(np.median(xs)), math.nan, total=True)]
+    if vitals.too_short or n < sustain + MIN_PRE:
+        return []
+    cond = (xs < threshold) if low else (xs >= threshold)
+    out: list[Episode] = []
+    prev_end = -1
+    for sp in find_spans(steps, cond, sustain=sustain, gap=GAP):
+        lo = max(prev_end + 1, sp.i0 - LOOKBACK)
+        pre_pts = xs[lo : sp.i0]
+        prev_end = sp.i1
+        if pre_pts.shape[0] < MIN_PRE:
+            continue
+        pre = float(np.median(pre_pts))
+        if (low and not pre > healthy) or (not low and not pre < healthy):
+            continue
+        level = float(np.median(xs[sp.i0 : sp.i1 + 1]))
+        out.append(Episode(sp, steps, xs, level, pre))
+        if len(out) >= MAX_EPISODES:
+            break
+    return out
+
+
+@dataclass(frozen=True)
+class RewardState:
+    """Where the reward sat during an episode, relative to its range and to before the onset.
+
+    Attributes:
+        p_span: median pass rate (reward rescaled to [0, 1]) inside the episode; NaN if unknown.
+        p_pre: median pass rate over the stretch before the onset.
+        easy_share: share of collapsed groups that were solved by every completion (NaN when
+            the split is unknown).
+        hard_share: share solved by none; ``flat`` is the rest.
+    """
+
+    p_span: float
+    p_pre: float
+    easy_share: float
+    hard_share: float
+
+    @property
+    def known(self) -> bool:
+        return not math.isnan(self.p_span)
+
+    def saturated(self, ceiling: float, rise: float, easy_min: float) -> bool:
+        """True when the collapse is the run saturating: mostly solved groups, and the reward
+        at the ceiling or risen into the episode."""
+        if not self.known:
+            return False
+        easy = self.easy_share if not math.isnan(self.easy_share) else self.p_span
+        if easy < easy_min:
+            return False
+        if self.p_span >= ceiling:
+            return True
+        return not math.isnan(self.p_pre) and self.p_span - self.p_pre >= rise
+
+    def kind(self) -> str:
+        """``too easy`` / ``too hard`` / ``flat`` / ``mixed`` (by the split), or by the reward."""
+        e, h = self.easy_share, self.hard_share
+        if not math.isnan(e):
+            f = max(0.0, 1.0 - e - h)
+            top = max(e, h, f)
+            if top < 0.6:
+                return "mixed"
+            return "too easy" if top == e else ("too hard" if top == h else "flat")
+        if not self.known:
+            return "unknown"
+        if self.p_span >= 0.6:
+            return "too easy"
+        if self.p_span <= 0.4:
+            return "too hard"
+        return "mixed"
+
+
+def reward_state(vitals: Vitals, ep: Episode) -> RewardState:
+    """The :class:`RewardState` of ``ep`` from ``pass_rate`` and the ACR split."""
+    last = ep.last_step
+    p = vitals.get("pass_rate")
+    p_span = p_pre = math.nan
+    if p is not None:
+        inside = (vitals.steps >= ep.onset_step) & (vitals.steps <= last) & np.isfinite(p)
+        before = (vitals.steps >= ep.pre_first_step) & (vitals.steps < ep.onset_step)
+        before &= np.isfinite(p)
+        if inside.any():
+            p_span = float(np.median(p[inside]))
+        if before.any():
+            p_pre = float(np.median(p[before]))
+    easy = hard = math.nan
+    acr, sa, sn = vitals.get("acr"), vitals.get("acr_solve_all"), vitals.get("acr_solve_none")
+    if acr is not None and sa is not None and sn is not None:
+        inside = (vitals.steps >= ep.onset_step) & (vitals.steps <= last) & np.isfinite(acr)
+        tot = float(np.nansum(acr[inside]))
+        if tot > 0:
+            easy = float(np.nansum(sa[inside])) / tot
+            hard = float(np.nansum(sn[inside])) / tot
+    return RewardState(p_span, p_pre, easy, hard)
+
+
+def median_in(vitals: Vitals, name: str, first: int, last: int) -> float:
+    """Median of series ``name`` over steps ``first..last``; NaN when absent or empty."""
+    x = vitals.get(name)
+    if x is None:
+        return math.nan
+    keep = (vitals.steps >= first) & (vitals.steps <= last) & np.isfinite(x)
+    return float(np.median(x[keep])) if keep.any() else math.nan
+
+
+def fmt(x: float, digits: int = 2) -> str:
+    """Format a number for a message: ``0.03``, ``1.2e-05``, ``nan``."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    if x != 0 and abs(x) < 10 ** (-digits):
+        return f"{x:.1e}"
+    return f"{x:.{digits}f}"
+
+
+def span_text(ep: Episode, log_every: int) -> str:
+    """``for 37 steps since step 112`` / ``from step 60 to 139 (80 steps)``."""
+    if ep.total:
+        return f"on every logged step ({ep.span.n_points} points, steps {ep.onset_step}-{ep.last_step})"
+    if ep.end_step is None:
+        return f"for {ep.n_steps} steps since step {ep.onset_step}"
+    return f"from step {ep.onset_step} to {ep.end_step} ({ep.n_steps} steps)"
+
+
+def episode_metrics(ep: Episode) -> dict[str, float | int | None]:
+    """The numbers every collapse finding carries."""
+    return {
+        "onset_step": ep.onset_step,
+        "end_step": ep.end_step,
+        "steps": ep.n_steps,
+        "points": ep.span.n_points,
+        "level": _r(ep.level),
+        "pre_level": _r(ep.pre),
+    }
+
+
+def confidence(ep: Episode, sustain: int, base: float) -> float:
+    """``base`` scaled down for short episodes (fewer than 2 x sustain points)."""
+    if ep.total:
+        return base
+    k = min(1.0, ep.span.n_points / (2.0 * sustain))
+    return round(base * (0.7 + 0.3 * k), 3)
+
+
+def _r(x: float) -> float | None:
+    return None if x is None or math.isnan(x) else round(float(x), 4)
+
+
+__all__ += ["confidence", "episode_metrics", "median_in", "segment_median"]

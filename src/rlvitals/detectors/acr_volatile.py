@@ -1,0 +1,209 @@
+"""ACR volatile: the Advantage Collapse Rate swings far more than sampling noise explains.
+
+## What is happening
+He et al. (ICML 2026) measured the standard deviation of the ACR over sliding 25-step windows:
+above 0.15, runs had a 2.3x higher chance of diverging or forgetting. Large swings mean the
+policy lurches between producing uniform groups and varied ones — an unstable update (learning
+rate too high, clipping too loose) or a prompt stream that alternates between easy and hard
+batches.
+
+## What it looks like in the recording
+The ACR jumps up and down by tens of points from step to step or in waves, instead of drifting.
+`reward_mean`, `entropy` and `grad_norm` often swing with it.
+
+## How the detector decides
+The volatility is `rlvitals.signal.acr_volatility` over :knob:`window` logged steps. Part of it
+is sampling noise: a step with N groups has an ACR standard deviation of about
+sqrt(ACR (1 - ACR) / N) by chance alone, so a run with few groups per step is "volatile"
+without anything being wrong. With :knob:`noise_correction` on, that noise is removed
+(variances subtract); N comes from the per-group rewards, else from the granularity of the
+logged fraction (values are multiples of 1/N), else the noise is estimated from step-to-step
+differences. An episode is :knob:`sustain` consecutive logged steps with the corrected
+volatility above :knob:`volatility_above`; its onset is where the volatility started to rise
+(the last step before it at or below half the threshold).
+
+## What to try
+- Lower the learning rate or tighten the clip range; check grad_norm for spikes.
+- Shuffle the prompt stream so batches mix difficulties.
+- Smooth the signal the mitigation reacts to: AVSPO's windowed ACR (W = 25) damps oscillations
+  (`rlvitals.estimators` `avspo`; TRL: `pip install 'rlvitals[trl]'`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlvitals.detectors._collapse import fmt
+from rlvitals.detectors.base import Detector, Finding, Severity, register
+from rlvitals.signal import DEFAULT_WINDOW, acr_volatility
+from rlvitals.vitals import Vitals
+from rlvitals.vitals.spans import compress, find_spans
+
+VOLATILITY_ABOVE = 0.15
+SUSTAIN = 5
+NOISE_CORRECTION = True
+MAX_GROUPS = 1024
+GRANULARITY_SAMPLE = 256
+CHI2_1_MEDIAN = 0.4549
+CONFIDENCE = 0.75
+MAX_EPISODES = 3
+MIN_POINTS_FACTOR = 2
+
+
+@register
+class AcrVolatile(Detector):
+    __doc__ = __doc__
+    id = "ACR_VOLATILE"
+    severity = Severity.WARN
+    family = "collapse"
+    key_metrics = ("acr", "acr_volatility")
+
+    @dataclass(frozen=True)
+    class Knobs:
+        #: Volatility (std of the ACR over the window) above this is volatile (paper: 0.15).
+        volatility_above: float = VOLATILITY_ABOVE
+        #: Window of the volatility, in logged steps (paper: 25).
+        window: int = DEFAULT_WINDOW
+        #: Consecutive logged steps above the threshold that make an episode.
+        sustain: int = SUSTAIN
+        #: Remove the sampling noise of the ACR before comparing with the threshold.
+        noise_correction: bool = NOISE_CORRECTION
+
+    def needs(self, vitals: Vitals) -> str | None:
+        if not vitals.has("acr"):
+            return "needs the ACR: per-group rewards, frac_reward_zero_std or adv_zero_frac"
+        return None
+
+    def check(self, vitals: Vitals) -> list[Finding]:
+        if not vitals.has("acr") or vitals.batch_trap or vitals.too_short:
+            return []
+        k = self.knobs
+        steps, acr = compress(vitals.steps, vitals.get("acr"))
+        if acr.size < MIN_POINTS_FACTOR * k.window:
+            return []
+        vol = acr_volatility(acr, k.window)
+        noise_var, how = _noise_var(vitals, steps, acr, k.window)
+        if k.noise_correction:
+            corr = np.sqrt(np.maximum(vol**2 - noise_var, 0.0))
+        else:
+            corr, how = vol, "not corrected"
+        corr = np.where(np.isnan(vol), 0.0, corr)
+        # A level shift (a collapse starting or ending) or a steady ramp inside the window
+        # raises the std without any swinging: judge what is left after the better of a
+        # one-split step fit and a straight-line fit.
+        cand = np.flatnonzero(corr > k.volatility_above)
+        if cand.size:
+            resid = _residual_std(acr, cand, k.window)
+            rc = np.sqrt(np.maximum(resid**2 - noise_var[cand], 0.0)) if k.noise_correction \
+                else resid
+            corr[cand] = np.minimum(corr[cand], rc)
+        out = []
+        for sp in find_spans(steps, corr > k.volatility_above, sustain=k.sustain):
+            # Onset: where the volatility began to rise.
+            calm = np.flatnonzero(corr[: sp.i0] <= k.volatility_above / 2)
+            i_on = int(calm[-1]) + 1 if calm.size else 0
+            i_on = max(i_on, sp.i0 - k.window + 1)
+            peak = float(np.max(corr[sp.i0 : sp.i1 + 1]))
+            raw = float(np.nanmax(vol[sp.i0 : sp.i1 + 1]))
+            end = sp.end_step
+            if end is not None:
+                end = int(steps[max(i_on, sp.i1 - k.window // 2)])
+            onset = int(steps[i_on])
+            where = f"since step {onset}" if end is None else f"from step {onset} to {end}"
+            msg = (
+                f"ACR volatility {fmt(peak)} > {fmt(k.volatility_above)} {where} "
+                f"(window {k.window} logged steps; raw {fmt(raw)}, sampling noise {how})"
+            )
+            out.append(
+                self.finding(
+                    msg,
+                    onset_step=onset,
+                    end_step=end,
+                    confidence=CONFIDENCE,
+                    evidence=vitals.evidence,
+                    metrics={
+                        "volatility": round(peak, 4),
+                        "volatility_raw": round(raw, 4),
+                        "threshold": k.volatility_above,
+                        "window": k.window,
+                        "noise": how,
+                    },
+                    actions=[
+                        "lower the learning rate or tighten the clip range; check grad_norm",
+                        "shuffle the prompt stream so batches mix difficulties",
+                        "damp the mitigation's input: AVSPO with a windowed ACR "
+                        "(rlvitals.estimators 'avspo')",
+                    ],
+                )
+            )
+            if len(out) >= MAX_EPISODES:
+                break
+        return out
+
+
+def _noise_var(
+    vitals: Vitals, steps: np.ndarray, acr: np.ndarray, window: int
+) -> tuple[np.ndarray, str]:
+    """Per-point sampling variance of the ACR averaged over the trailing window, and how."""
+    ng = vitals.get("n_groups")
+    if ng is not None:
+        n = ng[np.isin(vitals.steps, steps)]
+        n = np.where(np.isfinite(n) & (n > 0), n, np.nan)
+        how = "binomial, N from per-group rewards"
+    else:
+        g = _granularity(acr)
+        if g:
+            n = np.full(acr.shape, float(g))
+            how = f"binomial, N = {g} from the fraction's granularity"
+        else:
+            d = np.diff(acr)
+            v = float(np.median(d * d) / (2 * CHI2_1_MEDIAN)) if d.size else 0.0
+            return np.full(acr.shape, v), "from step-to-step differences"
+    per = acr * (1.0 - acr) / n
+    per = np.where(np.isfinite(per), per, 0.0)
+    c = np.cumsum(np.r_[0.0, per])
+    idx = np.arange(1, per.size + 1)
+    lo = np.maximum(idx - window, 0)
+    return (c[idx] - c[lo]) / (idx - lo), how
+
+
+def _residual_std(x: np.ndarray, idx: np.ndarray, window: int) -> np.ndarray:
+    """Std of what a step fit (best single split) or a line leaves in each trailing window.
+
+    Args:
+        x: ``(n,)`` series; idx: ``(c,)`` window end indices (``>= window - 1``).
+    Returns ``(c,)``.
+    """
+    win = np.lib.stride_tricks.sliding_window_view(x, window)[idx - window + 1]  # (c, W)
+    w = window
+    total = win.sum(axis=1)
+    ss = (win * win).sum(axis=1)
+    sst = ss - total * total / w
+    # Best single split: SSE = SST - (between-segment sum of squares), maximised over k.
+    left = np.cumsum(win, axis=1)[:, :-1]  # (c, W-1) sums of the first k = 1..W-1 points
+    k = np.arange(1, w, dtype=np.float64)
+    mean = total / w
+    between = (left - k * mean[:, None]) ** 2 * w / (k * (w - k))
+    sse_split = sst - between.max(axis=1)
+    # Least-squares line.
+    t = np.arange(w, dtype=np.float64) - (w - 1) / 2.0
+    slope = (win * t).sum(axis=1) / (t * t).sum()
+    sse_line = sst - slope * slope * (t * t).sum()
+    sse = np.maximum(np.minimum(sse_split, sse_line), 0.0)
+    return np.sqrt(sse / w)
+
+
+def _granularity(x: np.ndarray) -> int | None:
+    """Smallest N <= 1024 such that every value is a multiple of 1/N, or None."""
+    u = np.unique(x)
+    if u.size < 3:
+        return None
+    if u.size > GRANULARITY_SAMPLE:
+        u = u[np.linspace(0, u.size - 1, GRANULARITY_SAMPLE).astype(int)]
+    ns = np.arange(1, MAX_GROUPS + 1, dtype=np.float64)
+    prod = u[:, None] * ns[None, :]
+    ok = np.all(np.abs(prod - np.round(prod)) <= 1e-6 * ns[None, :], axis=0)
+    hit = np.flatnonzero(ok)
+    return int(ns[hit[0]]) if hit.size else None

@@ -1,0 +1,177 @@
+"""Degenerate groups: most groups' rewards stopped varying (the Advantage Collapse Rate is high).
+
+## What is happening
+A group of G completions of one prompt teaches the policy only when its rewards differ. When
+every completion of a group gets the same reward (all solved, all failed, or the same partial
+credit) the group is collapsed: its advantages are all zero. The Advantage Collapse Rate (ACR)
+is the share of a step's groups that are collapsed; when it stays high, most of the rollout
+budget is wasted and learning stalls (He et al., ICML 2026).
+
+## What it looks like in the recording
+Per-group rewards show groups like `[1, 1, 1, 1, 1, 1, 1, 1]` or `[0, 0, 0, 0, 0, 0, 0, 0]`
+taking over; TRL's `frac_reward_zero_std` climbs toward 1. The split says which way: groups
+solved by every completion (too easy), failed by every completion (too hard), or sharing an
+intermediate reward (flat: partial credit, or identical completions).
+
+## How the detector decides
+It reads the ACR: exact from per-group rewards when the run has them, else the trainer's
+zero-variance fraction. An episode is :knob:`sustain` consecutive logged steps with ACR at or
+above :knob:`acr_above`, after a stretch whose median ACR was below :knob:`healthy_below` (a run
+that starts degenerate and recovers, like a too-hard start, is not a collapse). An episode
+whose collapsed groups are mostly solved (at least :knob:`easy_share`) while the reward is at
+the ceiling (pass rate at least :knob:`ceiling`) or rose by :knob:`rise` into it is the run
+saturating: SATURATION reports it at info level, this detector stays silent. Otherwise the
+finding gives the split (too easy / too hard / flat) and the expected ACR from the pass rate
+(P0 = p^G + (1 - p)^G) beside the observed one. A run whose every logged step has every group
+collapsed is reported however short it is; other runs under 30 steps are not judged.
+
+## What to try
+- Too easy (solved groups): add harder prompts, or filter prompts the policy always solves.
+- Too hard (failed groups): a curriculum, easier prompts, or a few worked examples; check the
+  verifier accepts correct answers.
+- Flat or mixed at a middling reward: the completions of a group are identical (temperature,
+  sampling seed, generation cache) or the verifier returns a constant; check both.
+- Keep collapsed groups teaching with AVSPO (`rlvitals.estimators`, `pip install
+  'rlvitals[trl]'`), or filter zero-variance groups and resample (DAPO dynamic sampling).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from rlvitals.detectors._collapse import (
+    Episode,
+    confidence,
+    episode_metrics,
+    episodes,
+    fmt,
+    median_in,
+    reward_state,
+    span_text,
+)
+from rlvitals.detectors.base import Detector, Finding, Severity, register
+from rlvitals.vitals import Vitals
+
+ACR_ABOVE = 0.75
+HEALTHY_BELOW = 0.6
+SUSTAIN = 5
+CEILING = 0.9
+RISE = 0.05
+EASY_SHARE = 0.6
+TOTAL_ACR = 1.0 - 1e-9
+CONFIDENCE = {"groups": 0.95, "zero_std_frac": 0.85}
+TRAP_CONFIDENCE = 0.6
+
+
+@register
+class DegenerateGroups(Detector):
+    __doc__ = __doc__
+    id = "DEGENERATE_GROUPS"
+    severity = Severity.WARN
+    family = "collapse"
+    key_metrics = ("acr", "acr_solve_all", "acr_solve_none", "acr_flat", "zero_std_frac")
+
+    @dataclass(frozen=True)
+    class Knobs:
+        #: ACR at or above this is a collapsed step.
+        acr_above: float = ACR_ABOVE
+        #: The stretch before an onset must have had a median ACR below this.
+        healthy_below: float = HEALTHY_BELOW
+        #: Consecutive logged steps at or above acr_above that make an episode.
+        sustain: int = SUSTAIN
+        #: Pass rate (reward rescaled to [0, 1]) at or above which the reward is at the ceiling.
+        ceiling: float = CEILING
+        #: Pass-rate gain into an episode that makes a mostly-solved collapse a saturation.
+        rise: float = RISE
+        #: Share of collapsed groups solved by every completion that makes it "too easy".
+        easy_share: float = EASY_SHARE
+
+    def needs(self, vitals: Vitals) -> str | None:
+        if not _has_acr(vitals):
+            return "needs per-group rewards (rlvitals recorder) or frac_reward_zero_std"
+        return None
+
+    def check(self, vitals: Vitals) -> list[Finding]:
+        if not _has_acr(vitals):
+            return []
+        k = self.knobs
+        eps = episodes(
+            vitals, "acr", low=False, threshold=k.acr_above, healthy=k.healthy_below,
+            sustain=k.sustain, total_test=lambda a: a >= TOTAL_ACR,
+        )
+        out = []
+        for ep in eps:
+            st = reward_state(vitals, ep)
+            if not ep.total and st.saturated(k.ceiling, k.rise, k.easy_share):
+                continue
+            out.append(self._finding(vitals, ep, st))
+        return out
+
+    def _finding(self, vitals: Vitals, ep: Episode, st) -> Finding:
+        k = self.knobs
+        kind = st.kind()
+        msg = f"ACR {fmt(ep.level)} >= {fmt(k.acr_above)} {span_text(ep, vitals.log_every)}"
+        if not ep.total:
+            msg += f" (before: {fmt(ep.pre)})"
+        metrics = episode_metrics(ep)
+        metrics.update(acr=round(ep.level, 4), threshold=k.acr_above, kind=kind)
+        if not math.isnan(st.easy_share):
+            flat = max(0.0, 1.0 - st.easy_share - st.hard_share)
+            msg += (
+                f"; collapsed groups: {st.easy_share:.0%} solved, {st.hard_share:.0%} failed, "
+                f"{flat:.0%} flat → {kind}"
+            )
+            metrics.update(
+                easy_share=round(st.easy_share, 4), hard_share=round(st.hard_share, 4),
+                flat_share=round(flat, 4),
+            )
+        elif st.known:
+            msg += f"; pass rate {fmt(st.p_span)} → {kind}"
+        exp = median_in(vitals, "expected_acr", ep.onset_step, ep.last_step)
+        if not math.isnan(exp):
+            msg += f"; expected from the pass rate {fmt(exp)} (excess {fmt(ep.level - exp)})"
+            metrics.update(expected_acr=round(exp, 4), excess_acr=round(ep.level - exp, 4))
+        if st.known:
+            metrics["pass_rate"] = round(st.p_span, 4)
+        evidence = vitals.evidence if vitals.evidence in CONFIDENCE else "zero_std_frac"
+        conf = CONFIDENCE.get(evidence, CONFIDENCE["zero_std_frac"])
+        if vitals.batch_trap and evidence == "zero_std_frac":
+            conf = TRAP_CONFIDENCE
+            msg += " (zero_std_frac here flags whole-batch collapse: scale_rewards='batch')"
+        return self.finding(
+            msg,
+            onset_step=ep.onset_step,
+            end_step=ep.end_step,
+            confidence=confidence(ep, k.sustain, conf),
+            evidence=evidence,
+            metrics=metrics,
+            actions=_actions(kind),
+        )
+
+
+def _has_acr(vitals: Vitals) -> bool:
+    return vitals.has("acr") and vitals.evidence in ("groups", "zero_std_frac")
+
+
+def _actions(kind: str) -> list[str]:
+    avspo = (
+        "keep collapsed groups teaching with AVSPO: rlvitals.estimators 'avspo' "
+        "(TRL: pip install 'rlvitals[trl]')"
+    )
+    filt = "filter zero-variance groups and resample (DAPO dynamic sampling)"
+    if kind == "too easy":
+        return ["add harder prompts, or filter prompts the policy always solves", filt, avspo]
+    if kind == "too hard":
+        return [
+            "use a curriculum or easier prompts; check the verifier accepts correct answers",
+            avspo,
+            filt,
+        ]
+    return [
+        "check that the completions of a group differ (temperature, seed, generation cache) "
+        "and that the verifier does not return a constant",
+        avspo,
+        filt,
+    ]
+

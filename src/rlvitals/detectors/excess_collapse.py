@@ -1,0 +1,210 @@
+"""Excess collapse: more collapse than the rewards explain — a pipeline problem, not the prompts.
+
+## What is happening
+Two ways the pipeline, not the prompt set, kills the learning signal:
+
+- **Reward→advantage plumbing.** The rewards of a step still vary, yet the advantages the loss
+  sees are (almost) all zero: a normalisation that divides by the wrong std, a scaling wrapper
+  that zeroes them, advantages computed before the rewards arrive, or overwritten later.
+- **Excess collapse.** More groups are collapsed than their pass rates can explain. With pass
+  rate p and group size G a group is collapsed by chance with probability P0 = p^G + (1 - p)^G
+  (DESIGN.md 3.3); an ACR far above that means the completions of a group are identical
+  (temperature 0, a reused seed, a generation cache) or the verifier returns a constant.
+
+## What it looks like in the recording
+Plumbing: `adv_std` (or veRL's advantage max - min, or loss and grad_norm) drop to 0 while
+`reward_std` keeps its level and the ACR stays low. Excess: the ACR jumps while `reward_mean`
+stays middling, so the expected ACR stays low; the collapsed groups split between solved and
+failed in proportion to the pass rate.
+
+## How the detector decides
+Plumbing: an ADV_COLLAPSE episode (same series and default gates) during which the reward
+variance is alive — `reward_std` (or reward max - min) at or above :knob:`alive_ratio` of its
+level before the onset, or the ACR at or below :knob:`acr_alive`. Excess: an episode of
+:knob:`sustain` logged steps with excess ACR (observed - expected) at or above
+:knob:`excess_above`, at least :knob:`excess_rise` above its median before the onset (the
+expected ACR assumes alike prompts, so every run carries some excess of its own; only a jump
+counts). The expected ACR needs G (manifest or per-group rewards) and reward_mean.
+
+## What to try
+- Plumbing: print rewards and advantages of one step side by side; check the normalisation
+  (group vs batch std, `scale_rewards`), any wrapper that rescales advantages, and that the
+  advantages reach the loss.
+- Excess: check the completions of a group differ (temperature, sampling seed, generation
+  cache, `num_generations`), and test the verifier with known-good and known-bad answers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from rlvitals.detectors._collapse import (
+    Episode,
+    confidence,
+    episode_metrics,
+    episodes,
+    fmt,
+    median_in,
+    span_text,
+)
+from rlvitals.detectors.adv_collapse import AdvCollapse
+from rlvitals.detectors.base import Detector, Finding, Severity, register
+from rlvitals.vitals import Vitals
+
+ALIVE_RATIO = 0.5
+ACR_ALIVE = 0.5
+EXCESS_ABOVE = 0.5
+EXCESS_RISE = 0.3
+SUSTAIN = 5
+PLUMBING_CONFIDENCE = 0.85
+EXCESS_CONFIDENCE = 0.75
+
+
+@register
+class ExcessCollapse(Detector):
+    __doc__ = __doc__
+    id = "EXCESS_COLLAPSE"
+    severity = Severity.WARN
+    family = "collapse"
+    key_metrics = ("adv_std", "reward_std", "excess_acr", "expected_acr")
+
+    @dataclass(frozen=True)
+    class Knobs:
+        #: Reward variance at or above this fraction of its pre-onset level is alive.
+        alive_ratio: float = ALIVE_RATIO
+        #: ACR at or below this during an advantage collapse means the rewards still vary.
+        acr_alive: float = ACR_ALIVE
+        #: Excess ACR (observed - expected) at or above this is an excess collapse.
+        excess_above: float = EXCESS_ABOVE
+        #: ... and it must exceed its own pre-onset median by at least this much.
+        excess_rise: float = EXCESS_RISE
+        #: Consecutive logged steps that make an excess episode.
+        sustain: int = SUSTAIN
+
+    def needs(self, vitals: Vitals) -> str | None:
+        if not vitals.has("excess_acr") and not _plumbing_possible(vitals):
+            return (
+                "needs advantages and reward variance side by side, or the ACR with G and "
+                "reward_mean (for the expected ACR)"
+            )
+        return None
+
+    def check(self, vitals: Vitals) -> list[Finding]:
+        out = self._plumbing(vitals) if _plumbing_possible(vitals) else []
+        if vitals.has("excess_acr") and not vitals.batch_trap:
+            out += self._excess(vitals)
+        return out
+
+    # ---- reward variance alive, advantages dead --------------------------------------------
+
+    def _plumbing(self, vitals: Vitals) -> list[Finding]:
+        out = []
+        for f in AdvCollapse().check(vitals):
+            if f.evidence == "groups":
+                continue  # advantages recomputed from the rewards cannot disagree with them
+            first = f.onset_step
+            last = f.end_step if f.end_step is not None else int(vitals.steps[-1])
+            alive, why = self._alive(vitals, first, last, f)
+            if not alive:
+                continue
+            msg = f"advantages dead ({f.message}) while reward variance is alive: {why}"
+            out.append(
+                self.finding(
+                    msg,
+                    onset_step=f.onset_step,
+                    end_step=f.end_step,
+                    confidence=min(PLUMBING_CONFIDENCE, f.confidence),
+                    evidence=f.evidence,
+                    metrics={**f.metrics, "kind": "plumbing", "reward_signal": why},
+                    actions=[
+                        "print rewards and advantages of one step side by side",
+                        "check the normalisation (group vs batch std, scale_rewards) and any "
+                        "wrapper that rescales advantages",
+                        "check that the advantages reach the loss (not overwritten or detached)",
+                    ],
+                )
+            )
+        return out
+
+    def _alive(self, vitals: Vitals, first: int, last: int, f: Finding) -> tuple[bool, str]:
+        k = self.knobs
+        for name in ("reward_std", "reward_range"):
+            x = vitals.get(name)
+            if x is None:
+                continue
+            during = median_in(vitals, name, first, last)
+            pre_first = _pre_first(vitals, first)
+            before = median_in(vitals, name, pre_first, first - 1)
+            if math.isnan(during) or math.isnan(before) or before <= 0:
+                continue
+            ratio = during / before
+            label = "reward_std" if name == "reward_std" else "reward max - min"
+            return ratio >= k.alive_ratio, (
+                f"{label} {fmt(during, 3)} = {ratio:.0%} of its level before ({fmt(before, 3)}) "
+                f">= {k.alive_ratio:.0%}"
+            )
+        if vitals.has("acr") and vitals.evidence in ("groups", "zero_std_frac"):
+            a = median_in(vitals, "acr", first, last)
+            if not math.isnan(a):
+                return a <= k.acr_alive, f"ACR {fmt(a)} <= {fmt(k.acr_alive)}"
+        return False, ""
+
+    # ---- ACR above what the pass rates explain ----------------------------------------------
+
+    def _excess(self, vitals: Vitals) -> list[Finding]:
+        k = self.knobs
+        out = []
+        eps = episodes(
+            vitals, "excess_acr", low=False, threshold=k.excess_above,
+            healthy=k.excess_above - k.excess_rise, sustain=k.sustain,
+        )
+        for ep in eps:
+            if ep.level - ep.pre < k.excess_rise:
+                continue
+            out.append(self._excess_finding(vitals, ep))
+        return out
+
+    def _excess_finding(self, vitals: Vitals, ep: Episode) -> Finding:
+        k = self.knobs
+        acr = median_in(vitals, "acr", ep.onset_step, ep.last_step)
+        exp = median_in(vitals, "expected_acr", ep.onset_step, ep.last_step)
+        p = median_in(vitals, "pass_rate", ep.onset_step, ep.last_step)
+        msg = (
+            f"excess ACR {fmt(ep.level)} >= {fmt(k.excess_above)} "
+            f"{span_text(ep, vitals.log_every)} (before: {fmt(ep.pre)}): ACR {fmt(acr)} but "
+            f"only {fmt(exp)} expected from pass rate {fmt(p)} with G = {vitals.group_size}"
+        )
+        metrics = episode_metrics(ep)
+        metrics.update(
+            kind="excess", excess_acr=round(ep.level, 4), threshold=k.excess_above,
+            acr=round(acr, 4), expected_acr=round(exp, 4), pass_rate=round(p, 4),
+            group_size=vitals.group_size,
+        )
+        return self.finding(
+            msg,
+            onset_step=ep.onset_step,
+            end_step=ep.end_step,
+            confidence=confidence(ep, k.sustain, EXCESS_CONFIDENCE),
+            evidence=vitals.evidence,
+            metrics=metrics,
+            actions=[
+                "check that the completions of a group differ (temperature, sampling seed, "
+                "generation cache, num_generations)",
+                "test the verifier with known-good and known-bad answers",
+            ],
+        )
+
+
+def _plumbing_possible(vitals: Vitals) -> bool:
+    has_adv = any(vitals.run.get(n) is not None for n in ("adv_std", "adv_zero_frac"))
+    has_adv = has_adv or vitals.has("adv_span") or vitals.has("zero_update")
+    has_reward = vitals.has("reward_std") or vitals.has("reward_range") or (
+        vitals.has("acr") and vitals.evidence in ("groups", "zero_std_frac")
+    )
+    return has_adv and has_reward
+
+
+def _pre_first(vitals: Vitals, first: int) -> int:
+    i = int(vitals.steps.searchsorted(first))
+    return int(vitals.steps[max(0, i - 25)])

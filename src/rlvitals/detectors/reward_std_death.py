@@ -1,0 +1,178 @@
+"""Reward variance died: the rewards of a step stopped differing, so nothing can be learned.
+
+## What is happening
+Group-relative advantages are differences between rewards. When the rewards of a step no
+longer vary, every advantage is zero whatever the estimator. Where the reward sits tells the
+cause apart: at the ceiling the policy solves everything it is shown (the run is saturated: a
+success, and a sign the prompts are too easy now); anywhere else the behaviour collapsed (the
+policy emits one answer, or always fails) or the reward function broke (a verifier that
+returns a constant).
+
+## What it looks like in the recording
+`reward_std` (TRL: the mean over groups of the group reward std; veRL: `critic/score/max` equal
+to `critic/score/min`) falls to a small fraction of its earlier level and stays there.
+`reward_mean` tells the story: near the maximum reward (at the ceiling), near the minimum (every
+completion fails), or flat at a middling value (a constant reward, identical completions).
+
+## How the detector decides
+It reads `reward_std` (logged, or the mean group std recomputed from per-group rewards), else
+the step's reward max - min. The level is relative to the run's own healthy level (the highest
+running median), because reward scales differ between tasks: an episode is :knob:`sustain`
+consecutive logged steps below :knob:`die_below` times that level, after a stretch whose median
+was above :knob:`healthy_above` times it. The pass rate (reward_mean rescaled to [0, 1]) inside
+the episode decides the verdict: at or above :knob:`ceiling`, or risen by :knob:`rise` into the
+episode while above :knob:`easy_min`, is "at the ceiling" and reported at info level;
+anything else is "not at the ceiling" and a warning. A run whose every logged step has zero
+reward variance is reported however short it is; other runs under 30 steps are not judged.
+
+## What to try
+- At the ceiling: add harder prompts (the policy has learned this set), or stop training.
+- At the floor: check the verifier with known-good answers; lower the difficulty (curriculum).
+- At a middling reward: check the reward function is not returning a constant and that the
+  completions of a group differ (temperature, seed, generation cache).
+- Roll back to a checkpoint from before the onset, and lower the learning rate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlvitals.detectors._collapse import (
+    Episode,
+    RewardState,
+    confidence,
+    episode_metrics,
+    episodes,
+    fmt,
+    reward_state,
+    span_text,
+)
+from rlvitals.detectors.base import Detector, Finding, Severity, register
+from rlvitals.vitals import Vitals
+from rlvitals.vitals.spans import healthy_level
+
+DIE_BELOW = 0.1
+HEALTHY_ABOVE = 0.5
+SUSTAIN = 5
+CEILING = 0.9
+RISE = 0.05
+EASY_MIN = 0.6
+FLOOR = 0.1
+ZERO_ATOL = 1e-8
+CONFIDENCE = {"reward_std": 0.85, "reward_range": 0.75}
+UNKNOWN_REWARD_CONFIDENCE = 0.6
+
+
+@register
+class RewardStdDeath(Detector):
+    __doc__ = __doc__
+    id = "REWARD_STD_DEATH"
+    severity = Severity.WARN
+    family = "collapse"
+    key_metrics = ("reward_std", "reward_mean")
+
+    @dataclass(frozen=True)
+    class Knobs:
+        #: Reward variance below this fraction of the run's healthy level is dead.
+        die_below: float = DIE_BELOW
+        #: The stretch before an onset must have been above this fraction of the healthy level.
+        healthy_above: float = HEALTHY_ABOVE
+        #: Consecutive logged steps below the threshold that make an episode.
+        sustain: int = SUSTAIN
+        #: Pass rate at or above which the reward is at the ceiling.
+        ceiling: float = CEILING
+        #: Pass-rate gain into an episode that counts as saturating (with easy_min).
+        rise: float = RISE
+        #: Smallest pass rate of a saturating episode reached by a rise (not at the ceiling).
+        easy_min: float = EASY_MIN
+
+    def needs(self, vitals: Vitals) -> str | None:
+        if _source(vitals) is None:
+            return "needs reward_std (or reward max and min), or per-group rewards"
+        return None
+
+    def check(self, vitals: Vitals) -> list[Finding]:
+        src = _source(vitals)
+        if src is None:
+            return []
+        k = self.knobs
+        x = vitals.get(src)
+        ref = healthy_level(x[np.isfinite(x)], 2 * k.sustain + 1)
+        if not ref > 0:
+            ref = 0.0
+        eps = episodes(
+            vitals, src, low=True, threshold=k.die_below * ref, healthy=k.healthy_above * ref,
+            sustain=k.sustain, total_test=lambda a: np.abs(a) <= ZERO_ATOL,
+        )
+        return [self._finding(vitals, src, ep, ref) for ep in eps]
+
+    def _finding(self, vitals: Vitals, src: str, ep: Episode, ref: float) -> Finding:
+        k = self.knobs
+        st = reward_state(vitals, ep)
+        label = "reward_std" if src == "reward_std" else "reward max - min"
+        thr = k.die_below * ref
+        msg = f"{label} {fmt(ep.level, 3)} < {fmt(thr, 3)} {span_text(ep, vitals.log_every)}"
+        if not ep.total:
+            msg += f" (before: {fmt(ep.pre, 3)})"
+        metrics = episode_metrics(ep)
+        metrics.update(series=src, threshold=round(thr, 6), healthy_level=round(ref, 6))
+        conf = CONFIDENCE[src]
+        severity = self.severity
+        verdict, actions = _verdict(st, k)
+        if verdict == "at the ceiling":
+            severity = Severity.INFO
+        if st.known:
+            msg += f"; reward {verdict} (pass rate {fmt(st.p_span)})"
+            metrics["pass_rate"] = round(st.p_span, 4)
+        else:
+            msg += "; reward_mean not logged: cannot tell the ceiling from a collapse"
+            conf = UNKNOWN_REWARD_CONFIDENCE
+        metrics["verdict"] = verdict
+        return self.finding(
+            msg,
+            severity=severity,
+            onset_step=ep.onset_step,
+            end_step=ep.end_step,
+            confidence=confidence(ep, k.sustain, conf),
+            evidence="reward_std",
+            metrics=metrics,
+            actions=actions,
+        )
+
+
+def _source(vitals: Vitals) -> str | None:
+    if vitals.has("reward_std"):
+        return "reward_std"
+    if vitals.has("reward_range"):
+        return "reward_range"
+    return None
+
+
+def _verdict(st: RewardState, k) -> tuple[str, list[str]]:
+    rollback = "roll back to a checkpoint from before the onset and lower the learning rate"
+    if not st.known:
+        return "unknown", [
+            "log reward_mean to tell saturation from a behaviour collapse",
+            "check the verifier with known-good and known-bad answers",
+        ]
+    if st.saturated(k.ceiling, k.rise, k.easy_min):
+        return "at the ceiling", [
+            "add harder prompts: the policy solves this set",
+            "or stop training here: more steps on this set teach nothing",
+        ]
+    if st.p_span <= FLOOR:
+        return "not at the ceiling: at the floor", [
+            "check the verifier with known-good answers (a broken verifier scores 0)",
+            "use a curriculum or easier prompts",
+            rollback,
+        ]
+    if math.isnan(st.p_span):
+        return "unknown", []
+    return "not at the ceiling", [
+        "check the reward function does not return a constant",
+        "check that the completions of a group differ (temperature, seed, generation cache)",
+        rollback,
+    ]

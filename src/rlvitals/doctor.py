@@ -1,0 +1,235 @@
+"""The doctor: run the detector catalogue over a run and return sorted findings.
+
+>>> from rlvitals.recording import RunBuilder
+>>> b = RunBuilder()
+>>> for s in range(1, 101):
+...     b.add_row(s, {"reward": 0.5, "frac_reward_zero_std": 0.2 if s < 60 else 1.0})
+>>> d = diagnose(b.build())
+>>> [(f.id, f.onset_step) for f in d.findings if f.id == "DEGENERATE_GROUPS"]
+[('DEGENERATE_GROUPS', 60)]
+>>> d.fails("warn")
+True
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlvitals.detectors import DETECTORS, Detector, Finding, Severity, catalogue, load_all
+from rlvitals.recording.run import Run
+from rlvitals.signal import DEFAULT_TAU, DEFAULT_WINDOW
+from rlvitals.vitals import Vitals, compute_vitals
+
+__all__ = [
+    "FAIL_ON_CHOICES",
+    "JSON_SCHEMA",
+    "Diagnosis",
+    "DoctorConfig",
+    "diagnose",
+    "diagnose_path",
+    "select_detectors",
+]
+
+JSON_SCHEMA = 1
+"""Version of the JSON contract written by :meth:`Diagnosis.to_dict`."""
+
+FAIL_ON_CHOICES = ("info", "warn", "critical", "never")
+
+
+@dataclass
+class DoctorConfig:
+    """What the doctor runs and how.
+
+    Attributes:
+        select: detector IDs to run (None = all). ``"ALL"`` and family names
+            (``"collapse"``, ...) are accepted too.
+        ignore: detector IDs (or families) to skip.
+        knobs: detector ID → knob overrides, e.g. ``{"ADV_COLLAPSE": {"collapse_below": 0.05}}``.
+        fail_on: lowest severity that makes :meth:`Diagnosis.fails` true (or ``never``).
+        disabled: detector IDs switched off by the config file (``enabled = false``).
+        tau: collapse tolerance for the vitals (DESIGN.md 3.1).
+        window: W for windowed ACR and volatility.
+        source: the config file this came from, when any (for error messages).
+    """
+
+    select: list[str] | None = None
+    ignore: list[str] = field(default_factory=list)
+    knobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    fail_on: str = "warn"
+    disabled: list[str] = field(default_factory=list)
+    tau: float = DEFAULT_TAU
+    window: int = DEFAULT_WINDOW
+    source: str | None = None
+
+    def validate(self) -> None:
+        """Raise ValueError naming the bad entry (unknown IDs, knobs, fail_on)."""
+        if self.fail_on not in FAIL_ON_CHOICES:
+            raise ValueError(
+                f"fail_on {self.fail_on!r} is not one of {', '.join(FAIL_ON_CHOICES)}"
+            )
+        select_detectors(self)
+        for det_id, overrides in self.knobs.items():
+            cls = _lookup(det_id)
+            cls.with_knobs(cls.Knobs(), overrides)
+
+
+@dataclass
+class Diagnosis:
+    """What the doctor found in one run.
+
+    Attributes:
+        run: the run.
+        vitals: its vitals.
+        findings: sorted by severity (critical first), then onset step (None last), then ID.
+        skipped: detector ID → what it would need, for detectors the run gave nothing to judge.
+        errors: detector ID → error text, for detectors that crashed (a bug; the others ran).
+        detectors: IDs that ran.
+    """
+
+    run: Run
+    vitals: Vitals
+    findings: list[Finding]
+    skipped: dict[str, str] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    detectors: list[str] = field(default_factory=list)
+
+    def worst(self) -> Severity | None:
+        """The highest severity among the findings, or None when there are none."""
+        if not self.findings:
+            return None
+        return max((Severity(f.severity) for f in self.findings), key=lambda s: s.rank)
+
+    def fails(self, fail_on: str) -> bool:
+        """True when a finding is at or above ``fail_on`` (``never`` never fails)."""
+        if fail_on == "never":
+            return False
+        bar = Severity.parse(fail_on).rank
+        return any(Severity(f.severity).rank >= bar for f in self.findings)
+
+    def by_id(self, det_id: str) -> list[Finding]:
+        return [f for f in self.findings if f.id == det_id]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract (schema 1): ``{"schema", "run", "vitals", "findings", ...}``."""
+        m = self.run.manifest
+        v = self.vitals
+        run = {
+            "source": m.source,
+            "format": m.format,
+            "trainer": m.trainer,
+            "steps": v.n_steps,
+            "first_step": int(v.steps[0]) if v.steps.size else None,
+            "last_step": int(v.steps[-1]) if v.steps.size else None,
+            "group_size": v.group_size,
+            "has_groups": self.run.groups is not None,
+            "series": sorted(self.run.series),
+            "eval_series": sorted(self.run.eval_series),
+            "unknown_keys": list(self.run.unknown_keys),
+            "warnings": list(self.run.warnings),
+        }
+        worst = self.worst()
+        return {
+            "schema": JSON_SCHEMA,
+            "run": run,
+            "vitals": v.summary(),
+            "findings": [f.to_dict() for f in self.findings],
+            "worst": worst.value if worst else None,
+            "detectors": list(self.detectors),
+            "skipped": dict(self.skipped),
+            "errors": dict(self.errors),
+        }
+
+
+def _lookup(det_id: str) -> type[Detector]:
+    load_all()
+    try:
+        return DETECTORS.get(det_id)
+    except KeyError as e:
+        raise ValueError(str(e.args[0])) from None
+
+
+def _expand(names: list[str], what: str) -> set[str]:
+    load_all()
+    ids = set(DETECTORS.names())
+    families = {DETECTORS.get(i).family for i in ids}
+    out: set[str] = set()
+    for n in names:
+        if n == "ALL":
+            out |= ids
+        elif n in ids:
+            out.add(n)
+        elif n.lower() in families:
+            out |= {i for i in ids if DETECTORS.get(i).family == n.lower()}
+        else:
+            valid = ", ".join(sorted(ids))
+            raise ValueError(f"unknown detector {n!r} in {what}; valid: ALL, {valid}")
+    return out
+
+
+def select_detectors(config: DoctorConfig) -> list[type[Detector]]:
+    """The detector classes ``config`` asks for, in catalogue order."""
+    classes = catalogue()
+    chosen = {c.id for c in classes} if config.select is None else _expand(config.select, "select")
+    chosen -= _expand(list(config.ignore), "ignore")
+    chosen -= _expand(list(config.disabled), "disabled")
+    return [c for c in classes if c.id in chosen]
+
+
+def _sort_key(f: Finding) -> tuple:
+    onset = f.onset_step if f.onset_step is not None else 2**62
+    return (-Severity(f.severity).rank, onset, f.id)
+
+
+def diagnose(run: Run, config: DoctorConfig | None = None) -> Diagnosis:
+    """Compute the vitals of ``run`` and run every selected detector over them.
+
+    A detector that raises is recorded in ``Diagnosis.errors`` (the others still run) unless
+    the environment variable ``RLVITALS_STRICT`` is set, in which case the error propagates.
+    """
+    config = config or DoctorConfig()
+    classes = select_detectors(config)
+    vitals = compute_vitals(run, tau=config.tau, window=config.window)
+    findings: list[Finding] = []
+    skipped: dict[str, str] = {}
+    errors: dict[str, str] = {}
+    strict = bool(os.environ.get("RLVITALS_STRICT"))
+    for cls in classes:
+        det = cls(**config.knobs.get(cls.id, {}))
+        try:
+            found = det.check(vitals)
+        except Exception as e:  # a detector bug must not hide the other findings
+            if strict:
+                raise
+            tb = traceback.extract_tb(e.__traceback__)[-1]
+            errors[cls.id] = f"{type(e).__name__}: {e} ({tb.filename}:{tb.lineno})"
+            continue
+        findings.extend(found)
+        if not found:
+            need = det.needs(vitals)
+            if need:
+                skipped[cls.id] = need
+    findings.sort(key=_sort_key)
+    return Diagnosis(
+        run=run,
+        vitals=vitals,
+        findings=findings,
+        skipped=skipped,
+        errors=errors,
+        detectors=[c.id for c in classes],
+    )
+
+
+def diagnose_path(
+    path: str | os.PathLike,
+    fmt: str | None = None,
+    config: DoctorConfig | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Diagnosis:
+    """Load ``path`` with the importers (format sniffed unless ``fmt``) and diagnose it."""
+    from rlvitals.importers import load
+
+    return diagnose(load(path, fmt, progress), config)

@@ -1,0 +1,442 @@
+"""``Vitals``: every series a detector reads, derived once per run (DESIGN.md 3.2-3.6).
+
+The collapse evidence follows the fallback chain of DESIGN.md 3.6, best first:
+
+1. ``groups``: per-group rewards (exact ACR, its split, expected and excess collapse), or the
+   ACR the rlvitals recorder computed live from them;
+2. ``zero_std_frac``: the trainer's zero-variance group fraction (TRL ``frac_reward_zero_std``);
+3. ``advantages``: adv_std / adv_zero_frac, or veRL ``critic/advantages/max == min == 0``;
+4. ``reward_std``: the step's reward std (or veRL's score max - min) with reward_mean and G;
+5. ``loss_grad_zero``: loss and grad_norm exactly 0 on a step (every advantage was zero);
+6. ``none``.
+
+Every canonical series of the run is kept, aligned on one step index (NaN = not logged); the
+derived series are added beside them. Derived names:
+
+``acr``, ``acr_solve_all``, ``acr_solve_none``, ``acr_flat`` (tiers 1-3), ``n_groups``,
+``group_size``, ``pass_rate`` (reward_mean rescaled to [0, 1] by the reward range),
+``expected_acr`` (needs G), ``excess_acr``, ``acr_windowed``, ``acr_volatility``,
+``adv_std``, ``adv_zero_frac``, ``adv_span`` (adv_max - adv_min), ``adv_all_zero`` (1 where every
+advantage was 0), ``reward_std`` (from groups when not logged: mean group std, as TRL),
+``reward_range`` (reward_max - reward_min), ``zero_update`` (1 where loss and grad_norm are
+exactly 0), ``wasted_frac``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from rlvitals.recording.run import Run
+from rlvitals.signal import (
+    DEFAULT_TAU,
+    DEFAULT_WINDOW,
+    acr_100,
+    acr_volatility,
+    expected_collapse,
+    windowed_acr,
+)
+
+__all__ = ["EVIDENCE_TIERS", "MIN_JUDGE_STEPS", "Vitals", "compute_vitals"]
+
+EVIDENCE_TIERS = ("groups", "zero_std_frac", "advantages", "reward_std", "loss_grad_zero", "none")
+"""The fallback chain of DESIGN.md 3.6, best first."""
+
+MIN_JUDGE_STEPS = 30
+"""A run spanning fewer training steps is too short to judge (unless it is totally collapsed)."""
+
+ZERO_ATOL = 1e-8
+"""|x| <= ZERO_ATOL counts as exactly zero (loss, grad_norm, advantages)."""
+
+_BATCH_TRAP_MIN_POINTS = 10
+"""zero_std_frac must have this many points, all 0 or 1, to suspect the scale_rewards trap."""
+
+
+@dataclass
+class Vitals:
+    """Series derived from a :class:`Run`; what every detector reads.
+
+    Attributes:
+        run: the run.
+        steps: ``(T,)`` int64 training steps (run steps ∪ steps with group data).
+        series: name → ``(T,)`` float64 aligned on ``steps``; NaN = not logged. Holds every
+            canonical series of the run plus the derived ones (module docstring).
+        eval_steps, eval_series: evaluation rows, as in the run.
+        evidence: the collapse evidence tier used (:data:`EVIDENCE_TIERS`).
+        group_size: completions per prompt (G), when known.
+        estimator: advantage estimator, when known (``grpo``, ``dr_grpo``, ``batch``, ...).
+        kl_coef: KL coefficient, when known.
+        reward_min, reward_max: the reward range (assumed [0, 1] when unknown; see ``notes``).
+        acr_mean, acr_100: mean ACR over the run and over its first 100 steps.
+        notes: what the vitals noticed (tier used and why, the scale_rewards trap, ...).
+        tau, acr_window: the collapse tolerance and ACR window the vitals were computed with.
+        reward_range_known: False when [0, 1] was assumed.
+        batch_trap: True when ``zero_std_frac`` is TRL's batch-level flag (scale_rewards trap).
+    """
+
+    run: Run
+    steps: np.ndarray
+    series: dict[str, np.ndarray]
+    eval_steps: np.ndarray
+    eval_series: dict[str, np.ndarray]
+    evidence: str
+    group_size: int | None
+    estimator: str | None
+    kl_coef: float | None
+    reward_min: float
+    reward_max: float
+    acr_mean: float | None
+    acr_100: float | None
+    notes: list[str] = field(default_factory=list)
+    tau: float = DEFAULT_TAU
+    acr_window: int = DEFAULT_WINDOW
+    reward_range_known: bool = False
+    batch_trap: bool = False
+
+    # ----------------------------------------------------------------------------------------
+
+    def get(self, name: str) -> np.ndarray | None:
+        """The series ``name`` (train or ``eval/...``), or None when absent or never finite."""
+        s = self.eval_series.get(name) if name.startswith("eval/") else self.series.get(name)
+        if s is None or not np.isfinite(s).any():
+            return None
+        return s
+
+    def has(self, name: str) -> bool:
+        return self.get(name) is not None
+
+    @property
+    def n_steps(self) -> int:
+        return int(self.steps.shape[0])
+
+    @property
+    def span_steps(self) -> int:
+        """Training steps covered: last - first + 1 (0 for an empty run)."""
+        if self.steps.size == 0:
+            return 0
+        return int(self.steps[-1] - self.steps[0] + 1)
+
+    @property
+    def too_short(self) -> bool:
+        """True when the run spans fewer than :data:`MIN_JUDGE_STEPS` training steps."""
+        return self.span_steps < MIN_JUDGE_STEPS
+
+    @property
+    def log_every(self) -> int:
+        """Median gap between logged steps (1 when every step logged)."""
+        if self.steps.size < 2:
+            return 1
+        return max(1, int(np.median(np.diff(self.steps))))
+
+    def window(self, first_step: int, last_step: int) -> Vitals:
+        """The same vitals restricted to ``first_step <= step <= last_step`` (inclusive).
+
+        Derived series keep the values computed over the whole run (a live monitor's window
+        sees the same windowed ACR the full run would); summary numbers are recomputed.
+        """
+        keep = (self.steps >= first_step) & (self.steps <= last_step)
+        ekeep = (self.eval_steps >= first_step) & (self.eval_steps <= last_step)
+        series = {k: v[keep] for k, v in self.series.items()}
+        acr = series.get("acr")
+        steps = self.steps[keep]
+        return replace(
+            self,
+            steps=steps,
+            series=series,
+            eval_steps=self.eval_steps[ekeep],
+            eval_series={k: v[ekeep] for k, v in self.eval_series.items()},
+            acr_mean=_nanmean(acr),
+            acr_100=_acr100(acr, steps),
+            notes=list(self.notes),
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready numbers for the report's ``"vitals"`` section."""
+        out: dict[str, Any] = {
+            "acr_mean": _r(self.acr_mean),
+            "acr_100": _r(self.acr_100),
+            "evidence": self.evidence,
+            "steps": self.n_steps,
+            "first_step": int(self.steps[0]) if self.steps.size else None,
+            "last_step": int(self.steps[-1]) if self.steps.size else None,
+            "log_every": self.log_every,
+            "group_size": self.group_size,
+            "estimator": self.estimator,
+            "kl_coef": self.kl_coef,
+            "reward_min": self.reward_min,
+            "reward_max": self.reward_max,
+        }
+        for name in ("acr_windowed", "wasted_frac", "excess_acr", "acr_solve_all",
+                     "acr_solve_none", "acr_flat", "adv_std", "reward_std", "pass_rate"):
+            s = self.get(name)
+            if s is not None:
+                key = "acr_windowed_last" if name == "acr_windowed" else f"{name}_mean"
+                out[key] = _r(_last_finite(s) if name == "acr_windowed" else _nanmean(s))
+        vol = self.get("acr_volatility")
+        out["acr_volatility_max"] = _r(float(np.nanmax(vol))) if vol is not None else None
+        out["notes"] = list(self.notes)
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_WINDOW) -> Vitals:
+    """Derive the vitals of ``run`` (see the module docstring for every series).
+
+    Args:
+        run: any run an importer produced.
+        tau: collapse tolerance on a group's reward range (DESIGN.md 3.1).
+        window: W for windowed ACR and ACR volatility.
+
+    >>> from rlvitals.recording import RunBuilder
+    >>> b = RunBuilder()
+    >>> for s in range(1, 4):
+    ...     b.add_row(s, {"reward": 0.5, "frac_reward_zero_std": 0.25 * s})
+    >>> v = compute_vitals(b.build())
+    >>> v.evidence, v.series["acr"].tolist()
+    ('zero_std_frac', [0.25, 0.5, 0.75])
+    """
+    m = run.manifest
+    notes: list[str] = []
+    known_range = m.reward_min is not None and m.reward_max is not None
+    rmin = float(m.reward_min) if m.reward_min is not None else 0.0
+    rmax = float(m.reward_max) if m.reward_max is not None else 1.0
+    if not rmax > rmin:
+        notes.append(f"reward range [{rmin}, {rmax}] is empty; using [0, 1]")
+        rmin, rmax, known_range = 0.0, 1.0, False
+
+    gs = None
+    if run.groups is not None and run.groups.n_groups > 0:
+        from rlvitals.vitals.groups import group_series
+
+        gs = group_series(run.groups, tau=tau, r_min=rmin, r_max=rmax)
+    steps = run.steps.astype(np.int64, copy=False)
+    if gs is not None and not np.array_equal(gs.steps, steps):
+        steps = np.union1d(steps, gs.steps).astype(np.int64)
+    T = steps.shape[0]
+
+    series: dict[str, np.ndarray] = {}
+    same = np.array_equal(steps, run.steps)
+    pos = None if same else np.searchsorted(steps, run.steps)
+    for name, col in run.series.items():
+        series[name] = col if same else _scatter(T, pos, col)
+
+    group_size = m.group_size
+    evidence = "none"
+    batch_trap = False
+
+    # ---- tier 1: per-group rewards (exact) ------------------------------------------------
+    if gs is not None:
+        gpos = np.searchsorted(steps, gs.steps)
+        for name in ("acr", "acr_solve_all", "acr_solve_none", "acr_flat", "expected_acr",
+                     "pass_rate", "n_groups", "group_size"):
+            series[name] = _scatter(T, gpos, getattr(gs, name))
+        for name in ("adv_std", "adv_zero_frac"):
+            if not _finite_any(series.get(name)):
+                series[name] = _scatter(T, gpos, getattr(gs, name))
+        if not _finite_any(series.get("reward_mean")):
+            series["reward_mean"] = _scatter(T, gpos, gs.reward_mean)
+        if not _finite_any(series.get("reward_std")):
+            series["reward_std"] = _scatter(T, gpos, _mean_group_std(run, gs.steps))
+        if group_size is None:
+            sizes = gs.group_size[np.isfinite(gs.group_size)]
+            if sizes.size:
+                group_size = round(float(np.median(sizes)))
+        evidence = "groups"
+        notes.append("collapse evidence: per-group rewards (exact ACR)")
+    elif _finite_any(series.get("acr")):
+        evidence = "groups"
+        notes.append("collapse evidence: ACR recorded live from per-group rewards")
+
+    # ---- tier 2: the trainer's zero-variance fraction ------------------------------------
+    zsf = series.get("zero_std_frac")
+    if _finite_any(zsf):
+        batch_trap = _batch_trap(m.scale_rewards, zsf, notes)
+        if evidence == "none":
+            series["acr"] = zsf.astype(np.float64, copy=True)
+            evidence = "zero_std_frac"
+            notes.append(
+                "collapse evidence: the trainer's zero-variance group fraction"
+                + (" (whole-batch collapse only: see the scale_rewards note)" if batch_trap else "")
+            )
+
+    # ---- tier 3: advantages ----------------------------------------------------------------
+    amax, amin = series.get("adv_max"), series.get("adv_min")
+    if _finite_any(amax) and _finite_any(amin):
+        with np.errstate(invalid="ignore"):
+            series["adv_span"] = amax - amin
+            allz = (np.abs(amax) <= ZERO_ATOL) & (np.abs(amin) <= ZERO_ATOL)
+        az = np.where(np.isfinite(amax) & np.isfinite(amin), allz.astype(np.float64), np.nan)
+        series["adv_all_zero"] = az
+    has_adv = any(_finite_any(series.get(k)) for k in ("adv_std", "adv_zero_frac", "adv_span"))
+    if has_adv and evidence == "none":
+        evidence = "advantages"
+        if _finite_any(series.get("adv_zero_frac")):
+            series["acr"] = series["adv_zero_frac"].astype(np.float64, copy=True)
+            notes.append("collapse evidence: advantages (ACR ~ adv_zero_frac, equal group sizes)")
+        else:
+            notes.append("collapse evidence: advantages (adv_std / adv max-min; no ACR)")
+
+    # ---- tier 4: reward variance -------------------------------------------------------------
+    rmx, rmn = series.get("reward_max"), series.get("reward_min")
+    if _finite_any(rmx) and _finite_any(rmn):
+        with np.errstate(invalid="ignore"):
+            series["reward_range"] = rmx - rmn
+    has_rstd = _finite_any(series.get("reward_std")) or _finite_any(series.get("reward_range"))
+    if has_rstd and evidence == "none":
+        evidence = "reward_std"
+        notes.append("collapse evidence: reward variance (no ACR; expected collapse from G)")
+
+    # ---- tier 5: exactly-zero updates ----------------------------------------------------------
+    loss, gn = series.get("loss"), series.get("grad_norm")
+    if _finite_any(loss) and _finite_any(gn):
+        with np.errstate(invalid="ignore"):
+            z = (np.abs(loss) <= ZERO_ATOL) & (np.abs(gn) <= ZERO_ATOL)
+        series["zero_update"] = np.where(np.isfinite(loss) & np.isfinite(gn), z * 1.0, np.nan)
+        if evidence == "none":
+            evidence = "loss_grad_zero"
+            notes.append("collapse evidence: steps with loss and grad_norm exactly 0")
+    if evidence == "none":
+        notes.append(
+            "no collapse evidence: log per-group rewards (rlvitals recorder), "
+            "frac_reward_zero_std, advantage stats or reward_std"
+        )
+
+    # ---- pass rate, expected and excess collapse ----------------------------------------
+    rmean = series.get("reward_mean")
+    if "pass_rate" not in series and _finite_any(rmean):
+        series["pass_rate"] = np.clip((rmean - rmin) / (rmax - rmin), 0.0, 1.0)
+    if "expected_acr" not in series and group_size and _finite_any(series.get("pass_rate")):
+        p = series["pass_rate"]
+        with np.errstate(invalid="ignore"):
+            series["expected_acr"] = np.where(
+                np.isfinite(p), expected_collapse(np.nan_to_num(p), float(group_size)), np.nan
+            )
+    acr = series.get("acr")
+    if _finite_any(acr):
+        if _finite_any(series.get("expected_acr")):
+            series["excess_acr"] = acr - series["expected_acr"]
+        series["acr_windowed"] = _on_finite(acr, lambda a: windowed_acr(a, window))
+        series["acr_volatility"] = _on_finite(acr, lambda a: acr_volatility(a, window))
+    wasted = series.get("adv_zero_frac")
+    if _finite_any(wasted):
+        series["wasted_frac"] = wasted
+    elif _finite_any(acr) and not batch_trap:
+        series["wasted_frac"] = acr
+
+    estimator = m.estimator
+    if estimator is None and m.scale_rewards in ("batch", "none"):
+        estimator = {"batch": "batch", "none": "dr_grpo"}[m.scale_rewards]
+    if not known_range:
+        notes.append("reward range unknown: assumed [0, 1]")
+    kl = m.kl_coef
+    if kl is None and _finite_any(series.get("kl_coef")):
+        kl = float(np.nanmedian(series["kl_coef"]))
+    acr_f = series.get("acr") if _finite_any(series.get("acr")) else None
+    return Vitals(
+        run=run,
+        steps=steps,
+        series=series,
+        eval_steps=run.eval_steps,
+        eval_series=run.eval_series,
+        evidence=evidence,
+        group_size=group_size,
+        estimator=estimator,
+        kl_coef=kl,
+        reward_min=rmin,
+        reward_max=rmax,
+        acr_mean=_nanmean(acr_f),
+        acr_100=_acr100(acr_f, steps),
+        notes=notes,
+        tau=tau,
+        acr_window=window,
+        reward_range_known=known_range,
+        batch_trap=batch_trap,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _batch_trap(scale_rewards: str | None, zsf: np.ndarray, notes: list[str]) -> bool:
+    """Note TRL's ``scale_rewards="batch"`` trap; True when it applies."""
+    if scale_rewards == "batch":
+        notes.append(
+            "scale_rewards='batch': TRL computes frac_reward_zero_std from the batch std, so it "
+            "is 1 only when the whole batch is degenerate and 0 otherwise; it is not the ACR"
+        )
+        return True
+    if scale_rewards is None:
+        v = zsf[np.isfinite(zsf)]
+        if v.size >= _BATCH_TRAP_MIN_POINTS and bool(np.all((v == 0.0) | (v == 1.0))):
+            notes.append(
+                "frac_reward_zero_std is only ever 0 or 1: likely TRL scale_rewards='batch' "
+                "(computed from the batch std), or one prompt per step; read it as whole-batch "
+                "collapse, not the ACR"
+            )
+            return True
+    return False
+
+
+def _mean_group_std(run: Run, steps: np.ndarray) -> np.ndarray:
+    """``(len(steps),)`` mean over each step's groups of the group reward std (TRL's reward_std)."""
+    from rlvitals.signal import group_stats
+
+    g = run.groups
+    st = group_stats(g.rewards, g.row_group())
+    std = np.where(np.isfinite(st.std), st.std, 0.0)
+    _, inv = np.unique(g.step, return_inverse=True)
+    inv = inv.reshape(-1)
+    ok = st.scorable
+    num = np.bincount(inv[ok], weights=std[ok], minlength=steps.shape[0])
+    den = np.bincount(inv[ok], minlength=steps.shape[0]).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+
+
+def _scatter(T: int, pos: np.ndarray, values: np.ndarray) -> np.ndarray:
+    out = np.full(T, np.nan)
+    out[pos] = values
+    return out
+
+
+def _on_finite(x: np.ndarray, fn) -> np.ndarray:
+    """Apply a step-series function to the finite points of ``x``; NaN elsewhere."""
+    ok = np.isfinite(x)
+    out = np.full(x.shape[0], np.nan)
+    if ok.any():
+        out[ok] = fn(x[ok])
+    return out
+
+
+def _finite_any(x: np.ndarray | None) -> bool:
+    return x is not None and bool(np.isfinite(x).any())
+
+
+def _nanmean(x: np.ndarray | None) -> float | None:
+    if x is None:
+        return None
+    v = x[np.isfinite(x)]
+    return float(v.mean()) if v.size else None
+
+
+def _acr100(acr: np.ndarray | None, steps: np.ndarray) -> float | None:
+    if acr is None or acr.size == 0:
+        return None
+    v = acr_100(acr, steps)
+    return None if math.isnan(v) else v
+
+
+def _last_finite(x: np.ndarray) -> float | None:
+    v = x[np.isfinite(x)]
+    return float(v[-1]) if v.size else None
+
+
+def _r(x: float | None) -> float | None:
+    if x is None or not math.isfinite(x):
+        return None
+    return round(float(x), 6)
