@@ -20,6 +20,10 @@ from rlvitals.importers import IMPORTERS, load, sniff
 from rlvitals.importers.openrlhf import parse_cli_flags, parse_status_dict
 from rlvitals.recording.metrics import canonical_key
 
+TORCH_REPR = "tensor(0.5000)"
+"""``repr(torch.tensor(0.5))``, as older OpenRLHF versions logged a 0-d tensor (importing torch
+here would cost seconds)."""
+
 PREFIX = "\x1b[36m(PPOTrainer pid=3141)\x1b[0m INFO 05-12 10:11:{:02d} ppo_trainer.py:412] "
 
 COMMAND = """ray job submit --address="http://127.0.0.1:8265" \\
@@ -119,8 +123,6 @@ def test_parse_cli_flags_equals_form_and_shell_stop():
 
 
 def test_status_dict_reprs_of_real_values():
-    import torch  # the repr torch gives a 0-d tensor, as older OpenRLHF logged it
-
     text = repr(
         {
             "reward": np.float64(0.25),
@@ -132,7 +134,7 @@ def test_status_dict_reprs_of_real_values():
             "none": None,
             "nested": {"a": 1},
         }
-    ).replace("'none': None", f"'t': {torch.tensor(0.5)!r}, 'none': None")
+    ).replace("'none': None", f"'t': {TORCH_REPR}, 'none': None")
     got = parse_status_dict(text)
     assert got["reward"] == 0.25 and got["n"] == 3.0 and got["flag"] == 1.0 and got["t"] == 0.5
     assert math.isnan(got["kl"]) and got["x"] == -math.inf

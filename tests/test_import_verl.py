@@ -156,11 +156,20 @@ def test_console_launch_command_sets_manifest(tmp_path):
 @pytest.mark.parametrize(
     ("overrides", "kl"),
     [
-        ("actor_rollout_ref.actor.use_kl_loss=True actor_rollout_ref.actor.kl_loss_coef=0.05", 0.05),
-        ("actor_rollout_ref.actor.use_kl_loss=False algorithm.use_kl_in_reward=True "
-         "algorithm.kl_ctrl.kl_coef=0.2", 0.2),
-        ("actor_rollout_ref.actor.use_kl_loss=False algorithm.use_kl_in_reward=False "
-         "actor_rollout_ref.actor.kl_loss_coef=0.001", 0.0),
+        (
+            "actor_rollout_ref.actor.use_kl_loss=True actor_rollout_ref.actor.kl_loss_coef=0.05",
+            0.05,
+        ),
+        (
+            "actor_rollout_ref.actor.use_kl_loss=False algorithm.use_kl_in_reward=True "
+            "algorithm.kl_ctrl.kl_coef=0.2",
+            0.2,
+        ),
+        (
+            "actor_rollout_ref.actor.use_kl_loss=False algorithm.use_kl_in_reward=False "
+            "actor_rollout_ref.actor.kl_loss_coef=0.001",
+            0.0,
+        ),
         ("algorithm.kl_ctrl.kl_coef=0.001", None),  # not stated which KL is used
     ],
 )
@@ -211,10 +220,21 @@ def test_parse_hydra_overrides_skips_non_overrides():
 
 def test_console_values_nan_inf_ints_and_numpy_reprs(tmp_path):
     lines = [
-        step_line(1, {"a/int": 5, "a/nan": math.nan, "a/inf": math.inf, "a/ninf": -math.inf},
-                  fmt=pprint.pformat),
-        step_line(2, {"a/int": np.int64(6), "a/nan": np.float64(0.25), "a/inf": np.float32(2.5),
-                      "a/ninf": 1e-6}, fmt=pprint.pformat),
+        step_line(
+            1,
+            {"a/int": 5, "a/nan": math.nan, "a/inf": math.inf, "a/ninf": -math.inf},
+            fmt=pprint.pformat,
+        ),
+        step_line(
+            2,
+            {
+                "a/int": np.int64(6),
+                "a/nan": np.float64(0.25),
+                "a/inf": np.float32(2.5),
+                "a/ninf": 1e-6,
+            },
+            fmt=pprint.pformat,
+        ),
         step_line(3, {"a/int": True, "a/nan": -0.0, "a/inf": 1e300, "a/ninf": 0}),
     ]
     p = tmp_path / "x.log"
@@ -360,7 +380,9 @@ def test_file_logger_torn_last_line(tmp_path):
 )
 def test_file_logger_bad_lines(tmp_path, line, problem):
     p = tmp_path / "metrics.jsonl"
-    p.write_text(file_logger_line(1, {"a": 1}) + "\n" + line + "\n" + file_logger_line(3, {}) + "\n")
+    p.write_text(
+        file_logger_line(1, {"a": 1}) + "\n" + line + "\n" + file_logger_line(3, {}) + "\n"
+    )
     with pytest.raises(InputError) as e:
         load(p, fmt="verl_file")
     assert str(e.value).startswith(f"{p}:line 2: ")
@@ -390,8 +412,14 @@ def dump_generations(directory: Path, step: int, rows: list[tuple[str, float]], 
             score = float(i < round(p * n))
             lines.append(
                 json.dumps(
-                    {"input": prompt, "output": f"answer {i}", "gts": "42", "score": score,
-                     "step": step, "acc": bool(score)},
+                    {
+                        "input": prompt,
+                        "output": f"answer {i}",
+                        "gts": "42",
+                        "score": score,
+                        "step": step,
+                        "acc": bool(score),
+                    },
                     ensure_ascii=False,
                 )
             )
@@ -410,7 +438,7 @@ def test_rollouts_group_by_input(tmp_path):
     assert g is not None
     assert run.manifest.trainer == "verl" and run.manifest.group_size == 5
     assert g.step.tolist() == [1, 1, 1, 2, 2, 10]
-    sums = [float(g.rewards[g.offsets[i]:g.offsets[i + 1]].sum()) for i in range(g.n_groups)]
+    sums = [float(g.rewards[g.offsets[i] : g.offsets[i + 1]].sum()) for i in range(g.n_groups)]
     assert sums == [5.0, 2.0, 0.0, 5.0, 3.0, 1.0]
     # prompt ids: short, stable across steps, distinct across prompts
     ids = g.prompt.tolist()
@@ -461,7 +489,10 @@ def test_rollouts_bad_inputs(tmp_path):
     d = tmp_path / "d"
     dump_generations(d, 1, [("a", 1.0)], n=2)
     (d / "2.jsonl").write_text(
-        json.dumps({"input": "a", "score": 1}) + "\n" + json.dumps({"input": "a", "score": "x"}) + "\n"
+        json.dumps({"input": "a", "score": 1})
+        + "\n"
+        + json.dumps({"input": "a", "score": "x"})
+        + "\n"
     )
     with pytest.raises(InputError) as e:
         load(d)

@@ -21,6 +21,7 @@ import ast
 import math
 import re
 import shlex
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +99,9 @@ def parse_status_dict(text: str) -> dict[str, float]:
     if len(text) > MAX_DICT_CHARS:
         raise ValueError(f"status dict longer than {MAX_DICT_CHARS} characters")
     try:
-        tree = ast.parse(text, mode="eval")
+        with warnings.catch_warnings():  # odd literals warn on stderr; the error says enough
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text, mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as e:
         msg = e.msg if isinstance(e, SyntaxError) else (str(e) or type(e).__name__)
         raise ValueError(f"not a Python dict: {msg}") from None

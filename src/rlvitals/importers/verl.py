@@ -75,8 +75,12 @@ CONF_ROLLOUTS_NAMES_ONLY = 0.2
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _RAY_PREFIX = re.compile(r"\([^()\n]{1,300}\)\s*")
 _STEP = re.compile(r"step:(\d+)(?= - |\s*$)")
-_STEP_BYTES = re.compile(rb"(?m)^(?:\x1b\[[0-9;]*m)*(?:\([^()\n]{1,300}\))?(?:\x1b\[[0-9;]*m)*\s*step:\d+ - ")
-_VERL_MARK = re.compile(rb"verl\.trainer|\(TaskRunner pid=|\(main_task pid=|val-core/|critic/score/")
+_STEP_BYTES = re.compile(
+    rb"(?m)^(?:\x1b\[[0-9;]*m)*(?:\([^()\n]{1,300}\))?(?:\x1b\[[0-9;]*m)*\s*step:\d+ - "
+)
+_VERL_MARK = re.compile(
+    rb"verl\.trainer|\(TaskRunner pid=|\(main_task pid=|val-core/|critic/score/"
+)
 _LAUNCH = re.compile(r"-m\s+((?:verl|recipe)\.[\w.]*main\w*)")
 _OVERRIDE_KEY = re.compile(r"[+~]{0,2}([A-Za-z_][\w\-]*(?:\.[\w\-@]+)*)")
 _ROLLOUT_NAME = re.compile(r"(\d{1,18})\.jsonl")
@@ -228,7 +232,7 @@ class CommandCatcher:
             if m is None:
                 return
             self.entrypoint = m.group(1)
-            line = line[m.end():]
+            line = line[m.end() :]
             self.capturing = True
         text = line.rstrip()
         cont = text.endswith("\\")
@@ -257,7 +261,7 @@ def _segments(line: str) -> Iterator[str]:
         if seg.startswith("("):
             m = _RAY_PREFIX.match(seg)
             if m is not None:
-                seg = seg[m.end():]
+                seg = seg[m.end() :]
         if seg.startswith("step:"):
             yield seg
 
@@ -268,7 +272,7 @@ def _parse_step_line(path: Path, seg: str, where: str) -> tuple[int, dict[str, f
     if m is None:
         return None
     step = _check_step(path, m.group(1), where)
-    rest = seg[m.end():]
+    rest = seg[m.end() :]
     values: dict[str, float] = {}
     if not rest.strip():
         return step, values
