@@ -152,5 +152,77 @@ def _main(out_dir: str, estimator: str) -> None:
     Path(out_dir, f"rank{rank}.json").write_text(json.dumps(records))
 
 
+# -- the plain gloo worker of tests/test_distributed.py -----------------------------------------
+
+
+def split_steps(seed: int = 0) -> list[dict[str, Any]]:
+    """Data-parallel steps whose groups straddle the rank boundary, with uneven rank sizes.
+
+    Each step: ``rewards`` and ``group_ids`` of the global batch (rank order) and ``counts``
+    (rows per rank). Binary rewards with many collapsed groups so that AVSPO triggers, one
+    partial-credit step, one step with NaN (unscorable) rewards, one where rank 1 holds nothing.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    steps = []
+    for i in range(6):
+        g, k = 8, 5
+        p = rng.choice([0.0, 1.0, 0.5], size=k, p=[0.3, 0.3, 0.4])
+        r = (rng.random((k, g)) < p[:, None]).astype(np.float64).reshape(-1)
+        if i == 2:
+            r = np.round(rng.random(k * g) * 4) / 4  # partial credit
+        if i == 3:
+            r[[3, 17, 18]] = np.nan
+        ids = np.repeat(np.arange(k) * 7 + 3, g)  # non-contiguous id values
+        n = r.shape[0]
+        cut = n if i == 4 else int(rng.integers(1, n - 1))
+        steps.append({"rewards": r.tolist(), "group_ids": ids.tolist(), "counts": [cut, n - cut]})
+    return steps
+
+
+def _estimate_worker(out_dir: str, methods: str) -> None:
+    """Run every method over :func:`split_steps` on this rank's rows; dump what it got back."""
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    out = {m: _estimate_steps(m, rank) for m in methods.split(",")}
+    dist.destroy_process_group()
+    Path(out_dir, f"estimate_rank{rank}.json").write_text(json.dumps(out))
+
+
+def _estimate_steps(method: str, rank: int) -> list[dict[str, Any]]:
+    import numpy as np
+    import torch
+
+    from rlvitals.integrations.distributed import estimate_distributed
+
+    state = None
+    records = []
+    for i, step in enumerate(split_steps()):
+        sl = slice(sum(step["counts"][:rank]), sum(step["counts"][: rank + 1]))
+        rewards = np.asarray(step["rewards"])[sl]
+        ids = np.asarray(step["group_ids"])[sl]
+        if i % 2:  # torch float32 input on odd steps, numpy float64 on even ones
+            rewards, ids = torch.tensor(rewards, dtype=torch.float32), torch.tensor(ids)
+        adv, metrics, state = estimate_distributed(method, rewards, ids, state=state)
+        records.append(
+            {
+                "advantages": np.asarray(adv.tolist(), dtype=np.float64).tolist(),
+                "kind": type(adv).__module__.split(".")[0],
+                "dtype": str(adv.dtype),
+                "metrics": metrics,
+                "state": None if state is None else state.to_dict(),
+            }
+        )
+    return records
+
+
 if __name__ == "__main__":
-    _main(sys.argv[1], sys.argv[2])
+    if sys.argv[1] == "estimate":
+        _estimate_worker(sys.argv[2], sys.argv[3])
+    else:
+        _main(sys.argv[1], sys.argv[2])

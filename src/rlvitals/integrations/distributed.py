@@ -156,18 +156,20 @@ def estimate_distributed(
     rewards = torch.as_tensor(np.asarray(local_rewards)) if as_numpy else local_rewards
     ids = local_group_ids
     if not isinstance(ids, torch.Tensor):
-        ids = torch.as_tensor(np.asarray(ids))
-    if ids.is_floating_point():
+        np_ids = np.asarray(ids)
+        if np_ids.dtype.kind not in "iub":
+            raise ValueError(f"group ids must be integers to travel between ranks, got {np_ids.dtype}")
+        ids = torch.as_tensor(np_ids)
+    if ids.is_floating_point() or ids.is_complex():
         raise ValueError(f"group ids must be integers, got {ids.dtype}")
     ids = ids.to(rewards.device)
     (g_rewards, g_ids), counts = all_gather_1d([rewards, ids], group=group)
+    if as_numpy:  # the numpy code path, as the single-process call on numpy input would take
+        g_rewards, g_ids = g_rewards.numpy(), g_ids.numpy()
     adv, metrics, new_state = estimate(method, g_rewards, g_ids, state=state, **config)
     if sync_state and new_state is not None:
         box = [new_state if dist.get_rank(group) == 0 else None]
         src = dist.get_global_rank(group, 0) if group is not None else 0
         dist.broadcast_object_list(box, src=src, group=group, device=_comm_device(rewards, group))
         new_state = box[0]
-    local = adv[local_slice(counts, dist.get_rank(group))]
-    if as_numpy:
-        local = local.cpu().numpy()
-    return local, metrics, new_state
+    return adv[local_slice(counts, dist.get_rank(group))], metrics, new_state
