@@ -190,7 +190,7 @@ class GroupBlock:
         sizes: ``(k,)`` int64 rows per group, in sorted-group-id order.
         rewards: ``(m,)`` float32 or float64, ``m = sizes.sum()``.
         lengths, advantages: ``(m,)`` or None.
-        prompts: ``k`` prompt ids (int, str or bytes), or None.
+        prompts: ``k`` prompt ids: an int64/uint64 array, or a list of str or bytes; or None.
     """
 
     step: int
@@ -198,11 +198,11 @@ class GroupBlock:
     rewards: np.ndarray
     lengths: np.ndarray | None
     advantages: np.ndarray | None
-    prompts: list | None
+    prompts: np.ndarray | list | None
 
 
-def encode_prompts(prompts: list) -> tuple[int, bytes]:
-    """``(kind, bytes)`` for a list of per-group prompt ids.
+def encode_prompts(prompts: list | np.ndarray) -> tuple[int, bytes]:
+    """``(kind, bytes)`` for per-group prompt ids (a list, or a 1-D numpy array).
 
     All Python/numpy integers that fit become 64-bit integers; all ``bytes`` stay bytes; anything
     else is stored as its ``str()`` in utf-8.
@@ -210,6 +210,12 @@ def encode_prompts(prompts: list) -> tuple[int, bytes]:
     >>> encode_prompts([1, 2])[0] == PROMPT_I64, encode_prompts(["a", 3])[0] == PROMPT_STR
     (True, True)
     """
+    if isinstance(prompts, np.ndarray):
+        if prompts.dtype.kind == "i" or (prompts.dtype.kind == "u" and prompts.dtype.itemsize < 8):
+            return PROMPT_I64, prompts.astype("<i8", copy=False).tobytes()
+        if prompts.dtype.kind == "u":
+            return PROMPT_U64, prompts.astype("<u8", copy=False).tobytes()
+        prompts = prompts.tolist()
     if all(isinstance(p, (int, np.integer)) and not isinstance(p, bool) for p in prompts):
         ints = [int(p) for p in prompts]
         if all(-(1 << 63) <= v < (1 << 63) for v in ints):
@@ -268,7 +274,8 @@ class _Cursor:
         return out
 
     def array(self, dtype: np.dtype, count: int, what: str) -> np.ndarray:
-        return np.frombuffer(self.take(dtype.itemsize * count, what), dtype=dtype).copy()
+        # A read-only view: it keeps the file's bytes alive until the caller concatenates.
+        return np.frombuffer(self.take(dtype.itemsize * count, what), dtype=dtype)
 
 
 def _dtype(code: int, what: str) -> np.dtype:
@@ -290,10 +297,10 @@ def decode_groups(payload: memoryview) -> GroupBlock:
     rewards = cur.array(rdt, m, "rewards")
     lengths = cur.array(_dtype(lcode, "lengths"), m, "lengths") if lcode else None
     advantages = cur.array(_dtype(acode, "advantages"), m, "advantages") if acode else None
-    prompts: list | None = None
+    prompts: np.ndarray | list | None = None
     if pkind in (PROMPT_I64, PROMPT_U64):
         dt = np.dtype("<i8" if pkind == PROMPT_I64 else "<u8")
-        prompts = [int(v) for v in cur.array(dt, k, "prompt ids")]
+        prompts = cur.array(dt, k, "prompt ids")
     elif pkind in (PROMPT_STR, PROMPT_BYTES):
         lens = cur.array(np.dtype("<u4"), k, "prompt lengths")
         prompts = []

@@ -302,7 +302,9 @@ def _iter_jsonl(
 
 
 def _parse_step(obj: dict[str, Any], allow_none: bool = False) -> int | None:
-    step = obj.get("step")
+    if "step" not in obj:
+        raise _Bad("no 'step'")
+    step = obj["step"]
     if step is None and allow_none:
         return None
     if isinstance(step, bool) or not isinstance(step, int):
@@ -389,7 +391,9 @@ def _group_table(blocks: list[fmt.GroupBlock]) -> GroupTable:
         at = 0
         for b in blocks:
             k = b.sizes.shape[0]
-            if b.prompts is not None:
+            if isinstance(b.prompts, np.ndarray):  # 64-bit ids → Python ints
+                prompt[at : at + k] = b.prompts.astype(object)
+            elif b.prompts is not None:
                 prompt[at : at + k] = b.prompts
             at += k
     return GroupTable(

@@ -74,10 +74,13 @@ class Recorder:
     Use as a context manager, or call :meth:`close` (it also runs at interpreter exit).
 
     >>> import tempfile, numpy as np
-    >>> d = tempfile.mkdtemp()
-    >>> with Recorder(d, Manifest(trainer="demo", group_size=2)) as rec:
-    ...     rec.log_scalars(1, {"loss": 0.5})
-    ...     rec.log_groups(1, np.array([1.0, 1.0, 0.0, 1.0]), np.array([0, 0, 1, 1]))
+    >>> from rlvitals.recording import read_recording
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     with Recorder(d, Manifest(trainer="demo", group_size=2)) as rec:
+    ...         rec.log_scalars(1, {"loss": 0.5})
+    ...         rec.log_groups(1, np.array([1.0, 1.0, 0.0, 1.0]), np.array([0, 0, 1, 1]))
+    ...     read_recording(d).groups.sizes().tolist()
+    [2, 2]
     >>> rec.stats["records"], rec.stats["dropped"]
     (2, 0)
     """
@@ -193,7 +196,7 @@ class Recorder:
         sizes = np.diff(np.concatenate(([0], starts, [n])))
         encoded_prompts = None
         if prompts is not None:
-            plist = _as_list(prompts)
+            plist = _prompt_ids(prompts)
             if len(plist) != sizes.shape[0]:
                 raise ValueError(
                     f"prompts must hold one id per distinct group ({sizes.shape[0]}), "
@@ -702,11 +705,14 @@ def _numeric_rows(a: np.ndarray) -> np.ndarray:
         raise TypeError(f"expected numbers, got dtype {a.dtype}") from None
 
 
-def _as_list(x: Any) -> list:
+def _prompt_ids(x: Any) -> list | np.ndarray:
+    """Per-group prompt ids as a 1-D numpy array (kept for fast encoding) or a list."""
     if _is_torch(x):
-        return x.detach().cpu().tolist()
+        x = x.detach().cpu().numpy()
     if isinstance(x, np.ndarray):
-        return x.tolist()
+        if x.ndim != 1:
+            raise ValueError(f"prompts must be one-dimensional, got shape {x.shape}")
+        return x
     if isinstance(x, (str, bytes)):
         raise TypeError("prompts must be a sequence with one id per group, not a single string")
     return list(x)
