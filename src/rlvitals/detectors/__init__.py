@@ -21,6 +21,17 @@ _MODULES: tuple[str, ...] = (
     "acr_volatile",
     "excess_collapse",
     "saturation",
+    # other families
+    "entropy_collapse",
+    "kl_blowup",
+    "length_explosion",
+    "truncation",
+    "clip_saturation",
+    "grad_nonfinite",
+    "grad_spike",
+    "zero_grad_steps",
+    "reward_hacking",
+    "throughput_rot",
 )
 
 _loaded = False

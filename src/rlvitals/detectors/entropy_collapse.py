@@ -1,0 +1,167 @@
+"""Entropy collapsed: the policy became near-deterministic and stopped exploring.
+
+## What is happening
+The policy's token entropy fell to a small fraction of where this run started. A policy with
+almost no entropy samples nearly the same completion for every member of a group, so groups go
+homogeneous, advantages vanish and the run can no longer discover anything it does not already
+do. RL on verifiable rewards trades entropy for reward early on; once the entropy is spent,
+reward stops improving (Cui et al. 2025, "The Entropy Mechanism of Reinforcement Learning for
+Reasoning Language Models").
+
+## What it looks like in the recording
+`entropy` (TRL `entropy`, veRL `actor/entropy` or `actor/entropy_loss`) drops steeply, often in
+the first few dozen steps, and then stays low; `reward_mean` rises while the entropy falls and
+then goes flat. Pass@k on evaluation usually stops improving at the same time.
+
+## How the detector decides
+The early level is the median of the first :knob:`early_points` logged entropy values (the run
+is compared with itself, so any tokenizer or model scale works). The entropy, smoothed by a
+centred rolling median over :knob:`smooth` points, counts as collapsed while it stays below
+:knob:`collapse_ratio` times the early level; an episode needs :knob:`sustain` consecutive
+logged points and ends when the entropy climbs back above :knob:`recover_ratio` times the early
+level. During the episode the reward gain (last :knob:`sustain` points against the first
+:knob:`sustain`, as a share of the reward range) is compared with :knob:`plateau_gain`: at or
+below it the reward has plateaued and the finding is a warning; above it the reward is still
+rising and the finding is informational. Runs with fewer than :knob:`min_points` entropy values
+are not judged.
+
+## What to try
+- Raise the sampling temperature a little (e.g. 1.0 → 1.1) or sample more completions per prompt.
+- Decouple the clip range (DAPO "clip-higher", eps_high ≈ 0.28) so rare tokens can grow.
+- Control entropy directly: a small entropy bonus, or covariance-aware clipping (Clip-Cov / KL-Cov).
+- Add harder or more diverse prompts: a saturated prompt set drains entropy fastest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlvitals.detectors._trend import (
+    confidence,
+    episodes,
+    fmt,
+    needs,
+    points,
+    rnd,
+    rolling_median,
+    span_steps,
+)
+from rlvitals.detectors.base import Detector, Finding, Severity, register
+
+EARLY_POINTS = 5
+COLLAPSE_RATIO = 0.1
+RECOVER_RATIO = 0.2
+SUSTAIN = 5
+SMOOTH = 5
+PLATEAU_GAIN = 0.05
+MIN_POINTS = 20
+MAX_EPISODES = 3
+
+
+@register
+class EntropyCollapse(Detector):
+    id = "ENTROPY_COLLAPSE"
+    severity = Severity.WARN
+    family = "entropy"
+    key_metrics = ("entropy", "reward_mean")
+
+    @dataclass(frozen=True)
+    class Knobs:
+        #: Logged points at the start of the run whose median is the early entropy level.
+        early_points: int = EARLY_POINTS
+        #: Entropy below this fraction of the early level counts as collapsed.
+        collapse_ratio: float = COLLAPSE_RATIO
+        #: An episode ends when the entropy is back above this fraction of the early level.
+        recover_ratio: float = RECOVER_RATIO
+        #: Consecutive logged points needed to start (or end) an episode.
+        sustain: int = SUSTAIN
+        #: Window (logged points) of the centred rolling median applied to the entropy.
+        smooth: int = SMOOTH
+        #: Reward gain during the episode, as a share of the reward range, at or below which the
+        #: reward counts as plateaued.
+        plateau_gain: float = PLATEAU_GAIN
+        #: Fewest logged entropy values needed to judge a run.
+        min_points: int = MIN_POINTS
+
+    def needs(self, vitals) -> str | None:
+        k = self.knobs
+        return needs(vitals, ["entropy"], max(k.min_points, k.early_points + k.sustain))
+
+    def check(self, vitals) -> list[Finding]:
+        k = self.knobs
+        ent = points(vitals, "entropy")
+        if ent is None or ent.n < max(k.min_points, k.early_points + k.sustain):
+            return []
+        values = ent.values
+        early = float(np.median(values[: k.early_points]))
+        if early < 0 and (values <= 0).all():  # logged as a loss (-entropy)
+            values, early = -values, -early
+        if early <= 0:
+            return []
+        smooth = rolling_median(values, k.smooth)
+        floor = k.collapse_ratio * early
+        found = episodes(
+            smooth < floor, lambda _i: smooth > k.recover_ratio * early, k.sustain, MAX_EPISODES
+        )
+        reward = points(vitals, "reward_mean")
+        span = float(vitals.reward_max - vitals.reward_min) or 1.0
+        out = []
+        for first, last in found:
+            onset, end = span_steps(ent, first, last)
+            low = float(np.median(smooth[first : last + 1]))
+            gain = _reward_gain(reward, ent.steps[first], ent.steps[last], k.sustain)
+            plateau = gain is None or gain / span <= k.plateau_gain
+            msg = (
+                f"entropy {fmt(low)} < {fmt(floor)} ({fmt(k.collapse_ratio)} of early "
+                f"{fmt(early)}) for {last - first + 1} logged points since step {onset}"
+            )
+            if gain is None:
+                msg += "; no reward series to judge a plateau"
+            elif plateau:
+                msg += f"; reward gain {fmt(gain / span)} <= {fmt(k.plateau_gain)} (plateau)"
+            else:
+                msg += f"; reward still rising (+{fmt(gain / span)} of its range)"
+            out.append(
+                self.finding(
+                    msg,
+                    severity=self.severity if plateau else Severity.INFO,
+                    onset_step=onset,
+                    end_step=end,
+                    confidence=confidence(1 - low / floor, last - first + 1, k.sustain),
+                    evidence="entropy,reward_mean" if reward is not None else "entropy",
+                    metrics={
+                        "entropy_early": rnd(early),
+                        "entropy_low": rnd(low),
+                        "entropy_threshold": rnd(floor),
+                        "entropy_drop": rnd(1 - low / early),
+                        "collapse_ratio": k.collapse_ratio,
+                        "reward_gain": None if gain is None else rnd(gain / span),
+                        "plateau_gain": k.plateau_gain,
+                    },
+                    actions=_ACTIONS,
+                )
+            )
+        return out
+
+
+_ACTIONS = [
+    "raise the sampling temperature a little (e.g. 1.0 -> 1.1) or sample more completions",
+    "decouple the clip range (DAPO clip-higher, eps_high ~0.28) so rare tokens can grow",
+    "add a small entropy bonus or covariance-aware clipping (Clip-Cov / KL-Cov)",
+    "add harder or more diverse prompts",
+]
+
+
+def _reward_gain(reward, first_step: int, last_step: int, n: int) -> float | None:
+    """Reward at the end of ``[first_step, last_step]`` minus reward at its start (medians of
+    ``n`` points each); None when fewer than two points fall in the span."""
+    if reward is None:
+        return None
+    inside = (reward.steps >= first_step) & (reward.steps <= last_step)
+    r = reward.values[inside]
+    if r.shape[0] < 2:
+        return None
+    m = min(n, max(1, r.shape[0] // 2))
+    return float(np.median(r[-m:]) - np.median(r[:m]))

@@ -1,0 +1,115 @@
+"""Gradient spikes: single updates whose gradient norm is many times the run's recent level.
+
+## What is happening
+A gradient norm far above its recent level means one batch pushed the policy much harder than the
+others: a handful of completions with extreme importance ratios, a very long completion with a
+sequence-summed loss, a reward outlier, or the first sign of numerical trouble. With gradient
+clipping one spike is usually harmless; repeated spikes mean the update size is not under control,
+and they often precede a KL blow-up or a loss that turns NaN.
+
+## What it looks like in the recording
+`grad_norm` is noisy but stays within a band, then one logged value sits an order of magnitude
+above its neighbours, and the next values return to the band. `kl`, `clip_frac` or `loss` may
+jump on the same step.
+
+## How the detector decides
+Each finite gradient norm is compared with the median of the :knob:`baseline_points` logged values
+before it; a value above :knob:`spike_ratio` times that median is a spike, once at least
+:knob:`min_history` values of history exist. The spikes of a run are reported in one finding: its
+onset is the first spike and its end the last one (open when the last spike is the last logged
+value). It is a warning when there are at least :knob:`warn_count` spikes or the largest is at
+least :knob:`severe_ratio` times its baseline, informational otherwise: real runs have heavy-tailed
+gradient norms, and an isolated 10x value is common.
+
+## What to try
+- Keep (or turn on) gradient clipping (max_grad_norm 1.0 is common).
+- Look at the batches at the spike steps: very long or truncated completions and reward outliers
+  are the usual suspects; a token-level loss aggregation limits the pull of long sequences.
+- If spikes repeat, lower the learning rate or the number of PPO epochs per batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlvitals.detectors._trend import fmt, needs, points, rnd, trailing_median
+from rlvitals.detectors.base import Detector, Finding, Severity, register
+
+BASELINE_POINTS = 20
+SPIKE_RATIO = 10.0
+MIN_HISTORY = 10
+SEVERE_RATIO = 100.0
+WARN_COUNT = 5
+LISTED_STEPS = 10
+
+
+@register
+class GradSpike(Detector):
+    id = "GRAD_SPIKE"
+    severity = Severity.WARN
+    family = "gradient"
+    key_metrics = ("grad_norm",)
+
+    @dataclass(frozen=True)
+    class Knobs:
+        #: Logged points before each point whose median is its baseline gradient norm.
+        baseline_points: int = BASELINE_POINTS
+        #: A gradient norm above this multiple of its baseline is a spike.
+        spike_ratio: float = SPIKE_RATIO
+        #: Values of history needed before a point can be called a spike.
+        min_history: int = MIN_HISTORY
+        #: A spike at or above this multiple of its baseline makes the finding a warning.
+        severe_ratio: float = SEVERE_RATIO
+        #: Spikes in one run at or above which the finding is a warning rather than info.
+        warn_count: int = WARN_COUNT
+
+    def needs(self, vitals) -> str | None:
+        return needs(vitals, ["grad_norm"], self.knobs.min_history + 1)
+
+    def check(self, vitals) -> list[Finding]:
+        k = self.knobs
+        g = points(vitals, "grad_norm")
+        if g is None or g.n <= k.min_history:
+            return []
+        base = trailing_median(g.values, k.baseline_points)
+        ratio = np.divide(g.values, base, out=np.zeros_like(g.values), where=base > 0)
+        spike = ratio > k.spike_ratio
+        spike[: k.min_history] = False
+        idx = np.flatnonzero(spike)
+        if idx.size == 0:
+            return []
+        worst = int(idx[np.argmax(ratio[idx])])
+        onset, last = int(g.steps[idx[0]]), int(g.steps[idx[-1]])
+        warn = idx.size >= k.warn_count or ratio[worst] >= k.severe_ratio
+        return [
+            self.finding(
+                f"{idx.size} grad_norm spike(s) above {fmt(k.spike_ratio)}x the recent median; "
+                f"largest {fmt(float(g.values[worst]))} = {fmt(float(ratio[worst]))}x at step "
+                f"{int(g.steps[worst])}",
+                severity=self.severity if warn else Severity.INFO,
+                onset_step=onset,
+                end_step=None if idx[-1] == g.n - 1 else last,
+                confidence=round(min(1.0, 0.6 + 0.1 * idx.size), 3),
+                evidence="grad_norm",
+                metrics={
+                    "spikes": int(idx.size),
+                    "warn_count": k.warn_count,
+                    "max_ratio": rnd(float(ratio[worst])),
+                    "spike_ratio": k.spike_ratio,
+                    "severe_ratio": k.severe_ratio,
+                    "grad_norm_peak": rnd(float(g.values[worst])),
+                    "grad_norm_threshold": rnd(k.spike_ratio * float(base[worst])),
+                    "spike_steps": ",".join(str(int(s)) for s in g.steps[idx[:LISTED_STEPS]]),
+                },
+                actions=_ACTIONS,
+            )
+        ]
+
+
+_ACTIONS = [
+    "keep gradient clipping on (max_grad_norm 1.0 is common)",
+    "inspect the batches at the spike steps for very long completions or reward outliers",
+    "if spikes repeat, lower the learning rate or the PPO epochs per batch",
+]

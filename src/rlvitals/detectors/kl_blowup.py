@@ -1,0 +1,144 @@
+"""KL blew up: the policy is running away from its reference far faster than it had been.
+
+## What is happening
+The KL divergence between the policy and the reference model jumped to many times its recent
+level within a few logged steps. Healthy runs drift away from the reference slowly and smoothly;
+a blow-up means the updates became too large (learning rate, too many PPO epochs on stale data,
+a bad batch, numerical trouble in the log-probabilities) and the policy is leaving the region where
+its rewards and ratios can be trusted. Reward collapse, gibberish completions and gradient spikes
+usually follow.
+
+## What it looks like in the recording
+`kl` (TRL `kl`, veRL `actor/kl_loss`) creeps up slowly, then shoots up within a handful of steps,
+often by an order of magnitude; `grad_norm` spikes around the same step and `reward_mean` falls
+afterwards.
+
+## How the detector decides
+Each logged KL value, smoothed by a centred rolling median over :knob:`smooth` points, is compared
+with the median of the :knob:`baseline_points` logged values before it. An episode starts when the
+smoothed KL stays above :knob:`jump_ratio` times that baseline, and above :knob:`min_kl` in
+absolute terms, for :knob:`sustain` consecutive points, once at least :knob:`baseline_points`
+points of history exist. It ends when the KL falls back below :knob:`recover_ratio` times the
+baseline frozen at the onset. A peak at or above :knob:`critical_kl` makes the finding critical.
+Slow, steady KL growth never fires: the baseline moves with it.
+
+## What to try
+- Lower the learning rate, or warm it up for longer.
+- Use fewer PPO epochs / mini-batches per rollout batch, or tighten the clip range.
+- Raise the KL coefficient (beta), or add a KL term if the run has none.
+- Check the steps around the onset for a bad batch, and the log-probabilities for NaN or
+  mismatched rollout / training precision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlvitals.detectors._trend import (
+    confidence,
+    episodes,
+    fmt,
+    needs,
+    points,
+    rnd,
+    rolling_median,
+    span_steps,
+    trailing_median,
+)
+from rlvitals.detectors.base import Detector, Finding, Severity, register
+
+BASELINE_POINTS = 20
+JUMP_RATIO = 5.0
+MIN_KL = 0.05
+RECOVER_RATIO = 2.0
+SUSTAIN = 3
+SMOOTH = 3
+CRITICAL_KL = 1.0
+MAX_EPISODES = 3
+
+
+@register
+class KlBlowup(Detector):
+    id = "KL_BLOWUP"
+    severity = Severity.WARN
+    family = "kl"
+    key_metrics = ("kl",)
+
+    @dataclass(frozen=True)
+    class Knobs:
+        #: Logged points before each point whose median is its baseline KL.
+        baseline_points: int = BASELINE_POINTS
+        #: Smoothed KL above this multiple of its baseline counts as blowing up.
+        jump_ratio: float = JUMP_RATIO
+        #: ... and only when it is also above this absolute KL.
+        min_kl: float = MIN_KL
+        #: An episode ends when the KL is back below this multiple of the onset's baseline.
+        recover_ratio: float = RECOVER_RATIO
+        #: Consecutive logged points needed to start (or end) an episode.
+        sustain: int = SUSTAIN
+        #: Window (logged points) of the centred rolling median applied to the KL.
+        smooth: int = SMOOTH
+        #: A peak KL at or above this makes the finding critical.
+        critical_kl: float = CRITICAL_KL
+
+    def needs(self, vitals) -> str | None:
+        return needs(vitals, ["kl"], self.knobs.baseline_points + self.knobs.sustain)
+
+    def check(self, vitals) -> list[Finding]:
+        k = self.knobs
+        kl = points(vitals, "kl")
+        if kl is None or kl.n < k.baseline_points + k.sustain:
+            return []
+        smooth = rolling_median(kl.values, k.smooth)
+        base = np.maximum(trailing_median(kl.values, k.baseline_points), 0.0)
+        start = (smooth > k.jump_ratio * base) & (smooth > k.min_kl)
+        start[: k.baseline_points] = False
+        found = episodes(
+            start, lambda i: smooth < k.recover_ratio * base[i], k.sustain, MAX_EPISODES
+        )
+        out = []
+        for first, last in found:
+            onset, end = span_steps(kl, first, last)
+            b = float(base[first])
+            peak = float(np.max(kl.values[first : last + 1]))
+            ratio = float(smooth[first]) / b if b > 0 else float("inf")
+            level = max(k.jump_ratio * b, k.min_kl)
+            critical = peak >= k.critical_kl
+            msg = (
+                f"kl {fmt(float(smooth[first]))} > {fmt(k.jump_ratio)}x its baseline {fmt(b)} "
+                f"at step {onset}; peak {fmt(peak)}"
+                + (f" >= {fmt(k.critical_kl)}" if critical else "")
+                + ("" if end is None else f"; lasted until step {end}")
+            )
+            out.append(
+                self.finding(
+                    msg,
+                    severity=Severity.CRITICAL if critical else self.severity,
+                    onset_step=onset,
+                    end_step=end,
+                    confidence=confidence(
+                        min(ratio, 1e9) / k.jump_ratio - 1, last - first + 1, k.sustain
+                    ),
+                    evidence="kl",
+                    metrics={
+                        "kl_baseline": rnd(b),
+                        "kl_at_onset": rnd(float(smooth[first])),
+                        "kl_peak": rnd(peak),
+                        "kl_threshold": rnd(level),
+                        "jump_ratio": k.jump_ratio,
+                        "critical_kl": k.critical_kl,
+                    },
+                    actions=_ACTIONS,
+                )
+            )
+        return out
+
+
+_ACTIONS = [
+    "lower the learning rate or lengthen its warm-up",
+    "use fewer PPO epochs / mini-batches per rollout batch, or a tighter clip range",
+    "raise the KL coefficient (beta), or add a KL term if the run has none",
+    "inspect the batches around the onset step; check log-probs for NaN or precision mismatch",
+]

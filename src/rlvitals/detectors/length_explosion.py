@@ -1,0 +1,150 @@
+"""Completion length exploded: completions suddenly got much longer than they had been.
+
+## What is happening
+The mean completion length jumped to well above its recent level within a few logged steps. Slow
+length growth is normal in reasoning RL (the policy learns to think longer); a sudden jump is not.
+It usually means the policy found that longer outputs pay (a length bias in the reward or in the
+loss aggregation: sequence-mean losses reward long wrong answers less harshly), or it started
+repeating itself until the length limit. Long completions cost generation time, get truncated, and
+truncated completions earn noisy or zero rewards.
+
+## What it looks like in the recording
+`length_mean` (TRL `completions/mean_length`, veRL `response_length/mean`) is flat or drifting,
+then jumps by half or more within a few steps; `truncation_frac` and `step_time` jump with it and
+`length_max` sits at the generation limit.
+
+## How the detector decides
+Each logged mean length, smoothed by a centred rolling median over :knob:`smooth` points, is
+compared with the median of the :knob:`baseline_points` logged values before it. An episode starts
+when the smoothed length stays above :knob:`jump_ratio` times that baseline for :knob:`sustain`
+consecutive points, once at least :knob:`baseline_points` points of history exist, and ends when
+the length falls back below :knob:`recover_ratio` times the baseline frozen at the onset. Gradual
+growth never fires: the baseline moves with it. The length limit (the largest `length_max`) and
+the truncation fraction are reported beside the numbers when the run logs them.
+
+## What to try
+- Look at completions from just after the onset: repetition loops point at sampling (raise the
+  repetition penalty, check the stop tokens and the EOS handling).
+- Use a token-level loss aggregation (DAPO / Dr. GRPO) instead of a per-sequence mean, which
+  favours long wrong answers.
+- Add an overlong penalty or soft length shaping (DAPO), or mask truncated completions out of the
+  loss.
+- Check the reward for a length bias (e.g. partial credit for any long derivation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlvitals.detectors._trend import (
+    confidence,
+    episodes,
+    fmt,
+    needs,
+    points,
+    rnd,
+    rolling_median,
+    span_steps,
+    trailing_median,
+)
+from rlvitals.detectors.base import Detector, Finding, Severity, register
+
+BASELINE_POINTS = 20
+JUMP_RATIO = 1.5
+RECOVER_RATIO = 1.2
+SUSTAIN = 3
+SMOOTH = 3
+MAX_EPISODES = 3
+
+
+@register
+class LengthExplosion(Detector):
+    id = "LENGTH_EXPLOSION"
+    severity = Severity.WARN
+    family = "length"
+    key_metrics = ("length_mean", "length_max", "truncation_frac")
+
+    @dataclass(frozen=True)
+    class Knobs:
+        #: Logged points before each point whose median is its baseline length.
+        baseline_points: int = BASELINE_POINTS
+        #: Smoothed mean length above this multiple of its baseline counts as an explosion.
+        jump_ratio: float = JUMP_RATIO
+        #: An episode ends when the length is back below this multiple of the onset's baseline.
+        recover_ratio: float = RECOVER_RATIO
+        #: Consecutive logged points needed to start (or end) an episode.
+        sustain: int = SUSTAIN
+        #: Window (logged points) of the centred rolling median applied to the length.
+        smooth: int = SMOOTH
+
+    def needs(self, vitals) -> str | None:
+        return needs(vitals, ["length_mean"], self.knobs.baseline_points + self.knobs.sustain)
+
+    def check(self, vitals) -> list[Finding]:
+        k = self.knobs
+        length = points(vitals, "length_mean")
+        if length is None or length.n < k.baseline_points + k.sustain:
+            return []
+        smooth = rolling_median(length.values, k.smooth)
+        base = trailing_median(length.values, k.baseline_points)
+        start = (smooth > k.jump_ratio * base) & (base > 0)
+        start[: k.baseline_points] = False
+        found = episodes(
+            start, lambda i: smooth < k.recover_ratio * base[i], k.sustain, MAX_EPISODES
+        )
+        lmax = points(vitals, "length_max")
+        limit = None if lmax is None else float(np.max(lmax.values))
+        trunc = points(vitals, "truncation_frac")
+        out = []
+        for first, last in found:
+            onset, end = span_steps(length, first, last)
+            b = float(base[first])
+            high = float(np.median(smooth[first : last + 1]))
+            msg = (
+                f"length_mean {fmt(high)} > {fmt(k.jump_ratio)}x its baseline {fmt(b)} "
+                f"since step {onset}"
+                + ("" if end is None else f" (until step {end})")
+            )
+            metrics = {
+                "length_baseline": rnd(b),
+                "length_mean": rnd(high),
+                "length_mean_threshold": rnd(k.jump_ratio * b),
+                "jump_ratio": k.jump_ratio,
+            }
+            if limit is not None:
+                msg += f"; length limit {fmt(limit)}"
+                metrics["length_limit"] = rnd(limit)
+            t = _median_between(trunc, onset, length.steps[last])
+            if t is not None:
+                msg += f"; truncated {fmt(t)}"
+                metrics["truncation_frac"] = rnd(t)
+            out.append(
+                self.finding(
+                    msg,
+                    onset_step=onset,
+                    end_step=end,
+                    confidence=confidence(high / (k.jump_ratio * b) - 1, last - first + 1,
+                                          k.sustain),
+                    evidence="length_mean",
+                    metrics=metrics,
+                    actions=_ACTIONS,
+                )
+            )
+        return out
+
+
+_ACTIONS = [
+    "read completions from just after the onset: repetition loops point at sampling or EOS handling",
+    "use a token-level loss aggregation (DAPO / Dr. GRPO) instead of a per-sequence mean",
+    "add an overlong penalty or soft length shaping (DAPO), or mask truncated completions",
+    "check the reward for a length bias",
+]
+
+
+def _median_between(p, first_step: int, last_step: int) -> float | None:
+    if p is None:
+        return None
+    inside = (p.steps >= first_step) & (p.steps <= last_step)
+    return float(np.median(p.values[inside])) if inside.any() else None

@@ -1,0 +1,161 @@
+"""Throughput rot: training got slower per token (or per step) as the run went on.
+
+## What is happening
+The run processes fewer tokens per second, or takes longer per step, than it did early on, and
+stays that way. Slower steps cost money and wall-clock without teaching more. Common causes: a
+memory leak or growing fragmentation that forces the allocator or the offloading to work harder,
+a growing replay buffer or dataloader cache, logging or checkpointing that gets heavier, stragglers
+in a multi-node job, thermal throttling, or a rollout engine whose KV cache no longer fits.
+When completions get longer each step takes longer for an honest reason; the detector prefers the
+tokens-per-second series, and otherwise says when longer completions explain the slowdown.
+
+## What it looks like in the recording
+`throughput` (veRL `perf/throughput`, tokens per second) drifts down or drops to a lower level and
+stays there; or `step_time` (veRL `timing_s/step`) climbs. Isolated slow steps (checkpoints,
+evaluations) come and go and are not rot.
+
+## How the detector decides
+It uses `throughput` when logged, else `step_time`. The first :knob:`warmup_points` logged values
+are skipped (compilation, cache warm-up); the median of the next :knob:`early_points` is the early
+level. The series is smoothed by a centred rolling median over :knob:`smooth` points; an episode
+starts when the smoothed value is worse than the early level by a factor of :knob:`slowdown` or
+more for :knob:`sustain` consecutive logged points and ends when it is back within half that
+factor. With `step_time` only, if `length_mean` grew over the episode by at least
+:knob:`explained_share` of the slowdown, the finding is informational: longer completions explain
+it.
+
+## What to try
+- Compare the per-phase timings (generation, reference, update) at the start and after the onset
+  to find the phase that slowed down.
+- Watch GPU and host memory over the run: steady growth points at a leak or a growing cache.
+- Check checkpoint and logging frequency, the dataloader, and the health of every node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlvitals.detectors._trend import (
+    confidence,
+    episodes,
+    fmt,
+    needs,
+    points,
+    rnd,
+    rolling_median,
+    span_steps,
+)
+from rlvitals.detectors.base import Detector, Finding, Severity, register
+
+WARMUP_POINTS = 3
+EARLY_POINTS = 10
+SLOWDOWN = 1.5
+SUSTAIN = 10
+SMOOTH = 5
+EXPLAINED_SHARE = 0.8
+MAX_EPISODES = 3
+
+
+@register
+class ThroughputRot(Detector):
+    id = "THROUGHPUT_ROT"
+    severity = Severity.WARN
+    family = "throughput"
+    key_metrics = ("throughput", "step_time")
+
+    @dataclass(frozen=True)
+    class Knobs:
+        #: Logged values at the start skipped as warm-up.
+        warmup_points: int = WARMUP_POINTS
+        #: Logged values after the warm-up whose median is the early level.
+        early_points: int = EARLY_POINTS
+        #: Factor by which throughput must fall (or step time grow) to count as rot.
+        slowdown: float = SLOWDOWN
+        #: Consecutive logged points needed to start (or end) an episode.
+        sustain: int = SUSTAIN
+        #: Window (logged points) of the centred rolling median applied to the series.
+        smooth: int = SMOOTH
+        #: With step_time only: a length growth of at least this share of the slowdown explains
+        #: it, and the finding becomes informational.
+        explained_share: float = EXPLAINED_SHARE
+
+    def needs(self, vitals) -> str | None:
+        k = self.knobs
+        return needs(vitals, ["throughput", "step_time"],
+                     k.warmup_points + k.early_points + k.sustain)
+
+    def check(self, vitals) -> list[Finding]:
+        k = self.knobs
+        p = points(vitals, "throughput")
+        per_token = p is not None
+        if p is None:
+            p = points(vitals, "step_time")
+        need = k.warmup_points + k.early_points + k.sustain
+        if p is None or p.n < need or (p.values <= 0).any():
+            return []
+        early = float(np.median(p.values[k.warmup_points : k.warmup_points + k.early_points]))
+        # "slowness" is 1 at the early level and grows as the run slows down
+        slow = rolling_median(early / p.values if per_token else p.values / early, k.smooth)
+        slow[: k.warmup_points + k.early_points] = 1.0
+        release = 1 + (k.slowdown - 1) / 2
+        found = episodes(slow >= k.slowdown, lambda _i: slow < release, k.sustain, MAX_EPISODES)
+        out = []
+        for first, last in found:
+            onset, end = span_steps(p, first, last)
+            factor = float(np.median(slow[first : last + 1]))
+            level = float(np.median(p.values[first : last + 1]))
+            explained = None if per_token else _length_growth(vitals, early_end=p.steps[
+                k.warmup_points + k.early_points - 1], first=onset, last=int(p.steps[last]))
+            info = explained is not None and explained >= k.explained_share * factor
+            what = "throughput fell" if per_token else "step_time grew"
+            msg = (
+                f"{what} {fmt(factor)}x (>= {fmt(k.slowdown)}x) from early {fmt(early)} to "
+                f"{fmt(level)} since step {onset}" + ("" if end is None else f", until step {end}")
+            )
+            if explained is not None:
+                msg += f"; length_mean grew {fmt(explained)}x over the same steps"
+                if info:
+                    msg += " (longer completions explain it)"
+            threshold = early / k.slowdown if per_token else early * k.slowdown
+            out.append(
+                self.finding(
+                    msg,
+                    severity=Severity.INFO if info else self.severity,
+                    onset_step=onset,
+                    end_step=end,
+                    confidence=confidence(factor / k.slowdown - 1, last - first + 1, k.sustain),
+                    evidence=p.name,
+                    metrics={
+                        "series": p.name,
+                        f"{p.name}_early": rnd(early),
+                        f"{p.name}_late": rnd(level),
+                        f"{p.name}_threshold": rnd(threshold),
+                        "slowdown_factor": rnd(factor),
+                        "slowdown": k.slowdown,
+                        "length_growth": None if explained is None else rnd(explained),
+                    },
+                    actions=_ACTIONS,
+                )
+            )
+        return out
+
+
+_ACTIONS = [
+    "compare per-phase timings (generation, reference, update) before and after the onset",
+    "watch GPU and host memory over the run: steady growth points at a leak or a growing cache",
+    "check checkpoint / logging frequency, the dataloader, and every node's health",
+]
+
+
+def _length_growth(vitals, early_end: int, first: int, last: int) -> float | None:
+    """Median length in ``[first, last]`` over median length up to ``early_end``."""
+    length = points(vitals, "length_mean")
+    if length is None:
+        return None
+    early = length.values[length.steps <= early_end]
+    during = length.values[(length.steps >= first) & (length.steps <= last)]
+    if early.size == 0 or during.size == 0 or np.median(early) <= 0:
+        return None
+    return float(np.median(during) / np.median(early))

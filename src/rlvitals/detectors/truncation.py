@@ -1,0 +1,129 @@
+"""Truncation: a large share of completions is cut off at the generation length limit.
+
+## What is happening
+Completions that hit the length limit never finish their answer, so the verifier scores an
+unfinished derivation: usually a zero, sometimes a lucky partial match. When many completions are
+truncated the reward measures "fits in the budget" rather than "is correct", the gradient pushes on
+tokens that never reached an answer, and every truncated completion costs the full generation
+budget. Truncation from the first step means the limit is too small for the task; truncation that
+appears later usually follows a length explosion.
+
+## What it looks like in the recording
+`truncation_frac` (TRL `completions/clipped_ratio`, veRL `response_length/clip_ratio`) rises from
+near zero to a sizeable share; `length_max` sits at the limit and `length_mean` climbs towards it.
+
+## How the detector decides
+The truncation fraction, smoothed by a centred rolling median over :knob:`smooth` points, must
+stay above :knob:`max_frac` for :knob:`sustain` consecutive logged points to start an episode; the
+episode ends when it stays below :knob:`release_frac` for as long. An episode that starts at the
+first logged point is reported as a setup problem (the limit is too small from the start).
+Runs with fewer than :knob:`min_points` values are not judged.
+
+## What to try
+- Raise the generation length limit (`max_completion_length` / `data.max_response_length`) if the
+  task needs longer answers.
+- Mask truncated completions out of the loss, or give them an overlong penalty (DAPO), so the
+  policy is not trained on unfinished answers.
+- If truncation followed a length explosion, treat that first (see LENGTH_EXPLOSION).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlvitals.detectors._trend import (
+    confidence,
+    episodes,
+    fmt,
+    needs,
+    points,
+    rnd,
+    rolling_median,
+    span_steps,
+)
+from rlvitals.detectors.base import Detector, Finding, Severity, register
+
+MAX_FRAC = 0.1
+RELEASE_FRAC = 0.05
+SUSTAIN = 5
+SMOOTH = 3
+MIN_POINTS = 10
+MAX_EPISODES = 3
+
+
+@register
+class Truncation(Detector):
+    id = "TRUNCATION"
+    severity = Severity.WARN
+    family = "length"
+    key_metrics = ("truncation_frac", "length_max")
+
+    @dataclass(frozen=True)
+    class Knobs:
+        #: Smoothed truncation fraction above this starts an episode.
+        max_frac: float = MAX_FRAC
+        #: An episode ends when the smoothed fraction stays below this.
+        release_frac: float = RELEASE_FRAC
+        #: Consecutive logged points needed to start (or end) an episode.
+        sustain: int = SUSTAIN
+        #: Window (logged points) of the centred rolling median applied to the fraction.
+        smooth: int = SMOOTH
+        #: Fewest logged values needed to judge a run.
+        min_points: int = MIN_POINTS
+
+    def needs(self, vitals) -> str | None:
+        k = self.knobs
+        return needs(vitals, ["truncation_frac"], max(k.min_points, k.sustain))
+
+    def check(self, vitals) -> list[Finding]:
+        k = self.knobs
+        tr = points(vitals, "truncation_frac")
+        if tr is None or tr.n < max(k.min_points, k.sustain):
+            return []
+        smooth = rolling_median(tr.values, k.smooth)
+        found = episodes(
+            smooth > k.max_frac, lambda _i: smooth < k.release_frac, k.sustain, MAX_EPISODES
+        )
+        lmax = points(vitals, "length_max")
+        limit = None if lmax is None else float(np.max(lmax.values))
+        out = []
+        for first, last in found:
+            onset, end = span_steps(tr, first, last)
+            frac = float(np.median(smooth[first : last + 1]))
+            from_start = first == 0
+            msg = (
+                f"truncation_frac {fmt(frac)} > {fmt(k.max_frac)} for {last - first + 1} "
+                f"logged points "
+                + ("from the first step (limit too small for the task?)" if from_start
+                   else f"since step {onset}")
+                + ("" if end is None else f", until step {end}")
+            )
+            metrics = {
+                "truncation_frac": rnd(frac),
+                "truncation_frac_threshold": k.max_frac,
+                "from_start": from_start,
+            }
+            if limit is not None:
+                msg += f"; length limit {fmt(limit)}"
+                metrics["length_limit"] = rnd(limit)
+            out.append(
+                self.finding(
+                    msg,
+                    onset_step=onset,
+                    end_step=end,
+                    confidence=confidence(frac / k.max_frac - 1, last - first + 1, k.sustain),
+                    evidence="truncation_frac",
+                    metrics=metrics,
+                    actions=_ACTIONS,
+                )
+            )
+        return out
+
+
+_ACTIONS = [
+    "raise the generation length limit if the task needs longer answers",
+    "mask truncated completions out of the loss, or add an overlong penalty (DAPO)",
+    "if a length explosion came first, treat that (LENGTH_EXPLOSION)",
+]
