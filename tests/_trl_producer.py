@@ -20,7 +20,7 @@ import random
 import tempfile
 from pathlib import Path
 
-__all__ = ["GRPO", "real_grpo_run", "shared_grpo_run", "synthetic_state"]
+__all__ = ["ARGS_NAME", "GRPO", "real_grpo_run", "shared_grpo_run", "synthetic_state"]
 
 # The run's configuration, which the tests compare the importer's output with.
 GRPO = {
@@ -36,6 +36,7 @@ GRPO = {
     "loss_type": "dr_grpo",
 }
 
+ARGS_NAME = "training_args.json"
 _ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789 +=?"
 _SHARED: dict[str, Path] = {}
 
@@ -125,6 +126,9 @@ def real_grpo_run(out_dir: Path) -> Path:
     )
     trainer.train()
     trainer.save_state()  # -> TrainerState.save_to_json(output_dir/trainer_state.json)
+    # The GRPO arguments as a readable JSON file, written by transformers' own serialiser, kept
+    # outside output_dir so that tests choose whether the importer can see it.
+    (Path(out_dir).parent / ARGS_NAME).write_text(args.to_json_string(), encoding="utf-8")
     return Path(out_dir)
 
 

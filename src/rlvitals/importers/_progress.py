@@ -53,7 +53,7 @@ class ProgressBar:
         label: what is being read (usually the path), shown left of the bar.
         force: True/False to override the terminal check; None to decide from the environment.
         stream: where to draw; default ``sys.stderr``.
-        show_after: seconds before the bar may appear (default :data:`SHOW_AFTER_S`).
+        show_after: seconds before the bar may appear (None: :data:`SHOW_AFTER_S`).
 
     Use it as a context manager so the bar is removed when reading ends.
     """
@@ -64,13 +64,13 @@ class ProgressBar:
         *,
         force: bool | None = None,
         stream: IO[str] | None = None,
-        show_after: float = SHOW_AFTER_S,
+        show_after: float | None = None,
     ):
         self.label = label
         self.stream = sys.stderr if stream is None else stream
         self.enabled = progress_enabled(force, self.stream)
         self.force = force
-        self.show_after = show_after
+        self.show_after = SHOW_AFTER_S if show_after is None else show_after
         self.calls = 0
         self._start = time.monotonic()
         self._last_draw = 0.0

@@ -35,6 +35,10 @@ STEP_KEYS = ("step", "global_step", "_step", "iteration", "iter")
 MAX_DEPTH = 16
 """Nested JSON objects deeper than this are ignored (with a warning)."""
 _SNIFF_LINES = 20
+_MIN_SAME_WIDTH = 0.8
+"""Share of sniffed CSV rows that must have the header's width."""
+_MIN_NUMERIC = 0.5
+"""Share of sniffed CSV cells that must be numbers (metric logs are mostly numbers)."""
 _INT64 = (-(1 << 63), 1 << 63)
 
 
@@ -239,12 +243,13 @@ def _sniff_csv(path: Path, head: bytes) -> float:
     data = rows[1:]
     if not data:
         return 0.3
-    if any(len(r) != len(header) for r in data):
+    same = [r for r in data if len(r) == len(header)]
+    if len(same) < _MIN_SAME_WIDTH * len(data):
         return 0.0
-    cells = [c for r in data for c in r if c.strip()]
+    cells = [c for r in same for c in r if c.strip()]
     numeric = sum(_is_number(c) for c in cells) / max(len(cells), 1)
-    if numeric < 0.5:
-        return 0.1
+    if numeric < _MIN_NUMERIC:
+        return 0.0
     return 0.6 if _find_step_key(header) is not None else 0.45
 
 

@@ -33,6 +33,19 @@ def _sniff(path: Path, head: bytes) -> float:
     return 0.0
 
 
+_STEP_MIN, _STEP_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _group_key(path: Path, lineno: int, key: Any) -> str:
+    """The group id as text: strings as they are, anything else as compact JSON."""
+    if isinstance(key, str):
+        return key
+    try:
+        return json.dumps(key, sort_keys=True)
+    except (RecursionError, ValueError):
+        raise InputError(path, "'group'/'prompt' is nested too deeply", f"line {lineno}") from None
+
+
 def _floats(path: Path, lineno: int, key: str, values: Any) -> list[float]:
     if not isinstance(values, list):
         raise InputError(path, f"'{key}' must be a list", f"line {lineno}")
@@ -40,8 +53,13 @@ def _floats(path: Path, lineno: int, key: str, values: Any) -> list[float]:
     for v in values:
         if v is None:
             out.append(math.nan)
-        elif isinstance(v, (int, float)) and not isinstance(v, bool):
-            out.append(float(v))
+        elif isinstance(v, float):
+            out.append(v)
+        elif isinstance(v, int) and not isinstance(v, bool):
+            try:
+                out.append(float(v))
+            except OverflowError:  # an integer beyond float range
+                out.append(math.inf if v > 0 else -math.inf)
         else:
             raise InputError(path, f"'{key}' holds a non-number: {str(v)[:40]!r}", f"line {lineno}")
     return out
@@ -62,6 +80,8 @@ def load_groups_jsonl(path: Path, progress=None) -> Run:
         step = obj.get("step")
         if isinstance(step, bool) or not isinstance(step, int):
             raise InputError(path, f"'step' must be an integer, got {step!r:.40}", f"line {lineno}")
+        if not _STEP_MIN <= step <= _STEP_MAX:
+            raise InputError(path, "'step' is out of the 64-bit range", f"line {lineno}")
         key = obj.get("group", obj.get("prompt"))
         if key is None:
             raise InputError(path, "line has neither 'group' nor 'prompt'", f"line {lineno}")
@@ -70,7 +90,7 @@ def load_groups_jsonl(path: Path, progress=None) -> Run:
             raise InputError(path, "'rewards' is empty", f"line {lineno}")
         steps.append(step)
         rewards.append(r)
-        prompts.append(str(key))
+        prompts.append(_group_key(path, lineno, key))
         for name, store in (("lengths", lengths), ("advantages", advs)):
             v = obj.get(name)
             if v is None:

@@ -271,7 +271,8 @@ def load_trl_completions(path: Path, progress: Progress | None = None) -> Run:
     builder = RunBuilder(manifest)
     table, g = read_table_groups(files, hints, progress, builder.warnings)
     if table is None:
-        raise InputError(path, "no training completions in these tables")
+        why = " (every table holds eval completions)" if hints is not None else ""
+        raise InputError(path, f"no training completions in these tables{why}")
     builder.groups = table
     sizes = np.unique(table.sizes())
     if manifest.group_size is None and g is not None and sizes.size == 1 and int(sizes[0]) == g:
