@@ -25,8 +25,9 @@ except the text summary ``args`` that ``transformers``' TensorBoard callback wri
 becomes ``manifest.config`` and reveals the trainer (TRL: ``num_generations``).
 
 **Names**: tags map through :func:`rlvitals.recording.metrics.canonical_key`. Two directory
-conventions are honoured: ``add_scalars(main, {k: v})`` writes ``main`` into a sub-directory
-``<main>_<k>``, read back as the series ``main/k``; a run directory named ``eval``, ``val``,
+conventions are honoured: ``add_scalars(main, {k: v})`` writes the tag ``main`` into a
+sub-directory ``<main>_<k>`` (torch) or ``<main>/<k>`` (tensorboardX), read back as the series
+``main/k``; a run directory named ``eval``, ``val``,
 ``validation`` or ``test`` (Keras) holds evaluation series (``eval/<tag>``). When two run
 directories log the same series over overlapping steps, a warning says so (the later file
 wins each shared step).
@@ -354,10 +355,12 @@ def find_event_files(root: Path, max_entries: int = _LOAD_WALK_ENTRIES) -> list[
 
 
 def _series_name(tag: str, run_dir: str) -> str:
-    leaf = run_dir.rsplit("/", 1)[-1]
+    parent, _, leaf = run_dir.rpartition("/")
     prefix = tag.replace("/", "_") + "_"
-    if leaf.startswith(prefix) and len(leaf) > len(prefix):  # add_scalars(main, {k: v})
+    if leaf.startswith(prefix) and len(leaf) > len(prefix):  # torch: add_scalars(main, {k: v})
         return f"{tag}/{leaf[len(prefix) :]}"
+    if leaf and (parent == tag or parent.endswith("/" + tag)):  # tensorboardX: <main>/<k>/
+        return f"{tag}/{leaf}"
     if leaf.lower() in _EVAL_DIRS and not is_eval_key(tag):
         return f"eval/{tag}"
     return tag
