@@ -326,7 +326,13 @@ def _run_dirs(wandb_dir: Path, max_entries: int) -> list[Path]:
             break
         if _RUN_DIR.match(p.name) and not p.is_symlink() and p.is_dir() and _wandb_file(p):
             out.append(p)
-    return sorted(out, key=lambda p: (_RUN_DIR.match(p.name).group(2), p.name))
+
+    def started(p: Path) -> tuple[str, float, str]:
+        # the name has the start second; the file's mtime breaks ties within a second
+        f = _wandb_file(p)
+        return _RUN_DIR.match(p.name).group(2), f.stat().st_mtime if f else 0.0, p.name
+
+    return sorted(out, key=started)
 
 
 def find_wandb_runs(path: Path, max_entries: int = _LOAD_MAX_ENTRIES) -> tuple[list[Path], int]:
