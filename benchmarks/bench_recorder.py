@@ -91,7 +91,11 @@ def main(argv: list[str] | None = None) -> int:
                     if full:
                         rec.log_scalars(s, {"loss": 0.1, "reward": 0.5, "grad_norm": 1.0})
                         rec.log_groups(
-                            s, r, group_ids, prompts=prompts, lengths=lengths,
+                            s,
+                            r,
+                            group_ids,
+                            prompts=prompts,
+                            lengths=lengths,
                             advantages=advantages[s % VARIANTS],
                         )
                         rec.log_event(s, "tick", "step done", step_s=0.1)
@@ -114,16 +118,22 @@ def main(argv: list[str] | None = None) -> int:
     t_read = time.perf_counter() - t0
     assert run.groups is not None and run.groups.n_groups == steps * k
 
-    print(f"recorder: {steps:,} steps x {k} groups x {g} rewards (float32); "
-          f"CPU time (process_time), best of {args.repeats}")
+    print(
+        f"recorder: {steps:,} steps x {k} groups x {g} rewards (float32); "
+        f"CPU time (process_time), best of {args.repeats}"
+    )
     print(f"baseline np.save to BytesIO:        {t_save:7.3f} s")
     print(f"baseline ACR (collapse_rate):       {t_acr:7.3f} s")
-    print(f"Recorder.log_groups:                {t_rec:7.3f} s   "
-          f"ratio {t_rec / t_save:5.2f}x np.save, {t_rec / t_acr:5.2f}x ACR   "
-          f"(target < {TARGET_CPU_S:.1f} s)")
+    print(
+        f"Recorder.log_groups:                {t_rec:7.3f} s   "
+        f"ratio {t_rec / t_save:5.2f}x np.save, {t_rec / t_acr:5.2f}x ACR   "
+        f"(target < {TARGET_CPU_S:.1f} s)"
+    )
     print("  + prompts, lengths, advantages,")
-    print(f"    scalars and an event per step:  {t_full:7.3f} s   "
-          f"ratio {t_full / t_save:5.2f}x np.save")
+    print(
+        f"    scalars and an event per step:  {t_full:7.3f} s   "
+        f"ratio {t_full / t_save:5.2f}x np.save"
+    )
     print(f"read back (wall): {t_read:.3f} s for {size / 2**20:.1f} MiB")
     ok = t_rec < TARGET_CPU_S
     print("PASS" if ok else "FAIL")

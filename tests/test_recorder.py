@@ -20,7 +20,7 @@ import pytest
 from rlvitals.errors import InputError
 from rlvitals.importers import load, sniff
 from rlvitals.recording import Manifest, Recorder, read_recording
-from rlvitals.recording import writer as writer_mod
+from rlvitals.recording import _streams as streams_mod
 
 STREAMS = ("scalars.rank0.jsonl", "groups.rank0.bin", "events.rank0.jsonl")
 
@@ -46,10 +46,12 @@ def expected_groups(steps_inputs):
         out["rewards"] += np.asarray(r, dtype=np.float64)[order].tolist()
         out["prompt"] += list(prompts) if prompts is not None else [None] * len(uniq)
         n = len(ids)
-        out["lengths"] += (np.asarray(lengths, np.float64)[order] if lengths is not None
-                           else np.full(n, np.nan)).tolist()
-        out["adv"] += (np.asarray(adv, np.float64)[order] if adv is not None
-                       else np.full(n, np.nan)).tolist()
+        out["lengths"] += (
+            np.asarray(lengths, np.float64)[order] if lengths is not None else np.full(n, np.nan)
+        ).tolist()
+        out["adv"] += (
+            np.asarray(adv, np.float64)[order] if adv is not None else np.full(n, np.nan)
+        ).tolist()
     return out
 
 
@@ -65,8 +67,14 @@ def assert_same_floats(a, b):
 
 def test_round_trip_everything(tmp_path):
     m = Manifest(
-        trainer="trl", group_size=4, scale_rewards="group", reward_min=-1.0, reward_max=2.5,
-        estimator="grpo", kl_coef=0.0, logging_steps=1,
+        trainer="trl",
+        group_size=4,
+        scale_rewards="group",
+        reward_min=-1.0,
+        reward_max=2.5,
+        estimator="grpo",
+        kl_coef=0.0,
+        logging_steps=1,
         config={"lr": 1e-6, "nested": {"a": [1, 2, None]}, "name": "ünï"},
     )
     rng = np.random.default_rng(3)
@@ -75,9 +83,14 @@ def test_round_trip_everything(tmp_path):
     events = []
     with Recorder(tmp_path, m) as rec:
         for step in (5, 1, 9):  # out of order on purpose
-            vals = {"train/loss": float(rng.normal()), "frac_reward_zero_std": 0.1 + 0.2,
-                    "custom/odd": math.nan if step == 1 else math.inf,
-                    "neg": -math.inf, "eval_reward": 0.25 * step, "np32": np.float32(0.3)}
+            vals = {
+                "train/loss": float(rng.normal()),
+                "frac_reward_zero_std": 0.1 + 0.2,
+                "custom/odd": math.nan if step == 1 else math.inf,
+                "neg": -math.inf,
+                "eval_reward": 0.25 * step,
+                "np32": np.float32(0.3),
+            }
             rec.log_scalars(step, vals)
             scalars[step] = vals
             n = 13
@@ -89,10 +102,23 @@ def test_round_trip_everything(tmp_path):
             prompts = [f"prompt-{step}-{g}" for g in np.unique(ids)]
             rec.log_groups(step, r, ids, prompts=prompts, lengths=lengths, advantages=adv)
             inputs.append((step, r, ids, prompts, lengths, adv))
-            rec.log_event(step, "alert", f"at {step}", value=step * 0.5, tags=["x", "y"],
-                          arr=np.arange(3), f=np.float64(1.5))
-            events.append((step, "alert", f"at {step}",
-                           {"value": step * 0.5, "tags": ["x", "y"], "arr": [0, 1, 2], "f": 1.5}))
+            rec.log_event(
+                step,
+                "alert",
+                f"at {step}",
+                value=step * 0.5,
+                tags=["x", "y"],
+                arr=np.arange(3),
+                f=np.float64(1.5),
+            )
+            events.append(
+                (
+                    step,
+                    "alert",
+                    f"at {step}",
+                    {"value": step * 0.5, "tags": ["x", "y"], "arr": [0, 1, 2], "f": 1.5},
+                )
+            )
         # float32 rewards, int64 prompt hashes, no lengths/advantages
         r32 = np.array([1, 1, 0, 1, 0.5, 0.5], dtype=np.float32)
         ids = np.array([7, 7, 3, 3, 9, 9])
@@ -114,12 +140,19 @@ def test_round_trip_everything(tmp_path):
     # manifest
     assert run.manifest.format == "recording" and run.manifest.source == str(tmp_path)
     assert (run.manifest.trainer, run.manifest.scale_rewards, run.manifest.estimator) == (
-        "trl", "group", "grpo")
+        "trl",
+        "group",
+        "grpo",
+    )
     assert (run.manifest.reward_min, run.manifest.reward_max) == (-1.0, 2.5)
     assert (run.manifest.kl_coef, run.manifest.logging_steps) == (0.0, 1)
     assert run.manifest.group_size is None  # unset by update_manifest; groups are ragged
-    assert run.manifest.config == {"lr": 2e-6, "nested": {"a": [1, 2, None]}, "name": "ünï",
-                                   "seed": 7}
+    assert run.manifest.config == {
+        "lr": 2e-6,
+        "nested": {"a": [1, 2, None]},
+        "name": "ünï",
+        "seed": 7,
+    }
     # scalars: exact floats, NaN/inf kept, keys canonicalised, eval split off
     assert run.steps.tolist() == [1, 5, 9]
     for i, step in enumerate([1, 5, 9]):
@@ -154,9 +187,14 @@ def test_torch_tensors_float32_bf16_and_grad():
         ids = torch.tensor([1, 1, 0, 0])
         rb = torch.tensor([0.5, 0.25, 1.0], dtype=torch.bfloat16)
         with Recorder(d) as rec:
-            rec.log_groups(torch.tensor(3), r * 2, ids, prompts=torch.tensor([10, 11]),
-                           lengths=torch.tensor([4, 5, 6, 7], dtype=torch.int32),
-                           advantages=torch.tensor([0.1, -0.1, 0.0, 0.0], dtype=torch.float64))
+            rec.log_groups(
+                torch.tensor(3),
+                r * 2,
+                ids,
+                prompts=torch.tensor([10, 11]),
+                lengths=torch.tensor([4, 5, 6, 7], dtype=torch.int32),
+                advantages=torch.tensor([0.1, -0.1, 0.0, 0.0], dtype=torch.float64),
+            )
             rec.log_groups(4, rb, torch.zeros(3, dtype=torch.int64))
             rec.log_scalars(4, {"loss": torch.tensor(0.75), "grad_norm": np.float64(2.0)})
         run = read_recording(d)
@@ -225,7 +263,7 @@ def test_reopen_appends_and_keeps_manifest(tmp_path):
 
 def test_second_writer_on_same_rank_is_refused(tmp_path):
     with Recorder(tmp_path) as rec:
-        with pytest.raises(RuntimeError, match="rank=") if writer_mod.fcntl else _nothing():
+        with pytest.raises(RuntimeError, match="rank=") if streams_mod.fcntl else _nothing():
             Recorder(tmp_path)
         rec.log_scalars(1, {"x": 1.0})
     assert read_recording(tmp_path).series["x"].tolist() == [1.0]
@@ -353,8 +391,9 @@ def test_resume_after_torn_tail_repairs_the_stream(tmp_path):
 
 
 @pytest.mark.parametrize("stream", STREAMS)
-@pytest.mark.parametrize("tail", [b"\x00" * 4096, b"garbage\xff\xfe", b"{not json}\n",
-                                  b"RLVg\x05\x00"])
+@pytest.mark.parametrize(
+    "tail", [b"\x00" * 4096, b"garbage\xff\xfe", b"{not json}\n", b"RLVg\x05\x00"]
+)
 def test_garbage_tail_is_a_warning(tmp_path, stream, tail):
     ends = _write_small(tmp_path)
     with open(tmp_path / stream, "ab") as f:
@@ -391,8 +430,9 @@ def test_valid_frame_with_malformed_payload_is_corrupt(tmp_path):
     ends = _write_small(tmp_path)
     p = tmp_path / STREAMS[1]
     bogus = fmt.encode_frame(b"\x01\x02\x03")  # right CRC, not a groups record
-    p.write_bytes(p.read_bytes()[: ends[STREAMS[1]][0]] + bogus
-                  + p.read_bytes()[ends[STREAMS[1]][0]:])
+    p.write_bytes(
+        p.read_bytes()[: ends[STREAMS[1]][0]] + bogus + p.read_bytes()[ends[STREAMS[1]][0] :]
+    )
     with pytest.raises(InputError, match="too short"):
         read_recording(tmp_path)
     with open(p, "ab") as f:
@@ -432,12 +472,14 @@ def test_missing_manifest_next_to_streams(tmp_path):
     [
         ('{"format": "rlvitals.recording", "version": 1, ', "invalid JSON"),
         ('{"format": "other", "version": 1}', "not an rlvitals recording manifest"),
-        ('[1, 2]', "not an rlvitals recording manifest"),
+        ("[1, 2]", "not an rlvitals recording manifest"),
         ('{"format": "rlvitals.recording", "version": 99}', "newer than this rlvitals"),
         ('{"format": "rlvitals.recording", "version": "1"}', "'version' must be an integer"),
         ('{"format": "rlvitals.recording", "version": 1, "world_size": 0}', "world_size"),
-        ('{"format": "rlvitals.recording", "version": 1, "manifest": {"group_size": "8"}}',
-         "group_size"),
+        (
+            '{"format": "rlvitals.recording", "version": 1, "manifest": {"group_size": "8"}}',
+            "group_size",
+        ),
         ('{"format": "rlvitals.recording", "version": 1, "manifest": {"config": []}}', "config"),
         ('{"format": "rlvitals.recording", "version": 1, "manifest": 3}', "'manifest'"),
         ("\xff\xfe", "invalid JSON"),
@@ -510,7 +552,11 @@ def test_unwritable_directory_never_raises(tmp_path):
         rec.update_manifest(group_size=3)
     s = rec.stats
     assert (s["dropped"], s["dropped_scalars"], s["dropped_groups"], s["dropped_events"]) == (
-        3, 1, 1, 1)
+        3,
+        1,
+        1,
+        1,
+    )
     assert s["errors"] >= 4 and s["records"] == 0
 
 
@@ -535,7 +581,7 @@ def test_disk_full_on_a_stream_is_counted_and_reported(tmp_path):
 
 
 def test_partial_write_then_error_leaves_a_clean_stream(tmp_path, monkeypatch):
-    real = writer_mod._write_all
+    real = streams_mod._write_all
     calls = {"n": 0}
 
     def flaky(fd, data):
@@ -545,7 +591,7 @@ def test_partial_write_then_error_leaves_a_clean_stream(tmp_path, monkeypatch):
             raise OSError(28, "No space left on device")
         real(fd, data)
 
-    monkeypatch.setattr(writer_mod, "_write_all", flaky)
+    monkeypatch.setattr(streams_mod, "_write_all", flaky)
     with Recorder(tmp_path) as rec:
         for step in range(4):
             rec.log_groups(step, [float(step), 0.0], [0, 1])
@@ -587,13 +633,13 @@ def test_async_queue_full_drops_are_counted_and_reported(tmp_path, monkeypatch):
     import threading
 
     gate = threading.Event()
-    real = writer_mod._write_all
+    real = streams_mod._write_all
 
     def slow(fd, data):
         gate.wait(5)
         real(fd, data)
 
-    monkeypatch.setattr(writer_mod, "_write_all", slow)
+    monkeypatch.setattr(streams_mod, "_write_all", slow)
     with Recorder(tmp_path, max_pending=2) as rec:
         for step in range(10):  # the writer thread is stuck: the queue fills up
             rec.log_scalars(step, {"x": step})

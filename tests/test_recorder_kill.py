@@ -61,7 +61,9 @@ def groups(s):
     return rewards, ids, [f"p{s}-{i}" for i in range(k)], lengths
 '''
 
-ZYGOTE = DATA + r'''
+ZYGOTE = (
+    DATA
+    + r'''
 import os, sys
 from rlvitals.recording import Manifest, Recorder
 
@@ -75,9 +77,9 @@ def chunked_writes(fd, data, chunk=64):
 
 def write_forever(d, step, mode):
     if mode == "chunked":
-        import rlvitals.recording.writer as writer
+        import rlvitals.recording._streams as streams
 
-        writer._write_all = chunked_writes
+        streams._write_all = chunked_writes
     out = lambda b: os.write(1, b)
     rec = Recorder(d, Manifest(trainer="kill-test"))
     out(b"opened\n")
@@ -105,6 +107,7 @@ for line in sys.stdin:
     os.waitpid(pid, 0)
     os.write(1, b"done\n")
 '''
+)
 
 ORDER = ("s", "g", "e")
 
@@ -248,7 +251,9 @@ def test_sigkill_at_random_moments_never_loses_a_committed_record(zygote, tmp_pa
                 continue
             torn_warnings += sum("ignored" in w for w in run.warnings)
             present = present_records(run, data)
-            assert committed <= present, f"lost committed records: {sorted(committed - present)[:5]}"
+            assert committed <= present, (
+                f"lost committed records: {sorted(committed - present)[:5]}"
+            )
             extra = present - committed
             assert extra <= allowed, f"records that were never written: {sorted(extra - allowed)}"
             assert seen <= present, "a record vanished after it had been read"

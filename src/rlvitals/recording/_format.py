@@ -14,11 +14,15 @@ Frame (all integers little-endian)::
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import struct
+import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -32,11 +36,14 @@ __all__ = [
     "GroupBlock",
     "ScanEnd",
     "decode_groups",
+    "encode_event",
     "encode_frame",
     "encode_groups",
     "encode_prompts",
+    "encode_scalars",
     "header_at",
     "is_torn",
+    "jsonable",
     "next_valid",
     "scan_frames",
     "stream_name",
@@ -287,7 +294,9 @@ def _dtype(code: int, what: str) -> np.dtype:
 def decode_groups(payload: memoryview) -> GroupBlock:
     """Parse a groups payload; ValueError (with a short reason) when it is malformed."""
     cur = _Cursor(payload)
-    step, k, m, rcode, lcode, acode, pkind = GROUP_HEADER.unpack(cur.take(GROUP_HEADER.size, "header"))
+    step, k, m, rcode, lcode, acode, pkind = GROUP_HEADER.unpack(
+        cur.take(GROUP_HEADER.size, "header")
+    )
     rdt = _dtype(rcode, "rewards")
     if rdt.kind != "f":
         raise ValueError("rewards must be floating point")
@@ -318,3 +327,50 @@ def decode_groups(payload: memoryview) -> GroupBlock:
     if cur.pos != len(payload):
         raise ValueError(f"{len(payload) - cur.pos} unexpected bytes after the record")
     return GroupBlock(step, sizes, rewards, lengths, advantages, prompts)
+
+
+# --------------------------------------------------------------------------------------------
+# Text streams.
+
+
+def encode_scalars(step: int, values: dict[str, float]) -> bytes:
+    """One scalars line: ``{"step", "time", "values"}`` + newline, utf-8 (NaN/Infinity bare).
+
+    >>> encode_scalars(3, {"loss": float("nan")})[:17]
+    b'{"step":3,"time":'
+    """
+    rec = {"step": step, "time": round(time.time(), 3), "values": values}
+    return (json.dumps(rec, separators=(",", ":")) + "\n").encode("utf-8", "surrogatepass")
+
+
+def jsonable(o: Any) -> Any:
+    """``json.dumps(default=...)``: numpy/torch values as numbers or lists, paths as str,
+    anything else its ``repr``."""
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if type(o).__module__.startswith("torch") and hasattr(o, "tolist"):
+        return o.detach().cpu().tolist()
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    if isinstance(o, os.PathLike):
+        return os.fspath(o)
+    return repr(o)
+
+
+def encode_event(step: int | None, kind: str, message: str, data: dict[str, Any]) -> bytes:
+    """One events line: ``{"step", "time", "kind", "message", "data"}`` + newline, utf-8."""
+    rec = {"step": step, "time": round(time.time(), 3), "kind": kind, "message": message}
+    try:
+        line = json.dumps({**rec, "data": data}, separators=(",", ":"), default=jsonable)
+    except (TypeError, ValueError):  # non-string keys deep inside, cycles: keep what we can
+        safe = {
+            str(k): jsonable(v) if not isinstance(v, (int, float, str)) else v
+            for k, v in data.items()
+        }
+        try:
+            line = json.dumps({**rec, "data": safe}, separators=(",", ":"), default=jsonable)
+        except (TypeError, ValueError):
+            line = json.dumps({**rec, "data": {k: repr(v) for k, v in safe.items()}})
+    return (line + "\n").encode("utf-8", "surrogatepass")

@@ -126,7 +126,9 @@ def read_recording(
 
     ranks = {r for lst in streams.values() for r, _ in lst}
     if ranks and max(ranks) >= world_size:
-        builder.warn(f"{p}: streams of rank {max(ranks)} but the manifest says world_size {world_size}")
+        builder.warn(
+            f"{p}: streams of rank {max(ranks)} but the manifest says world_size {world_size}"
+        )
     run = builder.build()
     run.manifest.source = str(p)
     run.manifest.format = "recording"
@@ -155,7 +157,9 @@ def _read_manifest(p: Path, names: list[str], has_streams: bool) -> tuple[Manife
     except (UnicodeDecodeError, RecursionError) as e:
         raise InputError(mp, f"invalid JSON: {type(e).__name__}") from None
     if not isinstance(doc, dict) or doc.get("format") != fmt.FORMAT_NAME:
-        raise InputError(mp, f"not an rlvitals recording manifest (no \"format\": \"{fmt.FORMAT_NAME}\")")
+        raise InputError(
+            mp, f'not an rlvitals recording manifest (no "format": "{fmt.FORMAT_NAME}")'
+        )
     version = doc.get("version")
     if isinstance(version, bool) or not isinstance(version, int):
         raise InputError(mp, f"'version' must be an integer, got {version!r:.40}")
@@ -228,15 +232,18 @@ class _Bad(ValueError):
     """A record that is not what the stream promises."""
 
 
-def _corrupt(
-    f: Path, where: str, why: str, strict: bool, tail: bool, warnings: list[str]
-) -> None:
+def _corrupt(f: Path, where: str, why: str, strict: bool, tail: bool, warnings: list[str]) -> None:
     """Handle a bad record: tail → warning; middle → InputError (strict) or warning."""
     if tail:
-        warnings.append(f"{f}:{where}: {why}: ignored the last record (writer killed, or still writing?)")
+        warnings.append(
+            f"{f}:{where}: {why}: ignored the last record (writer killed, or still writing?)"
+        )
     elif strict:
-        raise InputError(f, f"corrupt record ({why}) followed by valid ones; "
-                         "read with strict=False to skip it", where)
+        raise InputError(
+            f,
+            f"corrupt record ({why}) followed by valid ones; read with strict=False to skip it",
+            where,
+        )
     else:
         warnings.append(f"{f}:{where}: corrupt record skipped ({why})")
 
@@ -280,8 +287,10 @@ def _iter_jsonl(
                 if pending:
                     _corrupt(f, *pending, strict, False, warnings)
                     pending = None
-                warnings.append(f"{f}:{where}: torn last record ignored ({len(line)} bytes; "
-                                "writer killed, or still writing?)")
+                warnings.append(
+                    f"{f}:{where}: torn last record ignored ({len(line)} bytes; "
+                    "writer killed, or still writing?)"
+                )
                 break
             if not line.strip():
                 continue
@@ -357,8 +366,10 @@ def _iter_groups(f: Path, strict: bool, warnings: list[str]) -> Iterator[fmt.Gro
             if nxt is None:
                 n = len(buf) - item.offset
                 why = "torn last record" if item.torn else "unreadable bytes at the end"
-                warnings.append(f"{f}:byte {item.offset}: {why} ignored ({n} bytes; writer "
-                                "killed, or still writing?)")
+                warnings.append(
+                    f"{f}:byte {item.offset}: {why} ignored ({n} bytes; writer "
+                    "killed, or still writing?)"
+                )
                 return
             why = "bad frame header or checksum"
             _corrupt(f, f"byte {item.offset}", why, strict, False, warnings)
