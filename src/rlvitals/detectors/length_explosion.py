@@ -64,7 +64,7 @@ class LengthExplosion(Detector):
     id = "LENGTH_EXPLOSION"
     severity = Severity.WARN
     family = "length"
-    key_metrics = ("length_mean", "length_max", "truncation_frac")
+    key_metrics = ("length_mean", "truncation_frac", "length_max")
 
     @dataclass(frozen=True)
     class Knobs:

@@ -1,0 +1,109 @@
+"""Reports: renderers that turn a :class:`~rlvitals.doctor.Diagnosis` into text, JSON, Markdown
+or a self-contained HTML page. Renderers format; they never decide anything.
+
+The registry has the shape of the others (a plain dict, a ``register`` call, a ``str`` Enum of
+the built-in names). ``render(diagnosis, "md")`` returns the report as a string.
+
+>>> sorted(ReportFormat)
+[<ReportFormat.HTML: 'html'>, <ReportFormat.JSON: 'json'>, <ReportFormat.MD: 'md'>, <ReportFormat.TEXT: 'text'>]
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rlvitals.registry import Registry
+
+if TYPE_CHECKING:
+    from rlvitals.doctor import Diagnosis
+
+__all__ = ["RENDERERS", "RenderOptions", "Renderer", "ReportFormat", "formats", "register",
+           "render", "suffix_format"]
+
+
+class ReportFormat(str, enum.Enum):
+    """The built-in report formats."""
+
+    TEXT = "text"
+    JSON = "json"
+    MD = "md"
+    HTML = "html"
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """How to render.
+
+    Attributes:
+        color: ANSI colours in the text report (the CLI passes "stdout is a terminal").
+        width: text report width in columns; None = the terminal's (80 when not a terminal).
+    """
+
+    color: bool = False
+    width: int | None = None
+
+
+@dataclass(frozen=True)
+class Renderer:
+    """A report format.
+
+    Attributes:
+        name: the ``--format`` name.
+        description: one line for help texts.
+        suffix: file suffix, for guessing the format from ``-o report.html``.
+        render: ``(diagnosis, options) -> str``.
+    """
+
+    name: str
+    description: str
+    suffix: str
+    render: Callable[[Diagnosis, RenderOptions], str]
+
+
+RENDERERS: Registry[Renderer] = Registry("report format")
+
+_MODULES = ("text", "json_report", "markdown", "html_page")
+_loaded = False
+
+
+def _ensure_loaded() -> None:
+    global _loaded
+    if not _loaded:
+        for m in _MODULES:
+            importlib.import_module(f"rlvitals.report.{m}")
+        _loaded = True
+
+
+def register(renderer: Renderer) -> Renderer:
+    """Add a renderer under its name (twice raises)."""
+    RENDERERS.add(renderer.name, renderer)
+    return renderer
+
+
+def formats() -> list[Renderer]:
+    """Every registered renderer, by name."""
+    _ensure_loaded()
+    return [RENDERERS.get(n) for n in RENDERERS.names()]
+
+
+def render(diagnosis: Diagnosis, fmt: str = "text", options: RenderOptions | None = None) -> str:
+    """``diagnosis`` as a ``fmt`` report (``text``, ``json``, ``md``, ``html``).
+
+    Raises KeyError listing the valid formats for an unknown ``fmt``.
+    """
+    _ensure_loaded()
+    return RENDERERS.get(fmt).render(diagnosis, options or RenderOptions())
+
+
+def suffix_format(path: str) -> str | None:
+    """The report format a file name asks for (``report.html`` → ``html``), or None."""
+    _ensure_loaded()
+    low = path.lower()
+    for r in formats():
+        if low.endswith(r.suffix):
+            return r.name
+    return None
