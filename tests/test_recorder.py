@@ -300,6 +300,19 @@ def test_bad_arguments_raise_at_the_call(tmp_path):
     assert "text" not in run.series
 
 
+def test_manifest_fields_are_type_checked_at_the_call(tmp_path):
+    with pytest.raises(TypeError, match="group_size"):
+        Recorder(tmp_path, Manifest(group_size="8"))
+    with Recorder(tmp_path, Manifest(group_size=np.int64(8), reward_max=np.float32(1))) as rec:
+        with pytest.raises(TypeError, match="reward_min"):
+            rec.update_manifest(reward_min="zero")
+        with pytest.raises(TypeError, match="trainer"):
+            rec.update_manifest(trainer=3)
+        rec.update_manifest(logging_steps=np.int32(5), kl_coef=0)
+    m = read_recording(tmp_path).manifest  # a bad type never reaches the file
+    assert (m.group_size, m.reward_max, m.logging_steps, m.kl_coef) == (8, 1.0, 5, 0)
+
+
 def test_constructor_validates():
     with pytest.raises(ValueError, match="rank"):
         Recorder("/nonexistent-never-created", rank=2, world_size=2)
@@ -577,6 +590,7 @@ def test_disk_full_on_a_stream_is_counted_and_reported(tmp_path):
     assert run.series["x"].tolist() == [0, 1, 2]
     dropped = [e for e in run.events if e.kind == "dropped"]
     assert sum(e.data["groups"] for e in dropped) == 3
+    assert len(dropped) == 2  # at the first chance, then rate-limited until close
     assert any("dropped" in w for w in run.warnings)
 
 

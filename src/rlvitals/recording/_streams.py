@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
+import numbers
 import os
 import queue
 import threading
@@ -30,6 +32,9 @@ except ImportError:  # pragma: no cover - Windows
 __all__ = ["KINDS", "StreamWriter"]
 
 KINDS = ("scalars", "groups", "events")
+DROP_REPORT_EVERY_S = 10.0
+"""Losses are reported as a ``dropped`` event at the first chance, then at most this often
+(and at flush/close), so a stream that stays broken does not flood the events."""
 _TAIL_CHUNK = 1 << 16
 _MANIFEST_FIELDS = {f.name for f in dc_fields(Manifest)} - {"schema", "config"}
 
@@ -64,11 +69,15 @@ class StreamWriter:
         self.dropped = dict.fromkeys(KINDS, 0)
         self.unreported = dict.fromkeys(KINDS, 0)
         self.drop_reasons: dict[str, None] = {}
+        self.last_report = -math.inf
         self.warned: set[str] = set()
         self.closed = False
         self.created = time.time()
-        self.manifest = Manifest() if manifest is None else Manifest.from_dict(manifest.to_dict())
-        self.manifest.config = dict(self.manifest.config)  # ours to update, not the caller's
+        self.manifest = Manifest()
+        if manifest is not None:
+            for key in _MANIFEST_FIELDS:
+                setattr(self.manifest, key, check_manifest_field(key, getattr(manifest, key)))
+            self.manifest.config = dict(manifest.config)  # ours to update, not the caller's
         try:
             path.mkdir(parents=True, exist_ok=True)
             if manifest is None:
@@ -238,10 +247,14 @@ class StreamWriter:
             "Recorder.stats and reported as a 'dropped' event",
         )
 
-    def _report_drops(self) -> None:
+    def _report_drops(self, force: bool = False) -> None:
         """Write one ``dropped`` event for losses not reported yet (caller holds the lock)."""
         if not any(self.unreported.values()):
             return
+        now = time.monotonic()
+        if not force and now - self.last_report < DROP_REPORT_EVERY_S:
+            return
+        self.last_report = now
         n = sum(self.unreported.values())
         reasons = "; ".join(self.drop_reasons)
         data = {
@@ -284,7 +297,7 @@ class StreamWriter:
                         raise TypeError(f"config must be a dict, got {type(value).__name__}")
                     m.config.update(value)
                 elif key in _MANIFEST_FIELDS:
-                    setattr(m, key, value)
+                    setattr(m, key, check_manifest_field(key, value))
                 else:
                     m.config[key] = value
             try:
@@ -327,7 +340,7 @@ class StreamWriter:
         if self.queue is not None and self.thread is not None and self.thread.is_alive():
             self.queue.join()
         with self.lock:
-            self._report_drops()
+            self._report_drops(force=True)
             if self.flush_every is not None:
                 for st in self.streams.values():
                     self._fsync(st)
@@ -340,7 +353,7 @@ class StreamWriter:
             self.queue.put(None)
             self.thread.join()
         with self.lock:
-            self._report_drops()
+            self._report_drops(force=True)
             if self.flush_every is not None:
                 for st in self.streams.values():
                     self._fsync(st)
@@ -359,6 +372,28 @@ class StreamWriter:
                 out[f"dropped_{k}"] = v
             out["pending"] = 0 if self.queue is None else self.queue.qsize()
             return out
+
+
+_STR_FIELDS = {"source", "format", "trainer", "scale_rewards", "estimator"}
+_INT_FIELDS = {"group_size", "logging_steps"}
+
+
+def check_manifest_field(key: str, value: Any) -> Any:
+    """``value`` as the type the reader requires for manifest field ``key``, or TypeError:
+    str fields a str, ``group_size``/``logging_steps`` an int, the others a number; or None."""
+    if value is None:
+        return None
+    if key in _STR_FIELDS:
+        if not isinstance(value, str):
+            raise TypeError(f"manifest field {key} must be a string, got {value!r:.60}")
+        return value
+    if key in _INT_FIELDS:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"manifest field {key} must be an integer, got {value!r:.60}")
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"manifest field {key} must be a number, got {value!r:.60}")
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
 
 
 class _Locked(Exception):
