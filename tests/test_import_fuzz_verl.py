@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,8 +22,11 @@ from rlvitals.errors import InputError
 from rlvitals.importers import IMPORTERS, formats, load
 from rlvitals.recording.run import Run
 
+HANG_SECONDS = 30
+"""Generous: these inputs take well under a second each when the code is linear."""
+
 SETTINGS = settings(
-    max_examples=100,
+    max_examples=80,
     deadline=timedelta(seconds=10),
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     derandomize=True,
@@ -357,3 +361,31 @@ def test_giant_and_deep_openrlhf_dicts(workdir):
     p.write_text("Global step 1: {'a': " + "-" * 200_000 + "1, 'b': " + "(" * 100_000 + "}\n")
     with pytest.raises(InputError, match="line 1"):
         load(p, fmt="openrlhf_console")
+
+
+N_PATHO = 300_000
+PATHOLOGICAL = {
+    "newlines": b"\n" * N_PATHO,
+    "crlf": b"\r\n" * N_PATHO,
+    "spaces": b" " * N_PATHO,
+    "escapes": b"\x1b[" * N_PATHO,
+    "parens": b"(TaskRunner pid=1) " + b"(" * N_PATHO,
+    "digits": b"step:" + b"1" * N_PATHO,
+    "dashes": b"step:1 - " + b" - " * N_PATHO,
+    "marks": b"verl.trainer Global step 1: " + b"\n" * N_PATHO,
+    "repeat": b"step:1 - a:1" + b" " * N_PATHO + b"x cluster]\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PATHOLOGICAL))
+def test_pathological_inputs_do_not_hang(workdir, name):
+    """Inputs that make a backtracking regex quadratic finish in seconds (hours if quadratic)."""
+    formats()
+    p = workdir / f"patho_{name}.log"
+    data = PATHOLOGICAL[name]
+    p.write_bytes(data)
+    t = time.perf_counter()
+    for fmt in MINE:
+        IMPORTERS.get(fmt).sniff(p, data[:65536])
+        check(p, fmt)
+    assert time.perf_counter() - t < HANG_SECONDS

@@ -166,6 +166,12 @@ def test_bad_status_dict_names_file_and_line(tmp_path, bad):
     assert str(e.value).startswith(f"{p}:line 3: ")
 
 
+def test_ray_dedup_suffix_is_ignored(tmp_path):
+    p = tmp_path / "dedup.log"
+    p.write_text("(PPOTrainer pid=1) Global step 1: {'kl': 0.1} [repeated 2x across cluster]\n")
+    assert load(p).series["kl"].tolist() == [0.1]
+
+
 def test_torn_last_line_is_a_warning(tmp_path):
     p = tmp_path / "live.log"
     p.write_text("Global step 1: {'kl': 0.1}\nGlobal step 2: {'kl': 0.2}\nGlobal step 3: {'kl': 0.")

@@ -306,13 +306,14 @@ def test_console_step_lines_past_the_sniff_head(tmp_path):
     assert load(p).n_steps == 1
 
 
-def test_console_carriage_returns_and_windows_newlines(tmp_path):
+def test_console_carriage_returns_windows_newlines_and_ray_dedup(tmp_path):
     p = tmp_path / "crlf.log"
     body = "progress 10%\r" + step_line(1, {"actor/entropy": 0.3}) + "\r\n"
     body += step_line(2, {"actor/entropy": 0.2}) + "\r\n"
+    body += RAY + step_line(3, {"actor/entropy": 0.1}) + " [repeated 2x across cluster]\n"
     p.write_bytes(body.encode())
     run = load(p)
-    np.testing.assert_allclose(run.series["entropy"], [0.3, 0.2])
+    np.testing.assert_allclose(run.series["entropy"], [0.3, 0.2, 0.1])
 
 
 def test_console_many_steps_stream(tmp_path):

@@ -28,7 +28,7 @@ from typing import Any
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Progress, register
 from rlvitals.importers._lines import iter_lines
-from rlvitals.importers.verl import CommandCatcher
+from rlvitals.importers.verl import CommandCatcher, strip_ray_repeat
 from rlvitals.recording.metrics import is_eval_key
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 
@@ -36,7 +36,7 @@ __all__ = ["load_openrlhf_console", "parse_cli_flags", "parse_status_dict"]
 
 MAX_STEP = 2**63 - 1
 MAX_STEP_DIGITS = 19
-MAX_DICT_CHARS = 4 * 1024 * 1024
+MAX_DICT_CHARS = 1024 * 1024
 """A status dict longer than this is bad input (it would cost too much memory to parse)."""
 SNIFF_SCAN_BYTES = 8 * 1024 * 1024
 
@@ -207,7 +207,8 @@ def load_openrlhf_console(path: Path, progress: Progress | None = None) -> Run:
         line = raw.decode("utf-8", "replace")
         if "\x1b" in line:
             line = _ANSI.sub("", line)
-        m = _ROW.search(line.rstrip())
+        line = strip_ray_repeat(line.rstrip())
+        m = _ROW.search(line)
         if m is None:
             continue
         where = f"line {lineno}"

@@ -74,9 +74,10 @@ CONF_ROLLOUTS_NAMES_ONLY = 0.2
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _RAY_PREFIX = re.compile(r"\([^()\n]{1,300}\)\s*")
+_RAY_REPEAT = re.compile(r"\[repeated \d+x across cluster\]")
 _STEP = re.compile(r"step:(\d+)(?= - |\s*$)")
 _STEP_BYTES = re.compile(
-    rb"(?m)^(?:\x1b\[[0-9;]*m)*(?:\([^()\n]{1,300}\))?(?:\x1b\[[0-9;]*m)*\s*step:\d+ - "
+    rb"(?m)^(?:\x1b\[[0-9;]*m)*(?:\([^()\n]{1,300}\))?(?:\x1b\[[0-9;]*m)*[ \t\r]*step:\d+ - "
 )
 _VERL_MARK = re.compile(
     rb"verl\.trainer|\(TaskRunner pid=|\(main_task pid=|val-core/|critic/score/"
@@ -252,6 +253,16 @@ class CommandCatcher:
 # --- console ------------------------------------------------------------------------------
 
 
+def strip_ray_repeat(text: str) -> str:
+    """``text`` without Ray's log-deduplication suffix ``[repeated 2x across cluster]``."""
+    if not text.endswith("cluster]"):
+        return text
+    i = text.rfind("[repeated ")
+    if i >= 0 and _RAY_REPEAT.fullmatch(text, i):
+        return text[:i].rstrip()
+    return text
+
+
 def _segments(line: str) -> Iterator[str]:
     """The messages of one physical line: colour codes off, split at ``\\r``, Ray prefix off."""
     if "\x1b" in line:
@@ -263,7 +274,7 @@ def _segments(line: str) -> Iterator[str]:
             if m is not None:
                 seg = seg[m.end() :]
         if seg.startswith("step:"):
-            yield seg
+            yield strip_ray_repeat(seg)
 
 
 def _parse_step_line(path: Path, seg: str, where: str) -> tuple[int, dict[str, float]] | None:
@@ -311,12 +322,12 @@ def load_verl_console(path: Path, progress: Progress | None = None) -> Run:
     repeated: list[int] = []
     n_step_lines = 0
     for lineno, raw, complete in iter_lines(path, progress):
-        want_cmd = not catcher.done
+        want_cmd = not catcher.done and (catcher.capturing or b"main" in raw)
         has_step = b"step:" in raw
         if not has_step and not want_cmd:
             continue
         line = raw.decode("utf-8", "replace")
-        if want_cmd and (catcher.capturing or "main" in line):
+        if want_cmd:
             catcher.feed(line)
         if not has_step:
             continue
