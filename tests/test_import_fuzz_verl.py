@@ -389,3 +389,67 @@ def test_pathological_inputs_do_not_hang(workdir, name):
         IMPORTERS.get(fmt).sniff(p, data[:65536])
         check(p, fmt)
     assert time.perf_counter() - t < HANG_SECONDS
+
+
+override = st.tuples(
+    st.sampled_from(
+        [
+            "actor_rollout_ref.rollout.n",
+            "algorithm.adv_estimator",
+            "algorithm.use_kl_in_reward",
+            "actor_rollout_ref.actor.use_kl_loss",
+            "actor_rollout_ref.actor.kl_loss_coef",
+            "algorithm.kl_ctrl.kl_coef",
+            "x.reward_max",
+            "+a.b",
+            "--flag",
+            "'q",
+            "~c",
+        ]
+    ),
+    st.one_of(st.sampled_from(HUGE + WEIRD + ["True", "false", "null", "-3", "0", "5"]), token),
+)
+
+
+@SETTINGS
+@given(pairs=st.lists(override, max_size=8), multiline=st.booleans())
+def test_fuzz_launch_commands(workdir, pairs, multiline):
+    """Any launch command yields a Run whose manifest holds sane types, or an InputError."""
+    sep = " \\\n  " if multiline else " "
+    args = sep.join(f"{k}={v}" for k, v in pairs)
+    flags = sep.join(f"--{k.strip('+~-')} {v}" for k, v in pairs)
+    cases = [
+        ("verl_console", f"python3 -m verl.trainer.main_ppo {args}\nstep:1 - a:1\n"),
+        ("openrlhf_console", f"python3 -m openrlhf.cli.train_ppo_ray {flags}\n"
+                             "Global step 1: {'kl': 0.1}\n"),
+    ]  # fmt: skip
+    for fmt, text in cases:
+        p = workdir / f"cmd_{fmt}.log"
+        p.write_bytes(encode(text))
+        try:
+            m = load(p, fmt=fmt).manifest
+        except InputError as e:
+            assert str(p) in str(e)
+            continue
+        assert m.group_size is None or (isinstance(m.group_size, int) and m.group_size > 0)
+        assert m.kl_coef is None or isinstance(m.kl_coef, float)
+        assert m.estimator is None or isinstance(m.estimator, str)
+
+
+def test_numbers_beyond_float_range(workdir):
+    huge = "1" + "0" * 400
+    p = workdir / "huge.jsonl"
+    p.write_text(f'{{"step": 1, "data": {{"a": {huge}, "b": -{huge}, "c": 1e999}}}}\n')
+    check(p, "verl_file")
+    d = workdir / "huge_rollouts"
+    d.mkdir()
+    (d / "1.jsonl").write_text(f'{{"input": "q", "score": {huge}}}\n{{"input": "q", "score": 0}}\n')
+    run = load(d, fmt="verl_rollouts")
+    assert run.groups.rewards.tolist() == [math.inf, 0.0]
+    p = workdir / "huge.log"
+    p.write_text(f"python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.n={huge} "
+                 f"algorithm.use_kl_in_reward=True algorithm.kl_ctrl.kl_coef={huge}\n"
+                 f"step:1 - a:{huge}\n")  # fmt: skip
+    run = load(p, fmt="verl_console")
+    assert run.manifest.group_size is None and run.manifest.kl_coef == math.inf
+    assert run.series["a"].tolist() == [math.inf]

@@ -28,7 +28,7 @@ from typing import Any
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Progress, register
 from rlvitals.importers._lines import iter_lines
-from rlvitals.importers.verl import CommandCatcher, strip_ray_repeat
+from rlvitals.importers.verl import CommandCatcher, _as_float, _as_int, strip_ray_repeat
 from rlvitals.recording.metrics import is_eval_key
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 
@@ -165,15 +165,11 @@ def parse_cli_flags(command: str) -> dict[str, Any]:
 
 def _apply_config(manifest: Manifest, entrypoint: str, flags: dict[str, Any]) -> None:
     manifest.config = {"entrypoint": entrypoint, **flags}
-    n = flags.get("n_samples_per_prompt")
-    if isinstance(n, int) and not isinstance(n, bool) and n > 0:
-        manifest.group_size = n
+    manifest.group_size = _as_int(flags.get("n_samples_per_prompt"))
     est = flags.get("advantage_estimator")
     if isinstance(est, str) and est and not est.startswith("$"):
         manifest.estimator = ESTIMATOR_NAMES.get(est, est)
-    kl = flags.get("init_kl_coef")
-    if isinstance(kl, (int, float)) and not isinstance(kl, bool):
-        manifest.kl_coef = float(kl)
+    manifest.kl_coef = _as_float(flags.get("init_kl_coef"))
 
 
 def _step(path: Path, digits: str, where: str) -> int:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import shlex
@@ -166,28 +167,34 @@ def parse_hydra_overrides(command: str) -> dict[str, Any]:
     return out
 
 
+MAX_GROUP_SIZE = 2**31 - 1
+"""A stated group size above this is ignored (nobody samples that many completions)."""
+
+
 def _as_int(v: Any) -> int | None:
     if isinstance(v, bool):
         return None
-    if isinstance(v, int):
-        return v
     if isinstance(v, float) and v.is_integer():
-        return int(v)
+        v = int(v)
+    if isinstance(v, int) and 0 < v <= MAX_GROUP_SIZE:
+        return v
     return None
 
 
 def _as_float(v: Any) -> float | None:
+    """``v`` as a float when it is a number (ints beyond float range become ±inf)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
-    return float(v)
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf
 
 
 def _apply_verl_config(manifest: Manifest, entrypoint: str, cfg: dict[str, Any]) -> None:
     """Fill the manifest from veRL's Hydra overrides (only what the command states)."""
     manifest.config = {"entrypoint": entrypoint, **cfg}
-    n = _as_int(cfg.get("actor_rollout_ref.rollout.n"))
-    if n is not None and n > 0:
-        manifest.group_size = n
+    manifest.group_size = _as_int(cfg.get("actor_rollout_ref.rollout.n"))
     est = cfg.get("algorithm.adv_estimator")
     if isinstance(est, str) and est and not est.startswith("$"):
         manifest.estimator = est
@@ -480,7 +487,7 @@ def _prompt_digest(text: str) -> bytes:
 
 def _score(path: Path, v: Any, where: str) -> float:
     if isinstance(v, (bool, int, float)):
-        return float(v)
+        return _as_float(v) if not isinstance(v, bool) else float(v)
     if v is None:
         return float("nan")
     if isinstance(v, str):
