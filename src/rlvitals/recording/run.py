@@ -227,7 +227,7 @@ class RunBuilder:
         self.manifest = manifest or Manifest()
         self._steps = {False: array("q"), True: array("q")}
         self._cols: dict[bool, dict[str, tuple[array, array]]] = {False: {}, True: {}}
-        self._key_cache: dict[str, tuple[str, bool, bool]] = {}
+        self._key_cache: dict[str, list[Any]] = {}
         self.unknown: dict[str, None] = {}
         self.events: list[Event] = []
         self.warnings: list[str] = []
@@ -236,29 +236,52 @@ class RunBuilder:
 
     def add_row(self, step: int, values: dict[str, Any]) -> None:
         """Add one logged row. Train and eval keys of the same row go to their own indexes."""
-        rows = {False: -1, True: -1}
+        # The hot path of every importer (a million rows of twenty keys): one cache lookup per
+        # key, floats and ints converted inline, the step appended once per index.
+        row_t = row_e = -1
         cache = self._key_cache
         for raw, v in values.items():
-            info = cache.get(raw)
-            if info is None:
-                info = canonical_key(raw)
-                cache[raw] = info
-                if not info[2]:
-                    self.unknown[raw] = None
-            name, is_eval, _ = info
-            x = _to_float(v)
-            if x is None:
-                self.skipped_values += 1
-                continue
-            if rows[is_eval] < 0:
-                rows[is_eval] = len(self._steps[is_eval])
-                self._steps[is_eval].append(step)
-            col = self._cols[is_eval].get(name)
+            entry = cache.get(raw)
+            if entry is None:
+                entry = self._learn_key(raw)
+            t = type(v)
+            if t is float:
+                x = v
+            else:
+                x = _to_float(v)
+                if x is None:
+                    self.skipped_values += 1
+                    continue
+            col = entry[2]
             if col is None:
-                col = (array("q"), array("d"))
-                self._cols[is_eval][name] = col
-            col[0].append(rows[is_eval])
+                col = entry[2] = self._column(entry[0], entry[1])
+            if entry[1]:
+                if row_e < 0:
+                    row_e = len(self._steps[True])
+                    self._steps[True].append(step)
+                col[0].append(row_e)
+            else:
+                if row_t < 0:
+                    row_t = len(self._steps[False])
+                    self._steps[False].append(step)
+                col[0].append(row_t)
             col[1].append(x)
+
+    def _learn_key(self, raw: str) -> list[Any]:
+        """Cache entry ``[canonical name, is_eval, column or None]`` of a raw key."""
+        name, is_eval, known = canonical_key(raw)
+        if not known:
+            self.unknown[raw] = None
+        entry: list[Any] = [name, is_eval, self._cols[is_eval].get(name)]
+        self._key_cache[raw] = entry
+        return entry
+
+    def _column(self, name: str, is_eval: bool) -> tuple[array, array]:
+        col = self._cols[is_eval].get(name)
+        if col is None:
+            col = (array("q"), array("d"))
+            self._cols[is_eval][name] = col
+        return col
 
     def add_event(self, event: Event) -> None:
         self.events.append(event)
@@ -299,7 +322,10 @@ def _to_float(v: Any) -> float | None:
     if isinstance(v, bool):
         return float(v)
     if isinstance(v, (int, float)):
-        return float(v)
+        try:
+            return float(v)
+        except OverflowError:  # an int beyond float range (JSON allows them)
+            return math.inf if v > 0 else -math.inf
     if v is None:
         return math.nan
     if isinstance(v, str):
