@@ -122,6 +122,10 @@ def load(path: str | os.PathLike, fmt: str | None = None, progress: Progress | N
         raise
     except (OSError, MemoryError) as e:
         raise InputError(p, f"cannot read: {e}") from None
+    except RecursionError:
+        raise InputError(p, "input nested too deeply to read") from None
+    except OverflowError as e:
+        raise InputError(p, f"number out of range: {e}") from None
     run.manifest.source = run.manifest.source or str(p)
     run.manifest.format = imp.name
     return run

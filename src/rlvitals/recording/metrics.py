@@ -104,7 +104,7 @@ for _m in CANONICAL.values():
         ALIASES[_k] = _m.name
 
 _TRAIN_PREFIXES = ("train/", "train_", "training/", "rollout/")
-_EVAL_RE = re.compile(r"^(eval|val|val-core|val-aux|test|validation)[/_-]", re.IGNORECASE)
+_EVAL_RE = re.compile(r"^(validation|val-core|val-aux|eval|test|val)[/_-]", re.IGNORECASE)
 
 
 def is_eval_key(raw: str) -> bool:
