@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlvitals.vitals import Vitals
-from rlvitals.vitals.spans import Span, compress, find_spans, segment_median
+from rlvitals.vitals.spans import Span, compress, find_spans, rolling_median, segment_median
 
 __all__ = [
     "GAP",
@@ -31,11 +31,28 @@ __all__ = [
 GAP = 2
 """Largest run of off-threshold points bridged inside an episode (noise)."""
 LOOKBACK = 25
-"""Logged points before an onset whose median is the pre-onset (healthy) level."""
+"""Logged points before an onset whose median is the pre-onset level; the healthy stretch is
+looked for up to twice as far back (a gradual decline may separate it from the onset)."""
 MIN_PRE = 3
 """Healthy logged points needed before an onset."""
 MAX_EPISODES = 3
 """Episodes reported per detector (the earliest ones)."""
+SATURATION_MIN_PASS = 0.7
+"""A collapse below this pass rate is never the run saturating (unless at the ceiling)."""
+EXCESS_JUMP = 0.25
+"""An excess-ACR rise into an episode below this means the pass rate explains the collapse."""
+STD_RATIO_MIN = 0.4
+"""reward_std / sqrt(p (1 - p)) keeping at least this share of its level: explained."""
+P_FLOOR = 1e-4
+"""Floor of p (1 - p) when normalising the reward std."""
+KIND_SHARE = 0.6
+"""Share of collapsed groups (or pass rate) that names the kind: too easy / too hard / flat."""
+KIND_PASS = 0.85
+"""Without the split: a pass rate at or above this is "too easy" (at or below 1 - it, "too hard")."""
+SMOOTH_PRE = 5
+"""Running-median window of the healthy-stretch test before an onset."""
+SMOOTH_ONSET = 3
+"""Running-median window used when walking a gradual onset back to its midpoint."""
 
 
 @dataclass(frozen=True)
@@ -115,19 +132,38 @@ def episodes(
     out: list[Episode] = []
     prev_end = -1
     for sp in find_spans(steps, cond, sustain=sustain, gap=GAP):
-        lo = max(prev_end + 1, sp.i0 - LOOKBACK)
+        # The healthy stretch may lie before a gradual decline: look back twice as far and
+        # take the healthiest running median there.
+        lo = max(prev_end + 1, sp.i0 - 2 * LOOKBACK)
         pre_pts = xs[lo : sp.i0]
         prev_end = sp.i1
         if pre_pts.shape[0] < MIN_PRE:
             continue
-        pre = float(np.median(pre_pts))
-        if (low and not pre > healthy) or (not low and not pre < healthy):
+        sm = rolling_median(pre_pts, SMOOTH_PRE)
+        best = float(sm.max() if low else sm.min())
+        if (low and not best > healthy) or (not low and not best < healthy):
             continue
         level = float(np.median(xs[sp.i0 : sp.i1 + 1]))
+        sp = _refine_onset(sp, steps, xs, lo, (best + level) / 2.0, low)
+        pre = float(np.median(xs[max(lo, sp.i0 - LOOKBACK) : sp.i0])) if sp.i0 > lo else best
         out.append(Episode(sp, steps, xs, level, pre))
         if len(out) >= MAX_EPISODES:
             break
     return out
+
+
+def _refine_onset(sp: Span, steps: np.ndarray, xs: np.ndarray, lo: int, mid: float,
+                  low: bool) -> Span:
+    """Move a gradual episode's onset back to where the series crossed halfway between its
+    pre-onset level and its collapsed level (an abrupt one stays where it is)."""
+    sm = rolling_median(xs[lo : sp.i1 + 1], SMOOTH_ONSET)
+    i = sp.i0 - lo
+    while i > 0 and ((sm[i - 1] < mid) if low else (sm[i - 1] > mid)):
+        i -= 1
+    i0 = i + lo
+    if i0 == sp.i0:
+        return sp
+    return Span(i0, sp.i1, int(steps[i0]), sp.end_step, sp.i1 - i0 + 1, sp.n_hits)
 
 
 @dataclass(frozen=True)
@@ -140,12 +176,18 @@ class RewardState:
         easy_share: share of collapsed groups that were solved by every completion (NaN when
             the split is unknown).
         hard_share: share solved by none; ``flat`` is the rest.
+        excess_jump: rise of the excess ACR (observed - expected) into the episode; NaN when
+            unknown. Near 0 when the pass rate explains the collapse.
+        std_ratio: reward_std / sqrt(p (1 - p)) inside over before; NaN when unknown. Near 1
+            when the reward variance shrank only because the pass rate went to an extreme.
     """
 
     p_span: float
     p_pre: float
     easy_share: float
     hard_share: float
+    excess_jump: float = math.nan
+    std_ratio: float = math.nan
 
     @property
     def known(self) -> bool:
@@ -153,7 +195,11 @@ class RewardState:
 
     def saturated(self, ceiling: float, rise: float, easy_min: float) -> bool:
         """True when the collapse is the run saturating: mostly solved groups, and the reward
-        at the ceiling or risen into the episode."""
+        at the ceiling, or high and the collapse explained by the pass rate.
+
+        Explained means: the excess ACR did not jump (when the ACR and G are known), else the
+        reward std shrank no faster than sqrt(p (1 - p)), else the pass rate rose by ``rise``.
+        """
         if not self.known:
             return False
         easy = self.easy_share if not math.isnan(self.easy_share) else self.p_span
@@ -161,6 +207,12 @@ class RewardState:
             return False
         if self.p_span >= ceiling:
             return True
+        if self.p_span < SATURATION_MIN_PASS:
+            return False
+        if not math.isnan(self.excess_jump):
+            return self.excess_jump < EXCESS_JUMP
+        if not math.isnan(self.std_ratio):
+            return self.std_ratio >= STD_RATIO_MIN
         return not math.isnan(self.p_pre) and self.p_span - self.p_pre >= rise
 
     def kind(self) -> str:
@@ -169,40 +221,69 @@ class RewardState:
         if not math.isnan(e):
             f = max(0.0, 1.0 - e - h)
             top = max(e, h, f)
-            if top < 0.6:
+            if top < KIND_SHARE:
                 return "mixed"
             return "too easy" if top == e else ("too hard" if top == h else "flat")
         if not self.known:
             return "unknown"
-        if self.p_span >= 0.6:
+        if self.p_span >= KIND_PASS:
             return "too easy"
-        if self.p_span <= 0.4:
+        if self.p_span <= 1.0 - KIND_PASS:
             return "too hard"
         return "mixed"
 
 
 def reward_state(vitals: Vitals, ep: Episode) -> RewardState:
-    """The :class:`RewardState` of ``ep`` from ``pass_rate`` and the ACR split."""
+    """The :class:`RewardState` of ``ep`` from ``pass_rate``, the ACR split and excess ACR."""
     last = ep.last_step
+    steps = vitals.steps
+    inside = (steps >= ep.onset_step) & (steps <= last)
+    before = (steps >= ep.pre_first_step) & (steps < ep.onset_step)
+
+    def med(x: np.ndarray | None, where: np.ndarray) -> float:
+        if x is None:
+            return math.nan
+        w = where & np.isfinite(x)
+        return float(np.median(x[w])) if w.any() else math.nan
+
     p = vitals.get("pass_rate")
-    p_span = p_pre = math.nan
-    if p is not None:
-        inside = (vitals.steps >= ep.onset_step) & (vitals.steps <= last) & np.isfinite(p)
-        before = (vitals.steps >= ep.pre_first_step) & (vitals.steps < ep.onset_step)
-        before &= np.isfinite(p)
-        if inside.any():
-            p_span = float(np.median(p[inside]))
-        if before.any():
-            p_pre = float(np.median(p[before]))
+    p_span, p_pre = med(p, inside), med(p, before)
     easy = hard = math.nan
     acr, sa, sn = vitals.get("acr"), vitals.get("acr_solve_all"), vitals.get("acr_solve_none")
     if acr is not None and sa is not None and sn is not None:
-        inside = (vitals.steps >= ep.onset_step) & (vitals.steps <= last) & np.isfinite(acr)
-        tot = float(np.nansum(acr[inside]))
+        w = inside & np.isfinite(acr)
+        tot = float(np.nansum(acr[w]))
         if tot > 0:
-            easy = float(np.nansum(sa[inside])) / tot
-            hard = float(np.nansum(sn[inside])) / tot
-    return RewardState(p_span, p_pre, easy, hard)
+            easy = float(np.nansum(sa[w])) / tot
+            hard = float(np.nansum(sn[w])) / tot
+    ex = vitals.get("excess_acr")
+    jump = med(ex, inside) - med(ex, before) if vitals.evidence in ("groups", "zero_std_frac") \
+        else math.nan
+    ratio = math.nan
+    rs = vitals.get("reward_std")
+    if rs is not None and p is not None:
+        span = vitals.reward_max - vitals.reward_min
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rn = rs / (span * np.sqrt(np.clip(p * (1.0 - p), P_FLOOR, None)))
+        a, b = med(rn, inside), med(rn, before)
+        if b > 0:
+            ratio = a / b
+    return RewardState(p_span, p_pre, easy, hard, jump, ratio)
+
+
+def stretch(vitals: Vitals, name: str, first: int, last: int) -> Episode | None:
+    """An :class:`Episode` covering steps ``first..last`` of series ``name`` (for rules that
+    find their stretches another way, like the paper's stall rule)."""
+    steps, xs = compress(vitals.steps, vitals.get(name))
+    idx = np.flatnonzero((steps >= first) & (steps <= last))
+    if idx.size == 0:
+        return None
+    i0, i1 = int(idx[0]), int(idx[-1])
+    end = None if i1 >= steps.shape[0] - 1 else int(steps[i1])
+    sp = Span(i0, i1, int(steps[i0]), end, i1 - i0 + 1, i1 - i0 + 1)
+    pre = xs[max(0, i0 - LOOKBACK) : i0]
+    return Episode(sp, steps, xs, float(np.median(xs[i0 : i1 + 1])),
+                   float(np.median(pre)) if pre.size else math.nan)
 
 
 def median_in(vitals: Vitals, name: str, first: int, last: int) -> float:

@@ -16,10 +16,12 @@ The ACR is smoothed with a centred running median over :knob:`smooth` logged poi
 noisy steps neither make nor break a stall); the paper's rule (`rlvitals.signal.stall_spans`)
 then finds stretches above :knob:`stall_acr` lasting more than :knob:`stall_steps` training
 steps. A stretch is not a stall when the reward is still improving — the pass rate (reward
-rescaled to [0, 1]) over its last fifth exceeds the first fifth by at least :knob:`improve_min`
-(a too-hard start that is being learned) — or when the reward is at the ceiling (pass rate at
-least :knob:`ceiling`: saturation, see SATURATION). Without a logged reward the paper's rule is
-applied as is, at lower confidence.
+rescaled to [0, 1]) gains at least :knob:`improve_min` over it (least-squares line)
+(a too-hard start that is being learned) — or when the high ACR is the run saturating: the
+reward at the ceiling (pass rate at least :knob:`ceiling`), or mostly-solved groups at a high
+pass rate that explains the ACR (see SATURATION). Without a logged reward only an ACR that
+jumped into the stretch (by 0.2 over the median of the 25 logged steps before) is a warning; a
+gradual rise may be saturation and is reported at info level.
 
 ## What to try
 - Rebalance the prompt set by the split: harder prompts when groups are all solved, a curriculum
@@ -36,19 +38,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlvitals.detectors._collapse import fmt
+from rlvitals.detectors._collapse import fmt, reward_state, stretch
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.signal import STALL_ACR, STALL_STEPS, stall_spans
 from rlvitals.vitals import Vitals
 from rlvitals.vitals.spans import compress, rolling_median
 
 SMOOTH = 5
-IMPROVE_MIN = 0.05
+IMPROVE_MIN = 0.08
 CEILING = 0.9
-EDGE_FRACTION = 0.2
+MIN_GAIN_POINTS = 4
 CONFIDENCE = 0.8
 NO_REWARD_CONFIDENCE = 0.5
 MAX_SPANS = 3
+SATURATION_RISE = 0.1
+JUMP_LOOKBACK = 25
+JUMP_MIN = 0.2
+SATURATION_EASY = 0.6
 
 
 @register
@@ -67,8 +73,8 @@ class AcrStall(Detector):
         stall_steps: int = STALL_STEPS
         #: Logged points of the centred running median applied to the ACR first.
         smooth: int = SMOOTH
-        #: Pass-rate gain (last fifth of the stretch over the first fifth) that means "still
-        #: improving", not stalled.
+        #: Pass-rate gain over the stretch (least-squares line) that means "still improving",
+        #: not stalled.
         improve_min: float = IMPROVE_MIN
         #: Pass rate at or above which the reward is at the ceiling (saturation, not a stall).
         ceiling: float = CEILING
@@ -103,12 +109,24 @@ class AcrStall(Detector):
         level = float(np.median(acr[inside]))
         gain, p_mid = _reward_gain(vitals, first, last)
         conf = CONFIDENCE
+        severity = self.severity
         if math.isnan(gain):
+            # Without a reward, a gradual rise may be the run saturating its prompts; only an
+            # ACR that jumped into the stretch is reported as a stall.
+            before = acr[(steps < first) & (steps >= first - JUMP_LOOKBACK * vitals.log_every)]
+            jump = level - float(np.median(before)) if before.size else 0.0
             conf = NO_REWARD_CONFIDENCE
+            if jump < JUMP_MIN:
+                severity = Severity.INFO
         else:
             if gain >= k.improve_min or p_mid >= k.ceiling:
                 return None
-        ongoing = last >= int(steps[n - 1])
+            ep = stretch(vitals, "acr", first, last)
+            if ep is not None and reward_state(vitals, ep).saturated(
+                k.ceiling, SATURATION_RISE, SATURATION_EASY
+            ):
+                return None  # high ACR explained by a high pass rate: SATURATION's job
+        ongoing = last >= int(steps[max(0, n - 1 - k.smooth // 2)])
         length = last - first + 1
         msg = (
             f"ACR {fmt(level)} > {fmt(k.stall_acr)} for {length} steps "
@@ -125,8 +143,11 @@ class AcrStall(Detector):
             "pass_rate": None if math.isnan(p_mid) else round(p_mid, 4),
             "pass_rate_gain": None if math.isnan(gain) else round(gain, 4),
         }
+        if severity is Severity.INFO:
+            msg += "; reward_mean not logged: this may be the run saturating, not a stall"
         return self.finding(
             msg,
+            severity=severity,
             onset_step=first,
             end_step=None if ongoing else last,
             confidence=conf,
@@ -143,13 +164,15 @@ class AcrStall(Detector):
 
 
 def _reward_gain(vitals: Vitals, first: int, last: int) -> tuple[float, float]:
-    """(pass rate of the last fifth - first fifth, median pass rate) over ``first..last``."""
+    """(pass-rate gain over ``first..last`` from a least-squares line, median pass rate)."""
     p = vitals.get("pass_rate")
     if p is None:
         return math.nan, math.nan
     keep = (vitals.steps >= first) & (vitals.steps <= last) & np.isfinite(p)
     v = p[keep]
-    if v.size < 2:
+    if v.size < MIN_GAIN_POINTS:
         return math.nan, math.nan
-    m = max(1, round(v.size * EDGE_FRACTION))
-    return float(np.median(v[-m:]) - np.median(v[:m])), float(np.median(v))
+    t = vitals.steps[keep].astype(np.float64)
+    t = t - t.mean()
+    slope = float((t * (v - v.mean())).sum() / (t * t).sum())
+    return slope * float(t[-1] - t[0]), float(np.median(v))

@@ -16,9 +16,12 @@ The volatility is `rlvitals.signal.acr_volatility` over :knob:`window` logged st
 is sampling noise: a step with N groups has an ACR standard deviation of about
 sqrt(ACR (1 - ACR) / N) by chance alone, so a run with few groups per step is "volatile"
 without anything being wrong. With :knob:`noise_correction` on, that noise is removed
-(variances subtract); N comes from the per-group rewards, else from the granularity of the
-logged fraction (values are multiples of 1/N), else the noise is estimated from step-to-step
-differences. An episode is :knob:`sustain` consecutive logged steps with the corrected
+(variances subtract, and what is left must exceed 4 standard deviations of a window's sample
+variance); N comes from the per-group rewards, else from the granularity of the logged fraction
+(values are multiples of 1/N), else the noise is estimated from step-to-step differences.
+Neither a level shift (a collapse starting or ending inside the window), a steady ramp, nor a
+single outlier is volatility: the window is judged on what is left after the better of a
+one-split step fit and a straight line, and without its two extreme points. An episode is :knob:`sustain` consecutive logged steps with the corrected
 volatility above :knob:`volatility_above`; its onset is where the volatility started to rise
 (the last step before it at or below half the threshold).
 
@@ -50,6 +53,7 @@ CHI2_1_MEDIAN = 0.4549
 CONFIDENCE = 0.75
 MAX_EPISODES = 3
 MIN_POINTS_FACTOR = 2
+SIGNIFICANCE = 4.0
 
 
 @register
@@ -96,8 +100,15 @@ class AcrVolatile(Detector):
         cand = np.flatnonzero(corr > k.volatility_above)
         if cand.size:
             resid = _residual_std(acr, cand, k.window)
-            rc = np.sqrt(np.maximum(resid**2 - noise_var[cand], 0.0)) if k.noise_correction \
-                else resid
+            if k.noise_correction:
+                nv = noise_var[cand]
+                excess = resid**2 - nv
+                # Sampling noise also makes the window's variance itself noisy: keep only an
+                # excess that is significant (z = SIGNIFICANCE sd of a W-point sample variance).
+                significant = excess > SIGNIFICANCE * nv * np.sqrt(2.0 / (k.window - 1))
+                rc = np.where(significant, np.sqrt(np.maximum(excess, 0.0)), 0.0)
+            else:
+                rc = resid
             corr[cand] = np.minimum(corr[cand], rc)
         out = []
         for sp in find_spans(steps, corr > k.volatility_above, sustain=k.sustain):
@@ -192,7 +203,9 @@ def _residual_std(x: np.ndarray, idx: np.ndarray, window: int) -> np.ndarray:
     slope = (win * t).sum(axis=1) / (t * t).sum()
     sse_line = sst - slope * slope * (t * t).sum()
     sse = np.maximum(np.minimum(sse_split, sse_line), 0.0)
-    return np.sqrt(sse / w)
+    # A single outlier is not volatility either: the std without the window's two extremes.
+    trimmed = np.sort(win, axis=1)[:, 1:-1].std(axis=1) if w > 4 else np.full(win.shape[0], np.inf)
+    return np.minimum(np.sqrt(sse / w), trimmed)
 
 
 def _granularity(x: np.ndarray) -> int | None:

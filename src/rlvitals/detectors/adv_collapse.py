@@ -187,7 +187,9 @@ def _evidence(vitals: Vitals, src: str) -> str:
     if src == "zero_update":
         return "loss_grad_zero"
     if src in ("adv_std", "adv_zero_frac") and vitals.run.get(src) is None:
-        return "groups"  # recomputed from per-group rewards
+        g = vitals.run.groups
+        if g is None or g.advantages is None:
+            return "groups"  # recomputed from per-group rewards
     return "advantages"
 
 

@@ -19,8 +19,9 @@ failed in proportion to the pass rate.
 
 ## How the detector decides
 Plumbing: an ADV_COLLAPSE episode (same series and default gates) during which the reward
-variance is alive — `reward_std` (or reward max - min) at or above :knob:`alive_ratio` of its
-level before the onset, or the ACR at or below :knob:`acr_alive`. Excess: an episode of
+variance is alive — the group-level `reward_std` at or above :knob:`alive_ratio` of its level
+before the onset, or the ACR at or below :knob:`acr_alive` (a batch-level spread such as veRL's
+score max - min does not count: it stays alive when every group is degenerate). Excess: an episode of
 :knob:`sustain` logged steps with excess ACR (observed - expected) at or above
 :knob:`excess_above`, at least :knob:`excess_rise` above its median before the onset (the
 expected ACR assumes alike prompts, so every run carries some excess of its own; only a jump
@@ -129,9 +130,11 @@ class ExcessCollapse(Detector):
 
     def _alive(self, vitals: Vitals, first: int, last: int, f: Finding) -> tuple[bool, str]:
         k = self.knobs
-        for name in ("reward_std", "reward_range"):
+        # Group-level reward variance only: a batch-level spread (veRL score max - min, TRL's
+        # batch std under scale_rewards="batch") stays alive when every group is degenerate.
+        for name in ("reward_std",):
             x = vitals.get(name)
-            if x is None:
+            if x is None or vitals.batch_trap:
                 continue
             during = median_in(vitals, name, first, last)
             pre_first = _pre_first(vitals, first)
@@ -157,7 +160,7 @@ class ExcessCollapse(Detector):
         out = []
         eps = episodes(
             vitals, "excess_acr", low=False, threshold=k.excess_above,
-            healthy=k.excess_above - k.excess_rise, sustain=k.sustain,
+            healthy=k.excess_above, sustain=k.sustain,
         )
         for ep in eps:
             if ep.level - ep.pre < k.excess_rise:
@@ -198,6 +201,7 @@ class ExcessCollapse(Detector):
 
 def _plumbing_possible(vitals: Vitals) -> bool:
     has_adv = any(vitals.run.get(n) is not None for n in ("adv_std", "adv_zero_frac"))
+    has_adv = has_adv or (vitals.run.groups is not None and vitals.run.groups.advantages is not None)
     has_adv = has_adv or vitals.has("adv_span") or vitals.has("zero_update")
     has_reward = vitals.has("reward_std") or vitals.has("reward_range") or (
         vitals.has("acr") and vitals.evidence in ("groups", "zero_std_frac")

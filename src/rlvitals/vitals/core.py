@@ -329,8 +329,10 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
         series["wasted_frac"] = acr
 
     estimator = m.estimator
-    if estimator is None and m.scale_rewards in ("batch", "none"):
-        estimator = {"batch": "batch", "none": "dr_grpo"}[m.scale_rewards]
+    if m.scale_rewards == "batch":
+        estimator = "batch"  # centred per group, divided by the batch std: not unit-scaled
+    elif estimator is None and m.scale_rewards == "none":
+        estimator = "dr_grpo"
     if not known_range:
         notes.append("reward range unknown: assumed [0, 1]")
     kl = m.kl_coef
