@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rlvitals.errors import InputError
 from rlvitals.importers import load, sniff
@@ -541,6 +543,8 @@ def test_importer_sniffs_directory_and_manifest(tmp_path):
     assert run.manifest.format == "recording" and run.groups.n_groups == 12
     assert load(tmp_path / "manifest.json").n_steps == 4
     assert load(tmp_path, fmt="recording").n_steps == 4
+    stream = tmp_path / "groups.rank0.bin"  # one stream: the whole recording is read
+    assert sniff(stream).name == "recording" and load(stream).groups.n_groups == 12
 
 
 def test_foreign_manifest_json_is_not_sniffed(tmp_path):
@@ -666,3 +670,70 @@ def test_async_queue_full_drops_are_counted_and_reported(tmp_path, monkeypatch):
     assert sum(e.data["scalars"] for e in reports) == dropped
     assert "queue full" in reports[0].message
     assert any("dropped" in w for w in run.warnings)
+
+
+# ------------------------------------------------------------------------------------------
+# Fuzzing: damaged recordings read or fail with one InputError, never anything else
+
+_MUTATION = st.tuples(
+    st.sampled_from(["flip", "insert", "delete", "truncate", "overwrite"]),
+    st.floats(0, 1),
+    st.binary(min_size=1, max_size=24),
+)
+
+
+@pytest.fixture(scope="module")
+def small_recording(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fuzz-src")
+    _write_small(d)
+    with Recorder(d, max_pending=0) as rec:  # a second writer session, with NaN and odd keys
+        rec.log_scalars(4, {"loss": math.nan, "eval_x": math.inf})
+        rec.log_groups(4, np.array([math.nan, 1.0]), np.array(["b", "a"]), advantages=[0.5, 0])
+        rec.log_event(None, "note", "ünï", nested={"a": [1, {"b": None}]})
+    return {name: (d / name).read_bytes() for name in os.listdir(d)}
+
+
+def _mutate(data: bytes, mutations) -> bytes:
+    buf = bytearray(data)
+    for op, where, blob in mutations:
+        at = int(where * len(buf))
+        if op == "flip" and buf:
+            at = min(at, len(buf) - 1)
+            buf[at] ^= blob[0] or 1
+        elif op == "insert":
+            buf[at:at] = blob
+        elif op == "delete":
+            del buf[at : at + len(blob)]
+        elif op == "truncate":
+            del buf[at:]
+        else:
+            buf[at : at + len(blob)] = blob
+    return bytes(buf)
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    target=st.sampled_from([*STREAMS, "manifest.json"]),
+    mutations=st.lists(_MUTATION, min_size=1, max_size=4),
+)
+def test_fuzzed_recordings_read_or_raise_input_error(small_recording, target, mutations):
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        for name, data in small_recording.items():
+            out = _mutate(data, mutations) if name == target else data
+            Path(d, name).write_bytes(out)
+        for strict in (True, False):
+            try:
+                run = read_recording(d, strict=strict)
+            except InputError as e:
+                assert str(e).startswith(d), e  # one line naming the file
+                assert "\n" not in str(e)
+                continue
+            assert run.manifest.format == "recording"
+            if run.groups is not None:
+                assert run.groups.offsets[-1] == run.groups.rewards.shape[0]

@@ -1,9 +1,9 @@
 """The rlvitals recording directory (``manifest.json`` + per-rank streams), as the
 :class:`rlvitals.recording.Recorder` writes it. ``docs/recording.md`` is the format.
 
-Sniffing: a directory whose ``manifest.json`` names the format (or that manifest itself) is
-certainly ours; a directory holding only stream files is probably ours, so that loading it
-says plainly that the manifest is missing.
+Sniffing: a directory whose ``manifest.json`` names the format (or that manifest itself, or one
+of the streams next to it) is certainly ours; a directory holding only stream files is probably
+ours, so that loading it says plainly that the manifest is missing.
 """
 
 from __future__ import annotations
@@ -45,11 +45,15 @@ def _sniff(path: Path, head: bytes) -> float:
         return PROBABLE if any(fmt.STREAM_RE.match(n) for n in names) else 0.0
     if path.name == fmt.MANIFEST_NAME and _marked(head[:_SNIFF_MANIFEST_BYTES]):
         return CERTAIN
+    if fmt.STREAM_RE.match(path.name) and _sniff(path.parent, b"") == CERTAIN:
+        return CERTAIN  # one stream of a recording: read the whole recording
     return 0.0
 
 
 def load_recording(path: Path, progress: Progress | None = None) -> Run:
-    """Read a recording directory (or its manifest) into a ``Run``."""
+    """Read a recording directory (or its manifest, or one of its streams) into a ``Run``."""
+    if path.is_file() and fmt.STREAM_RE.match(path.name):
+        path = path.parent
     return read_recording(path, progress=progress)
 
 

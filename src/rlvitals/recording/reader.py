@@ -41,6 +41,7 @@ _INT_FIELDS = ("group_size", "logging_steps", "schema")
 _NUM_FIELDS = ("reward_min", "reward_max", "kl_coef")
 
 Progress = Callable[[int, int], None]
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def read_recording(
@@ -318,6 +319,8 @@ def _parse_step(obj: dict[str, Any], allow_none: bool = False) -> int | None:
         return None
     if isinstance(step, bool) or not isinstance(step, int):
         raise _Bad(f"'step' must be an integer, got {step!r:.40}")
+    if not _I64_MIN <= step <= _I64_MAX:
+        raise _Bad("'step' is out of the 64-bit range")
     return step
 
 

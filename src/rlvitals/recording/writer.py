@@ -236,10 +236,12 @@ def _check_int(v: Any, name: str, lo: int) -> int:
 
 
 def _check_step(step: Any) -> int:
+    if _is_torch(step) and getattr(step, "ndim", 1) == 0 and not step.is_floating_point():
+        step = int(step)
     if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
-        if _is_torch(step) and getattr(step, "ndim", 1) == 0 and not step.is_floating_point():
-            return int(step)
         raise TypeError(f"step must be an integer, got {step!r}")
+    if not -(1 << 63) <= step < (1 << 63):
+        raise ValueError(f"step must fit in 64 bits, got {step}")
     return int(step)
 
 
