@@ -11,7 +11,7 @@ Guarantees (synchronous mode, the default):
   ``flush_every`` adds ``fsync`` for power loss;
 - the recorder never raises an I/O error into the training loop: it warns once, counts the
   error and the records it could not write, and reports the loss as a ``dropped`` event as soon
-  as it can write again;
+  as it can write again (then at most every 10 s, and at ``flush``/``close``);
 - bad arguments (wrong shapes, a non-integer step) raise ``ValueError``/``TypeError`` at the
   call, because they are bugs in the caller, not accidents of the disk.
 
@@ -44,7 +44,8 @@ class Recorder:
         path: the recording directory (created with its parents if missing; an existing
             recording is appended to).
         manifest: what is known about the run (trainer, group size, reward range, config).
-            None keeps the manifest already in ``path``, if any.
+            None keeps the manifest already in ``path``, if any. Rank 0 owns the manifest;
+            other ranks only write one when the directory has none yet.
         rank: this process's rank; each rank writes its own streams.
         world_size: number of ranks writing into ``path`` (stored in the manifest).
         max_pending: 0 (default) writes synchronously: each ``log_*`` call returns once its
