@@ -13,13 +13,16 @@ above its neighbours, and the next values return to the band. `kl`, `clip_frac` 
 jump on the same step.
 
 ## How the detector decides
-Each finite gradient norm is compared with the median of the :knob:`baseline_points` logged values
-before it; a value above :knob:`spike_ratio` times that median is a spike, once at least
-:knob:`min_history` values of history exist. The spikes of a run are reported in one finding: its
-onset is the first spike and its end the last one (open when the last spike is the last logged
-value). It is a warning when there are at least :knob:`warn_count` spikes or the largest is at
-least :knob:`severe_ratio` times its baseline, informational otherwise: real runs have heavy-tailed
-gradient norms, and an isolated 10x value is common.
+Each finite gradient norm is compared with its baseline: the median of the
+:knob:`baseline_points` logged values before it, but never less than :knob:`baseline_floor` times
+the run's median gradient norm (so a stretch of near-zero gradients, e.g. during a collapse, does
+not turn the return to normal into a "spike"). A value above :knob:`spike_ratio` times its
+baseline is a spike, once at least :knob:`min_history` values of history exist. The spikes of a
+run are reported in one finding: its onset is the first spike and its end the last one (open when
+the last spike is the last logged value). It is a warning when the largest spike is at least
+:knob:`severe_ratio` times its baseline or spikes make up at least :knob:`warn_share` of the
+logged values, informational otherwise: real runs have heavy-tailed gradient norms, and scattered
+10-30x values are common and usually harmless with gradient clipping.
 
 ## What to try
 - Keep (or turn on) gradient clipping (max_grad_norm 1.0 is common).
@@ -41,7 +44,8 @@ BASELINE_POINTS = 20
 SPIKE_RATIO = 10.0
 MIN_HISTORY = 10
 SEVERE_RATIO = 100.0
-WARN_COUNT = 5
+WARN_SHARE = 0.1
+BASELINE_FLOOR = 0.5
 LISTED_STEPS = 10
 
 
@@ -62,8 +66,10 @@ class GradSpike(Detector):
         min_history: int = MIN_HISTORY
         #: A spike at or above this multiple of its baseline makes the finding a warning.
         severe_ratio: float = SEVERE_RATIO
-        #: Spikes in one run at or above which the finding is a warning rather than info.
-        warn_count: int = WARN_COUNT
+        #: Share of logged values that are spikes at or above which the finding is a warning.
+        warn_share: float = WARN_SHARE
+        #: The baseline is never below this multiple of the run's median gradient norm.
+        baseline_floor: float = BASELINE_FLOOR
 
     def needs(self, vitals) -> str | None:
         return needs(vitals, ["grad_norm"], self.knobs.min_history + 1)
@@ -73,7 +79,8 @@ class GradSpike(Detector):
         g = points(vitals, "grad_norm")
         if g is None or g.n <= k.min_history:
             return []
-        base = trailing_median(g.values, k.baseline_points)
+        floor = k.baseline_floor * float(np.median(g.values))
+        base = np.maximum(trailing_median(g.values, k.baseline_points), floor)
         ratio = np.divide(g.values, base, out=np.zeros_like(g.values), where=base > 0)
         spike = ratio > k.spike_ratio
         spike[: k.min_history] = False
@@ -82,7 +89,8 @@ class GradSpike(Detector):
             return []
         worst = int(idx[np.argmax(ratio[idx])])
         onset, last = int(g.steps[idx[0]]), int(g.steps[idx[-1]])
-        warn = idx.size >= k.warn_count or ratio[worst] >= k.severe_ratio
+        share = idx.size / g.n
+        warn = share >= k.warn_share or ratio[worst] >= k.severe_ratio
         return [
             self.finding(
                 f"{idx.size} grad_norm spike(s) above {fmt(k.spike_ratio)}x the recent median; "
@@ -95,7 +103,8 @@ class GradSpike(Detector):
                 evidence="grad_norm",
                 metrics={
                     "spikes": int(idx.size),
-                    "warn_count": k.warn_count,
+                    "spike_share": rnd(share),
+                    "warn_share": k.warn_share,
                     "max_ratio": rnd(float(ratio[worst])),
                     "spike_ratio": k.spike_ratio,
                     "severe_ratio": k.severe_ratio,

@@ -154,7 +154,7 @@ class RewardHacking(Detector):
         start_level = float(es[first])
         rise = float(np.max(es[first:])) - start_level
         gain = (tr[-1] - tr[first]) / span
-        if rise <= max(k.eval_drop * abs(start_level), k.noise_k * noise) and gain >= k.train_gain:
+        if rise <= k.eval_drop * abs(start_level) and gain >= k.train_gain:
             return {"kind": "plateau", "name": ev.name, "onset": int(ev.steps[first]),
                     "eval_peak": start_level + rise, "eval_end": end_level, "drop": -rise,
                     "noise": noise, "train_gain": float(gain)}

@@ -18,8 +18,10 @@ zero. Values printed with few decimals (`0.000` in a console log) are ambiguous:
 gradient norm is a multiple of some 10^-d, zeros count only if the median non-zero gradient norm
 is at least :knob:`rounding_margin` such quanta. The detector fires with at least :knob:`min_steps`
 zero steps; it is a warning when their share of the logged steps is at least :knob:`warn_frac`,
-informational below. Onset is the first zero step, end the last one (open when it is the last
-logged step).
+informational below. It is informational too when the reward at the zero steps sits within
+:knob:`edge` of either end of the reward range: a saturated (or hopeless) prompt set gives
+all-equal groups honestly, and the collapse family reports it as saturation. Onset is the first
+zero step, end the last one (open when it is the last logged step).
 
 ## What to try
 - Read the collapse findings (ADV_COLLAPSE, DEGENERATE_GROUPS): zero steps are what total
@@ -42,6 +44,7 @@ MIN_STEPS = 3
 WARN_FRAC = 0.05
 ROUNDING_MARGIN = 20.0
 MAX_DECIMALS = 6
+EDGE = 0.1
 
 
 @register
@@ -60,6 +63,9 @@ class ZeroGradSteps(Detector):
         #: For rounded logs: the median non-zero gradient norm must be at least this many
         #: rounding quanta for a printed zero to count as a real zero.
         rounding_margin: float = ROUNDING_MARGIN
+        #: Reward at the zero steps within this share of the reward range from its maximum (or
+        #: minimum) means saturation (or a hopeless prompt set): informational.
+        edge: float = EDGE
 
     def needs(self, vitals) -> str | None:
         if vitals.get("grad_norm") is None:
@@ -94,14 +100,18 @@ class ZeroGradSteps(Detector):
         steps = np.asarray(vitals.steps)
         idx = np.flatnonzero(zero)
         frac = n_zero / n_logged
-        warn = frac >= k.warn_frac
+        level = _reward_level(vitals, zero)
+        at_edge = level is not None and (level >= 1 - k.edge or level <= k.edge)
+        warn = frac >= k.warn_frac and not at_edge
         onset, last = int(steps[idx[0]]), int(steps[idx[-1]])
         still = idx[-1] == np.flatnonzero(logged)[-1]
         return [
             self.finding(
                 f"{n_zero} of {n_logged} logged steps ({fmt(frac)}) had grad_norm and "
                 f"{loss_name} exactly 0, from step {onset} to {last}"
-                + (f" (share >= {fmt(k.warn_frac)})" if warn else ""),
+                + (f" (share >= {fmt(k.warn_frac)})" if warn else "")
+                + (f"; reward there {fmt(level)} of its range: saturation, not a bug"
+                   if at_edge else ""),
                 severity=self.severity if warn else Severity.INFO,
                 onset_step=onset,
                 end_step=None if still else last,
@@ -113,6 +123,7 @@ class ZeroGradSteps(Detector):
                     "zero_frac": rnd(frac),
                     "warn_frac": k.warn_frac,
                     "min_steps": k.min_steps,
+                    "reward_level": None if level is None else rnd(level),
                 },
                 actions=_ACTIONS,
             )
@@ -125,6 +136,19 @@ _ACTIONS = [
     "filter or resample groups with identical rewards (dynamic sampling), or use AVSPO",
     "check for a loss mask that drops every token (all completions truncated or filtered)",
 ]
+
+
+def _reward_level(vitals, mask: np.ndarray) -> float | None:
+    """Median reward at the ``mask`` steps, as a share of the reward range; None if unknown."""
+    r = vitals.get("reward_mean")
+    if r is None:
+        return None
+    vals = np.asarray(r, dtype=np.float64)[mask]
+    vals = vals[np.isfinite(vals)]
+    span = float(vitals.reward_max - vitals.reward_min)
+    if vals.size == 0 or span <= 0:
+        return None
+    return float((np.median(vals) - vitals.reward_min) / span)
 
 
 def _quantum(x: np.ndarray) -> float | None:
