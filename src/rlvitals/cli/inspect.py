@@ -1,0 +1,176 @@
+"""``rlvitals inspect``: what rlvitals read from a run — format, steps, series, groups, warnings.
+
+``--format`` forces the *input* format (as in every command); JSON *output* is ``--json`` (or
+``--output-format json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+import numpy as np
+
+from rlvitals.importers import IMPORTERS, load
+from rlvitals.importers._progress import ProgressBar
+from rlvitals.recording.run import Run
+
+__all__ = ["describe", "register", "run"]
+
+HELP = "show what rlvitals reads from a run: format, steps, series with coverage, groups"
+EXAMPLE = """\
+--format names the INPUT format (as in every rlvitals command); for JSON output use --json
+(or --output-format json).
+
+example: rlvitals inspect outputs/grpo/trainer_state.json --json"""
+MAX_LISTED = 50
+"""Unknown keys and warnings listed in text output before '... and N more'."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "inspect", help=HELP, description=HELP + ".", epilog=EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("path", help="a run: file or directory (TRL output dir, JSONL, CSV, ...)")
+    p.add_argument("--format", dest="fmt", metavar="FMT",
+                   help="force the input format instead of sniffing it from the content")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", dest="output_format", action="store_const", const="json",
+                     help="print JSON instead of text (same as --output-format json)")
+    out.add_argument("--output-format", dest="output_format", choices=("text", "json"),
+                     help="text (default) or json")
+    bar = p.add_mutually_exclusive_group()
+    bar.add_argument("--progress", dest="progress", action="store_const", const=True,
+                     help="always show the progress bar on stderr (even when not a terminal)")
+    bar.add_argument("--no-progress", dest="progress", action="store_const", const=False,
+                     help="never show the progress bar")
+    p.set_defaults(func=run, output_format="text", progress=None)
+
+
+def run(args: argparse.Namespace) -> int:
+    with ProgressBar(str(args.path), force=args.progress) as bar:
+        r = load(args.path, args.fmt, progress=bar)
+    info = describe(r)
+    if args.output_format == "json":
+        json.dump(info, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_text(info))
+    return 0
+
+
+def _f(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None if math.isnan(x) else str(x)
+    return x
+
+
+def _steps_info(steps: np.ndarray) -> dict[str, Any]:
+    if steps.size == 0:
+        return {"count": 0, "first": None, "last": None}
+    return {"count": int(steps.size), "first": int(steps[0]), "last": int(steps[-1])}
+
+
+def describe(r: Run) -> dict[str, Any]:
+    """A JSON-ready summary of a :class:`Run`: what ``rlvitals inspect`` prints."""
+    m = r.manifest
+    fmt_desc = IMPORTERS.get(m.format).description if m.format in IMPORTERS else None
+    info: dict[str, Any] = {
+        "source": m.source,
+        "format": m.format,
+        "format_description": fmt_desc,
+        "trainer": m.trainer,
+        "steps": _steps_info(r.steps),
+        "logging_steps": m.logging_steps,
+        "group_size": m.group_size,
+        "scale_rewards": m.scale_rewards,
+        "estimator": m.estimator,
+        "kl_coef": _f(m.kl_coef),
+        "reward_range": [_f(m.reward_min), _f(m.reward_max)],
+        "series": {n: round(r.coverage(n), 4) for n in sorted(r.series)},
+        "eval_steps": _steps_info(r.eval_steps),
+        "eval_series": {n: round(r.coverage(n), 4) for n in sorted(r.eval_series)},
+        "groups": _groups_info(r),
+        "events": len(r.events),
+        "unknown_keys": list(r.unknown_keys),
+        "warnings": list(r.warnings),
+    }
+    return info
+
+
+def _groups_info(r: Run) -> dict[str, Any]:
+    t = r.groups
+    if t is None or t.n_groups == 0:
+        return {"present": False}
+    sizes = t.sizes()
+    steps = t.unique_steps()
+    return {
+        "present": True,
+        "groups": t.n_groups,
+        "steps": int(steps.size),
+        "first_step": int(steps[0]),
+        "last_step": int(steps[-1]),
+        "group_sizes": sorted({int(s) for s in np.unique(sizes)}),
+        "completions": int(t.rewards.size),
+        "advantages": t.advantages is not None,
+    }
+
+
+def _steps_text(s: dict[str, Any]) -> str:
+    if not s["count"]:
+        return "0"
+    return f"{s['count']} (first {s['first']}, last {s['last']})"
+
+
+def _listed(items: list[str], indent: str = "  ") -> list[str]:
+    lines = [f"{indent}{x}" for x in items[:MAX_LISTED]]
+    if len(items) > MAX_LISTED:
+        lines.append(f"{indent}... and {len(items) - MAX_LISTED} more")
+    return lines
+
+
+def _coverage_lines(series: dict[str, float]) -> list[str]:
+    width = max((len(n) for n in series), default=0)
+    return [f"  {n:<{width}}  {100 * c:5.1f}%" for n, c in series.items()]
+
+
+def render_text(info: dict[str, Any]) -> str:
+    """The text form of :func:`describe`'s summary."""
+    lines = [f"source         {info['source']}"]
+    fmt = info["format"] or "?"
+    if info["format_description"]:
+        fmt += f"  ({info['format_description']})"
+    lines.append(f"format         {fmt}")
+    lines.append(f"trainer        {info['trainer'] or 'unknown'}")
+    steps = _steps_text(info["steps"])
+    if info["logging_steps"]:
+        steps += f", logged every {info['logging_steps']} steps"
+    lines.append(f"steps          {steps}")
+    known = [f"{k} {info[k]}" for k in ("group_size", "scale_rewards", "estimator", "kl_coef")
+             if info[k] is not None]
+    lines.append(f"config         {', '.join(known) if known else 'nothing known'}")
+    g = info["groups"]
+    if g["present"]:
+        sizes = ", ".join(str(s) for s in g["group_sizes"])
+        adv = ", with advantages" if g["advantages"] else ""
+        lines.append(f"group data     yes: {g['groups']} groups over {g['steps']} steps "
+                     f"({g['first_step']}..{g['last_step']}), group sizes {sizes}{adv}")
+    else:
+        lines.append("group data     no")
+    lines.append(f"\nseries ({len(info['series'])}, coverage over {info['steps']['count']} steps)")
+    lines += _coverage_lines(info["series"]) or ["  (none)"]
+    if info["eval_series"]:
+        lines.append(f"\neval series ({len(info['eval_series'])}, coverage over "
+                     f"{_steps_text(info['eval_steps'])} eval steps)")
+        lines += _coverage_lines(info["eval_series"])
+    if info["unknown_keys"]:
+        lines.append(f"\nunknown keys ({len(info['unknown_keys'])}, kept under their raw names)")
+        lines += _listed(info["unknown_keys"])
+    if info["warnings"]:
+        lines.append(f"\nwarnings ({len(info['warnings'])})")
+        lines += _listed(info["warnings"])
+    return "\n".join(lines) + "\n"
