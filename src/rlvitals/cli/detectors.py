@@ -1,0 +1,58 @@
+"""``rlvitals detectors``: the detector catalogue (ID, severity, family, what it finds)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+__all__ = ["register", "run"]
+
+HELP = "list the detector catalogue: ID, severity, family, what each finds"
+EXAMPLE = """\
+examples:
+  rlvitals detectors
+  rlvitals detectors --family collapse
+  rlvitals detectors --json"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("detectors", help=HELP, description=HELP + ".", epilog=EXAMPLE,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--family", metavar="NAME", help="only this family (collapse, entropy, ...)")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON (ID, severity, family, key metrics, knobs with defaults)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from rlvitals.detectors import catalogue
+    from rlvitals.errors import InputError
+    from rlvitals.report.pages import summary
+
+    classes = catalogue()
+    if args.family:
+        families = sorted({c.family for c in classes})
+        classes = [c for c in classes if c.family == args.family.lower()]
+        if not classes:
+            raise InputError(None, f"unknown family {args.family!r}; valid: {', '.join(families)}")
+    if args.json:
+        rows = [
+            {"id": c.id, "severity": c.severity.value, "family": c.family,
+             "key_metrics": list(c.key_metrics), "summary": summary(c),
+             "knobs": {f.name: f.default for f in dataclasses.fields(c.Knobs)}}
+            for c in classes
+        ]
+        json.dump(rows, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    w_id = max(len(c.id) for c in classes)
+    w_fam = max(len(c.family) for c in classes)
+    out = sys.stdout
+    out.write(f"{'ID':<{w_id}}  {'severity':<8}  {'family':<{w_fam}}  what it finds\n")
+    for c in classes:
+        out.write(f"{c.id:<{w_id}}  {c.severity.value:<8}  {c.family:<{w_fam}}  {summary(c)}\n")
+    out.write(f"\n{len(classes)} detectors; 'rlvitals explain ID' prints a detector's page.\n")
+    return 0
