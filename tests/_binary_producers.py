@@ -70,6 +70,7 @@ MLFLOW_REPEAT_STEP = 9
 """MLflow: ``train/reward`` is logged twice at this step; the second value must win."""
 
 _SHARED: dict[str, Path] = {}
+_TIMEOUT_S = 300
 _ENV_KEEP = ("PATH", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV", "SYSTEMROOT")
 
 
@@ -84,13 +85,19 @@ def train_row(step: int) -> dict[str, float]:
     }
 
 
-def produced(kind: str) -> Path:
-    """Run producer ``kind`` once per process; the directory it wrote (do not modify it)."""
-    if kind not in _SHARED:
-        out = Path(tempfile.mkdtemp(prefix=f"rlvitals-{kind}-"))
+def produced(kind: str, *also: str) -> Path:
+    """Run producer ``kind`` once per process; the directory it wrote (do not modify it).
+
+    Producers named in ``also`` that have not run yet are started at the same time (each is a
+    separate process, so two CPUs halve the wait); their directories come from later calls.
+    """
+    todo = [k for k in dict.fromkeys((kind, *also)) if k not in _SHARED]
+    started = []
+    for k in todo:
+        out = Path(tempfile.mkdtemp(prefix=f"rlvitals-{k}-"))
         home = out / "home"
         home.mkdir()
-        env = {k: os.environ[k] for k in _ENV_KEEP if k in os.environ}
+        env = {name: os.environ[name] for name in _ENV_KEEP if name in os.environ}
         env.update(
             HOME=str(home),
             WANDB_MODE="offline",
@@ -102,14 +109,23 @@ def produced(kind: str) -> Path:
             MLFLOW_ALLOW_FILE_STORE="true",
             PYTHONWARNINGS="ignore",
         )
-        subprocess.run(
-            [sys.executable, __file__, kind, str(out)],
+        proc = subprocess.Popen(
+            [sys.executable, __file__, k, str(out)],
             env=env,
-            check=True,
-            timeout=300,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
         )
-        _SHARED[kind] = out
+        started.append((k, out, proc))
+    for k, out, proc in started:
+        try:
+            log, _ = proc.communicate(timeout=_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            log, _ = proc.communicate()
+        if proc.returncode != 0:
+            tail = log.decode(errors="replace")[-3000:]
+            raise RuntimeError(f"producer {k!r} failed ({proc.returncode}):\n{tail}")
+        _SHARED[k] = out
     return _SHARED[kind]
 
 

@@ -349,21 +349,26 @@ def _load_file_store(root: Path, run_id: str | None, progress: Progress | None) 
 
 
 def _read_metric_file(builder: RunBuilder, key: str, path: Path) -> int:
+    """Lines ``timestamp value step`` (``timestamp value`` before MLflow 1.0: step 0).
+
+    MLflow writes each line with its newline in one call, so a last line without one is torn
+    (``1700000000000 0.5`` may be the start of ``... 0.5 12``): ignored with a warning.
+    """
     n = 0
     for lineno, raw, complete in iter_lines(path):
+        if not complete:
+            builder.warn(f"{path}: line {lineno}: torn last line ignored (run still writing?)")
+            break
         parts = raw.split()
         if not parts:
             continue
         try:
             if len(parts) not in (2, 3):
                 raise ValueError
+            int(parts[0])  # timestamp
             value = float(parts[1])
             step = int(parts[2]) if len(parts) == 3 else 0
-            int(parts[0])  # timestamp
         except ValueError:
-            if not complete:
-                builder.warn(f"{path}: line {lineno}: torn last line ignored (run still writing?)")
-                break
             raise InputError(path, "expected 'timestamp value step'", f"line {lineno}") from None
         if not _STEP_MIN <= step <= _STEP_MAX:
             raise InputError(path, f"step {step} out of range", f"line {lineno}")

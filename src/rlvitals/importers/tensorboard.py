@@ -216,7 +216,7 @@ def iter_records(
             if eof:
                 break
             rest = buf[pos:]
-            chunk = f.read(max(_READ_CHUNK, need - len(rest)))
+            chunk = f.read(min(max(_READ_CHUNK, need - len(rest)), max(total - f.tell(), 1)))
             if not chunk:
                 eof = True
             base += pos
@@ -298,7 +298,7 @@ def _parse_args(text: str) -> dict[str, Any] | None:
         text = text.strip("`").removeprefix("json").strip()
     try:
         obj = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return obj if isinstance(obj, dict) else None
 

@@ -35,6 +35,7 @@ skipped. The config (minus ``_wandb``) becomes ``manifest.config`` and reveals t
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import struct
@@ -252,13 +253,22 @@ def _item_value(item: dict[str, Any]) -> Any:
             v = json.loads(s)
         except (ValueError, RecursionError):
             return _SKIP
-        if v is None or isinstance(v, (int, float)):
+        if v is None or isinstance(v, float):
             return v
+        if isinstance(v, int):
+            return _int_to_float(v)
         return _SKIP
     for name in ("number", "integer", "boolean"):
         if name in item:
             return item[name]
     return None if "none" in item else _SKIP
+
+
+def _int_to_float(v: int) -> float:
+    try:
+        return float(v)
+    except OverflowError:  # JSON integers have no size limit
+        return math.inf if v > 0 else -math.inf
 
 
 def _as_step(v: Any) -> int | None:
