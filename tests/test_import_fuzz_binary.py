@@ -12,6 +12,7 @@ declared lengths must not be allocated (tracemalloc).
 from __future__ import annotations
 
 import importlib.util
+import math
 import sqlite3
 import struct
 import sys
@@ -372,3 +373,53 @@ def test_sqlite_not_mlflow_is_not_sniffed(workdir):
     assert _importer("mlflow").sniff(p, p.read_bytes()) == 0.0
     with pytest.raises(InputError, match="not an MLflow store"):
         load(p, fmt="mlflow")
+
+
+def _tfrecord_payloads(data: bytes) -> list[bytes]:
+    out, pos = [], 0
+    while pos + 12 <= len(data):
+        (n,) = struct.unpack_from("<Q", data, pos)
+        out.append(data[pos + 12 : pos + 12 + n])
+        pos += 16 + n
+    return out
+
+
+def _generic_scalars(payload: bytes):
+    from rlvitals.importers import tensorboard as tb
+
+    ev = decode(payload, tb._EVENT)
+    values = ev.get("summary", {}).get("value", [])
+    return ev.get("step", 0), [(v.get("tag"), v.get("simple_value")) for v in values]
+
+
+@settings(SETTINGS, max_examples=300)
+@given(
+    seed=st.sampled_from(["tensorboard", "tensorboard_torch"]),
+    record=st.integers(0, 10_000),
+    flips=st.lists(st.tuples(st.integers(0, 200), st.integers(0, 255)), max_size=3),
+)
+def test_tensorboard_fast_path_agrees_with_the_decoder(seeds, seed, record, flips):
+    from rlvitals.importers import tensorboard as tb
+
+    payloads = _tfrecord_payloads(seeds[seed])
+    payload = bytearray(payloads[record % len(payloads)])
+    for where, value in flips:
+        if payload:
+            payload[where % len(payload)] = value
+    payload = bytes(payload)
+    try:
+        fast = tb._fast_scalar(payload)
+    except ProtobufError:
+        fast = "error"
+    if fast is None:
+        return  # not the common shape: the generic decoder handles it
+    try:
+        generic = _generic_scalars(payload)
+    except ProtobufError:
+        assert fast == "error"
+        return
+    assert fast != "error"
+    step, tag, value = fast
+    assert generic == (step, [(tag, value)]) or (
+        math.isnan(value) and generic[0] == step and generic[1][0][0] == tag
+    )

@@ -35,7 +35,6 @@ wins each shared step).
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import re
@@ -50,7 +49,7 @@ from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Progress, register
 from rlvitals.importers._config_hints import apply_config
 from rlvitals.importers._crc32c import crc32c, crc32c_many, mask, mask_many
-from rlvitals.importers._protobuf import Field, Message, ProtobufError, decode
+from rlvitals.importers._protobuf import Field, Message, ProtobufError, decode, read_varint
 from rlvitals.recording.metrics import is_eval_key
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 
@@ -72,6 +71,7 @@ _len_crc_cache: dict[bytes, int] = {}
 _EVAL_DIRS = frozenset({"eval", "evaluation", "val", "valid", "validation", "test"})
 _ARGS_TAGS = frozenset({"args", "args/text_summary"})
 _NAME_TS = re.compile(r"tfevents\.(\d+)")
+_F32 = struct.Struct("<f")
 
 # --- the protobuf messages read (field numbers from tensorflow/core/util/event.proto,
 # summary.proto, tensor.proto, tensor_shape.proto) ---------------------------------------
@@ -303,12 +303,45 @@ def _parse_args(text: str) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
-def event_scalars(payload: bytes) -> tuple[int | None, list[tuple[str, float]], dict | None]:
+def _fast_scalar(p: bytes) -> tuple[int, str, float] | None:
+    """``(step, tag, value)`` of the common event shape, else None (then :func:`decode` runs).
+
+    The shape torch.utils.tensorboard and tensorboardX write for ``add_scalar``: optional
+    ``wall_time``, optional ``step``, and a summary of exactly one value holding only a ``tag``
+    and a ``simple_value``, in field order. Anything else, however valid, returns None.
+    """
+    n = len(p)
+    pos = 9 if n > 9 and p[0] == 0x09 else 0  # wall_time: tag + 8 bytes
+    step = 0
+    if pos < n and p[pos] == 0x10:
+        step, pos = read_varint(p, pos + 1, n)
+        if step >= 1 << 63:
+            step -= 1 << 64
+    if pos + 2 > n or p[pos] != 0x2A:  # summary (5, length-delimited)
+        return None
+    size, pos = read_varint(p, pos + 1, n)
+    if pos + size != n or pos + 2 > n or p[pos] != 0x0A:  # Summary.value (1)
+        return None
+    size, pos = read_varint(p, pos + 1, n)
+    if pos + size != n or pos + 2 > n or p[pos] != 0x0A:  # Value.tag (1)
+        return None
+    size, pos = read_varint(p, pos + 1, n)
+    end = pos + size
+    if end + 5 != n or p[end] != 0x15:  # Value.simple_value (2, fixed32), then the end
+        return None
+    return step, p[pos:end].decode("utf-8", "replace"), _F32.unpack_from(p, end + 1)[0]
+
+
+def event_scalars(payload: bytes) -> tuple[int, list[tuple[str, float]], dict | None]:
     """Decode one Event: ``(step, [(tag, value), ...], args_config_or_None)``."""
+    fast = _fast_scalar(payload)
+    if fast is not None and fast[1]:
+        return fast[0], [(fast[1], fast[2])], None
     ev = decode(payload, _EVENT)
+    step = ev.get("step", 0)
     summary = ev.get("summary")
     if not summary:
-        return ev.get("step"), [], None
+        return step, [], None
     out = []
     config = None
     for v in summary.get("value", ()):
@@ -324,7 +357,7 @@ def event_scalars(payload: bytes) -> tuple[int | None, list[tuple[str, float]], 
             elif tag in _ARGS_TAGS:
                 text = _text_value(v["tensor"])
                 config = _parse_args(text) if text is not None else None
-    return ev.get("step", 0), out, config
+    return step, out, config
 
 
 # --- files and directories -------------------------------------------------------------------
@@ -388,17 +421,19 @@ def load_tensorboard(
     sizes = [f.stat().st_size for f in files]
     total = sum(sizes)
     done = 0
-    names: dict[tuple[str, str], str] = {}
-    ranges: dict[str, dict[str, list[int]]] = {}
+    spans: dict[str, list[int]] = {}  # run directory → [first step, last step]
+    series_of: dict[str, set[str]] = {}  # run directory → series names
     n_values = 0
     for file, size in zip(files, sizes):
         run_dir = "" if file == path else file.parent.relative_to(path).as_posix()
+        names = series_of.setdefault(run_dir, set())
+        rename: dict[str, str] = {}
+        lo = hi = None
         stats = _Stats()
         file_progress = None
         if progress is not None:
             file_progress = lambda d, t, off=done: progress(off + d, total)  # noqa: E731
-        records = iter_records(file, stats, verify_data_crc, file_progress)
-        for offset, payload in records:
+        for offset, payload in iter_records(file, stats, verify_data_crc, file_progress):
             try:
                 step, values, config = event_scalars(payload)
             except ProtobufError as e:
@@ -412,21 +447,29 @@ def load_tensorboard(
                 continue
             row = {}
             for tag, value in values:
-                name = names.get((tag, run_dir))
+                name = rename.get(tag)
                 if name is None:
-                    name = names[(tag, run_dir)] = _series_name(tag, run_dir)
+                    name = rename[tag] = _series_name(tag, run_dir)
+                    names.add(name)
                 row[name] = value
-                r = ranges.setdefault(name, {}).setdefault(run_dir, [step, step])
-                r[0], r[1] = min(r[0], step), max(r[1], step)
             builder.add_row(step, row)
             n_values += len(row)
+            if lo is None:
+                lo = hi = step
+            elif step < lo:
+                lo = step
+            elif step > hi:
+                hi = step
+        if lo is not None:
+            span = spans.setdefault(run_dir, [lo, hi])
+            span[0], span[1] = min(span[0], lo), max(span[1], hi)
         _report(builder, file, stats)
         done += size
     if progress is not None:
         progress(total, total)
     if n_values == 0:
         raise InputError(path, f"no scalar summaries in {len(files)} event file(s)")
-    _warn_overlaps(builder, ranges)
+    _warn_overlaps(builder, spans, series_of)
     return builder.build()
 
 
@@ -446,18 +489,22 @@ def _report(builder: RunBuilder, file: Path, stats: _Stats) -> None:
         )
 
 
-def _warn_overlaps(builder: RunBuilder, ranges: dict[str, dict[str, list[int]]]) -> None:
-    for name, by_dir in ranges.items():
-        if len(by_dir) < 2:
-            continue
-        spans = sorted((lo, hi, d or ".") for d, (lo, hi) in by_dir.items())
-        for (lo1, hi1, d1), (lo2, _hi2, d2) in itertools.pairwise(spans):
-            if lo2 <= hi1:
-                builder.warn(
-                    f"series {name!r} is logged by run directories {d1!r} and {d2!r} over "
-                    f"overlapping steps (from {max(lo1, lo2)}); merged by step, later file wins"
-                )
+def _warn_overlaps(
+    builder: RunBuilder, spans: dict[str, list[int]], series_of: dict[str, set[str]]
+) -> None:
+    """Warn when two run directories with overlapping step ranges log the same series."""
+    dirs = sorted(spans, key=lambda d: (spans[d][0], d))
+    for i, a in enumerate(dirs):
+        for b in dirs[i + 1 :]:
+            if spans[b][0] > spans[a][1]:
                 break
+            shared = sorted(series_of[a] & series_of[b])
+            if shared:
+                builder.warn(
+                    f"run directories {a or '.'!r} and {b or '.'!r} both log {shared[0]!r}"
+                    f"{f' (and {len(shared) - 1} more)' if len(shared) > 1 else ''} over "
+                    f"overlapping steps (from {spans[b][0]}); merged by step, later file wins"
+                )
 
 
 def _sniff(path: Path, head: bytes) -> float:
