@@ -117,7 +117,7 @@ def test_nan_rows_and_short_runs_are_harmless(runs, det_id):
 
 
 def test_unknown_knob_lists_the_valid_ones():
-    with pytest.raises(ValueError, match="valid: .*collapse_ratio"):
+    with pytest.raises(ValueError, match=r"valid: .*collapse_ratio"):
         _detector("ENTROPY_COLLAPSE", collapse_rate=0.1)
 
 
@@ -255,3 +255,43 @@ def test_throughput_rot_from_step_time_explained_by_length_is_info():
             row["completions/mean_length"] /= 2.0
     (f,) = _findings("THROUGHPUT_ROT", build_run(train, evals, "x"))
     assert f.severity == Severity.WARN
+
+
+# --- the labelled corpus (rlvitals.corpus.other on the corpus simulator) ----------------------
+
+
+def test_quality_bar_on_the_labelled_corpus():
+    """Every failure of the other families, at early/middle/late/transient onsets, through the
+    TRL, full and veRL views, logged every 1, 5 or 10 steps: recall and onset error."""
+    from rlvitals.corpus.other import FAMILY, other_suite
+    from rlvitals.corpus.quality import evaluate
+
+    suite = other_suite("ci", seed=1)
+    for family in sorted(set(FAMILY.values())):
+        specs = [s for s in suite if FAMILY[s[1]["detector"]] == family]
+        if not specs:
+            continue
+        rep = evaluate(specs, via_files=False, family=family)
+        missed = [(r.name, r.findings) for r in rep.misses()]
+        assert rep.recall >= 0.9, (family, missed)
+        assert rep.median_onset_error <= 3, family
+        assert rep.wrong_diagnosis_rate == 0, family
+
+
+def test_silent_on_the_corpus_healthy_runs():
+    """The collapse corpus's healthy runs (saturating, too hard, noisy grad norms, KL growth, NaN
+    rows, eval rows, sparse logging, ...): no warning from these detectors."""
+    from rlvitals.corpus import generate, to_run
+    from rlvitals.corpus.scenarios import collapse_suite
+
+    loud = []
+    for name, params in collapse_suite("ci", seed=2):
+        if name != "healthy":
+            continue
+        params = dict(params)
+        lr = generate(name, seed=params.pop("seed"), **params)
+        vitals = compute_vitals(to_run(lr))
+        for det_id in IDS:
+            loud += [(lr.name, f.id, f.message) for f in _detector(det_id).check(vitals)
+                     if Severity(f.severity).rank >= Severity.WARN.rank]
+    assert loud == []

@@ -109,7 +109,8 @@ _loaded = False
 def _ensure_loaded() -> None:
     global _loaded
     if not _loaded:
-        from rlvitals.corpus import scenarios  # noqa: F401  (registers the collapse family)
+        # importing registers the scenarios: the collapse family's, then the other families'
+        from rlvitals.corpus import other, scenarios  # noqa: F401
 
         _loaded = True
 

@@ -15,11 +15,11 @@ afterwards.
 
 ## How the detector decides
 Each logged KL value, smoothed by a centred rolling median over :knob:`smooth` points, is compared
-with the median of the :knob:`baseline_points` logged values before it. An episode starts when the
-smoothed KL stays above :knob:`jump_ratio` times that baseline, and above :knob:`min_kl` in
-absolute terms, for :knob:`sustain` consecutive points, once at least :knob:`baseline_points`
-points of history exist. It ends when the KL falls back below :knob:`recover_ratio` times the
-baseline frozen at the onset. A peak at or above :knob:`critical_kl` makes the finding critical.
+with its baseline: the median of the :knob:`baseline_points` logged values before it (fewer early
+in the run; a point needs :knob:`min_history` of them). An episode starts when the smoothed KL
+stays above :knob:`jump_ratio` times the baseline, and above :knob:`min_kl` in absolute terms, for
+:knob:`sustain` consecutive points. It ends when the KL falls back below :knob:`recover_ratio`
+times the baseline frozen at the onset. A peak at or above :knob:`critical_kl` makes the finding critical.
 Slow, steady KL growth never fires: the baseline moves with it.
 
 ## What to try
@@ -50,6 +50,7 @@ from rlvitals.detectors._trend import (
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 
 BASELINE_POINTS = 20
+MIN_HISTORY = 8
 JUMP_RATIO = 5.0
 MIN_KL = 0.05
 RECOVER_RATIO = 2.0
@@ -68,6 +69,8 @@ class KlBlowup(Detector):
 
     @dataclass(frozen=True)
     class Knobs:
+        #: Logged points of history a point needs before it can start an episode.
+        min_history: int = MIN_HISTORY
         #: Logged points before each point whose median is its baseline KL.
         baseline_points: int = BASELINE_POINTS
         #: Smoothed KL above this multiple of its baseline counts as blowing up.
@@ -84,17 +87,17 @@ class KlBlowup(Detector):
         critical_kl: float = CRITICAL_KL
 
     def needs(self, vitals) -> str | None:
-        return needs(vitals, ["kl"], self.knobs.baseline_points + self.knobs.sustain)
+        return needs(vitals, ["kl"], self.knobs.min_history + self.knobs.sustain)
 
     def check(self, vitals) -> list[Finding]:
         k = self.knobs
         kl = points(vitals, "kl")
-        if kl is None or kl.n < k.baseline_points + k.sustain:
+        if kl is None or kl.n < k.min_history + k.sustain:
             return []
         smooth = rolling_median(kl.values, k.smooth)
         base = np.maximum(trailing_median(kl.values, k.baseline_points), 0.0)
         start = (smooth > k.jump_ratio * base) & (smooth > k.min_kl)
-        start[: k.baseline_points] = False
+        start[: k.min_history] = False
         found = episodes(
             start, lambda i: smooth < k.recover_ratio * base[i], k.sustain, MAX_EPISODES
         )

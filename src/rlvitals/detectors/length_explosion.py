@@ -15,10 +15,11 @@ then jumps by half or more within a few steps; `truncation_frac` and `step_time`
 
 ## How the detector decides
 Each logged mean length, smoothed by a centred rolling median over :knob:`smooth` points, is
-compared with the median of the :knob:`baseline_points` logged values before it. An episode starts
-when the smoothed length stays above :knob:`jump_ratio` times that baseline for :knob:`sustain`
-consecutive points, once at least :knob:`baseline_points` points of history exist, and ends when
-the length falls back below :knob:`recover_ratio` times the baseline frozen at the onset. Gradual
+compared with its baseline: the median of the :knob:`baseline_points` logged values before it
+(fewer early in the run; a point needs :knob:`min_history` of them). An episode starts when the
+smoothed length stays above :knob:`jump_ratio` times the baseline for :knob:`sustain` consecutive
+points, and ends when the length falls back below :knob:`recover_ratio` times the baseline frozen
+at the onset. Gradual
 growth never fires: the baseline moves with it. The length limit (the largest `length_max`) and
 the truncation fraction are reported beside the numbers when the run logs them.
 
@@ -52,6 +53,7 @@ from rlvitals.detectors._trend import (
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 
 BASELINE_POINTS = 20
+MIN_HISTORY = 8
 JUMP_RATIO = 1.5
 RECOVER_RATIO = 1.2
 SUSTAIN = 3
@@ -68,6 +70,8 @@ class LengthExplosion(Detector):
 
     @dataclass(frozen=True)
     class Knobs:
+        #: Logged points of history a point needs before it can start an episode.
+        min_history: int = MIN_HISTORY
         #: Logged points before each point whose median is its baseline length.
         baseline_points: int = BASELINE_POINTS
         #: Smoothed mean length above this multiple of its baseline counts as an explosion.
@@ -80,17 +84,17 @@ class LengthExplosion(Detector):
         smooth: int = SMOOTH
 
     def needs(self, vitals) -> str | None:
-        return needs(vitals, ["length_mean"], self.knobs.baseline_points + self.knobs.sustain)
+        return needs(vitals, ["length_mean"], self.knobs.min_history + self.knobs.sustain)
 
     def check(self, vitals) -> list[Finding]:
         k = self.knobs
         length = points(vitals, "length_mean")
-        if length is None or length.n < k.baseline_points + k.sustain:
+        if length is None or length.n < k.min_history + k.sustain:
             return []
         smooth = rolling_median(length.values, k.smooth)
         base = trailing_median(length.values, k.baseline_points)
         start = (smooth > k.jump_ratio * base) & (base > 0)
-        start[: k.baseline_points] = False
+        start[: k.min_history] = False
         found = episodes(
             start, lambda i: smooth < k.recover_ratio * base[i], k.sustain, MAX_EPISODES
         )

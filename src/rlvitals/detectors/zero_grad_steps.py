@@ -17,8 +17,8 @@ It counts logged steps where `grad_norm` and the loss (`loss`, else `pg_loss`) a
 zero. Values printed with few decimals (`0.000` in a console log) are ambiguous: when every
 gradient norm is a multiple of some 10^-d, zeros count only if the median non-zero gradient norm
 is at least :knob:`rounding_margin` such quanta. The detector fires with at least :knob:`min_steps`
-zero steps; it is a warning when their share of the logged steps is at least :knob:`warn_frac`,
-informational below. It is informational too when the reward at the zero steps sits within
+zero steps; it is a warning when their share of the logged steps from the first zero step on is
+at least :knob:`warn_frac`, informational below. It is informational too when the reward at the zero steps sits within
 :knob:`edge` of either end of the reward range: a saturated (or hopeless) prompt set gives
 all-equal groups honestly, and the collapse family reports it as saturation. Onset is the first
 zero step, end the last one (open when it is the last logged step).
@@ -99,16 +99,18 @@ class ZeroGradSteps(Detector):
             return []  # printed zeros are indistinguishable from small rounded values
         steps = np.asarray(vitals.steps)
         idx = np.flatnonzero(zero)
-        frac = n_zero / n_logged
+        logged_idx = np.flatnonzero(logged)
+        since = int((logged_idx >= idx[0]).sum())  # logged steps from the first zero step on
+        frac = n_zero / since
         level = _reward_level(vitals, zero)
         at_edge = level is not None and (level >= 1 - k.edge or level <= k.edge)
         warn = frac >= k.warn_frac and not at_edge
         onset, last = int(steps[idx[0]]), int(steps[idx[-1]])
-        still = idx[-1] == np.flatnonzero(logged)[-1]
+        still = idx[-1] == logged_idx[-1]
         return [
             self.finding(
-                f"{n_zero} of {n_logged} logged steps ({fmt(frac)}) had grad_norm and "
-                f"{loss_name} exactly 0, from step {onset} to {last}"
+                f"{n_zero} of the {since} logged steps since step {onset} ({fmt(frac)}) had "
+                f"grad_norm and {loss_name} exactly 0 (last at step {last})"
                 + (f" (share >= {fmt(k.warn_frac)})" if warn else "")
                 + (f"; reward there {fmt(level)} of its range: saturation, not a bug"
                    if at_edge else ""),
@@ -120,6 +122,7 @@ class ZeroGradSteps(Detector):
                 metrics={
                     "zero_steps": n_zero,
                     "logged_steps": n_logged,
+                    "steps_since_first": since,
                     "zero_frac": rnd(frac),
                     "warn_frac": k.warn_frac,
                     "min_steps": k.min_steps,
