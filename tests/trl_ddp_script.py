@@ -101,6 +101,7 @@ def grpo_args(out_dir: str | Path, **overrides: Any):
         dataloader_num_workers=0,
         seed=0,
         disable_tqdm=True,
+        ddp_find_unused_parameters=False,
     )
     kw.update(overrides)
     return GRPOConfig(**kw)
@@ -112,7 +113,12 @@ def train_dataset(n: int | None = None):
     return Dataset.from_dict({"prompt": PROMPTS[: n or len(PROMPTS)]})
 
 
+DDP_STEPS = 3
+"""Training steps of the torchrun run."""
+
+
 def _main(out_dir: str, estimator: str) -> None:
+    """One tiny GRPO run; every group of G=8 straddles the two ranks (4 rows each)."""
     set_offline_env()
     import torch
 
@@ -125,6 +131,7 @@ def _main(out_dir: str, estimator: str) -> None:
     class Dumping(RlvitalsGRPOTrainer):
         def _rlvitals_after_estimate(self, info: dict[str, Any]) -> None:
             super()._rlvitals_after_estimate(info)
+            dist = torch.distributed
             records.append(
                 {
                     "rewards": info["rewards"].tolist(),
@@ -132,13 +139,13 @@ def _main(out_dir: str, estimator: str) -> None:
                     "slice": [info["slice"].start, info["slice"].stop],
                     "metrics": info["metrics"],
                     "state": info["state"],
-                    "backend": torch.distributed.get_backend() if torch.distributed.is_initialized() else None,
+                    "backend": dist.get_backend() if dist.is_initialized() else None,
                     "world_size": self.accelerator.num_processes,
                 }
             )
 
     tok = tiny_tokenizer()
-    args = grpo_args(out_dir, max_steps=3, per_device_train_batch_size=4)
+    args = grpo_args(out_dir, max_steps=DDP_STEPS, per_device_train_batch_size=4, num_generations=8)
     trainer = Dumping(
         model=tiny_model(tok),
         reward_funcs=[reward_has_digit, reward_short],
@@ -146,10 +153,14 @@ def _main(out_dir: str, estimator: str) -> None:
         train_dataset=train_dataset(),
         processing_class=tok,
         estimator=estimator,
-        estimator_config={"tau_adapt": 0.1} if estimator == "avspo" else None,
+        estimator_config=DDP_ESTIMATOR_CONFIG.get(estimator),
     )
     trainer.train()
     Path(out_dir, f"rank{rank}.json").write_text(json.dumps(records))
+
+
+DDP_ESTIMATOR_CONFIG = {"avspo": {"tau_adapt0": 0.1}}
+"""Estimator config of the torchrun run: AVSPO with the lowest threshold, so it triggers."""
 
 
 # -- the plain gloo worker of tests/test_distributed.py -----------------------------------------

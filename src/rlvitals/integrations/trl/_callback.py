@@ -69,8 +69,9 @@ class RlvitalsCallback(TrainerCallback):
     Args:
         recording_dir: where to record; None = ``<output_dir>/rlvitals``. An existing recording
             is appended to (a resumed run continues its recording).
-        doctor_every: steps between doctor checks over the last ``window`` steps; 0 = never
-            (a final check still runs at the end of training unless 0).
+        doctor_every: steps between doctor checks over the last ``window`` steps; a check runs
+            with the first log row at or after each multiple. 0 = never (otherwise a final
+            check also runs at the end of training).
         halt_on: ``"critical"``, ``"warn"`` or ``"info"``: stop training when a finding at or
             above this severity appears; None (default) never halts.
         window: steps the live monitor keeps and diagnoses.
@@ -83,7 +84,7 @@ class RlvitalsCallback(TrainerCallback):
         guard: failure counts per hook (``guard.errors``).
         findings: every new finding reported so far, as ``(step, finding)``.
         halted_at: the step at which this callback stopped training, or None.
-        seconds: wall time spent in this callback's hooks.
+        seconds, cpu_seconds: wall and CPU (this thread) time spent in this callback's hooks.
     """
 
     def __init__(
@@ -111,6 +112,7 @@ class RlvitalsCallback(TrainerCallback):
         self.findings: list[tuple[int, Any]] = []
         self.halted_at: int | None = None
         self.seconds = 0.0
+        self.cpu_seconds = 0.0
         self._estimator: str | None = None
         self._estimator_config: dict[str, Any] | None = None
         self._groups_source = False
@@ -149,16 +151,20 @@ class RlvitalsCallback(TrainerCallback):
         self._timed("starting the recording", self._begin, args, state)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if logs and self._is_main:
+        if not logs or any(k in logs for k in _SUMMARY_KEYS):
+            return
+        if self._is_main:
             self._timed("recording a log row", self._log, state, logs)
-
-    def on_step_end(self, args, state, control, **kwargs):
+        # The doctor runs on the first log row at or after each multiple of doctor_every, so it
+        # sees that step's scalars (on_step_end comes before the step's log row). Every rank
+        # logs the same rows at the same steps, so every rank takes part in the agreement.
+        step = int(state.global_step)
         every = self.doctor_every
-        if every and state.global_step % every == 0 and state.global_step != self._last_check:
-            self._last_check = state.global_step
+        if every and step // every > (self._last_check or 0) // every:
+            self._last_check = step
             halt = False
             if self._is_main:
-                halt = self._timed("running the doctor", self._check, state.global_step, True)
+                halt = self._timed("running the doctor", self._check, step, True)
             if self._timed("sharing the halt decision", _agree, bool(halt)):
                 control.should_training_stop = True
 
@@ -179,11 +185,12 @@ class RlvitalsCallback(TrainerCallback):
     # -- bodies --------------------------------------------------------------------------------
 
     def _timed(self, site: str, fn: Any, *args: Any) -> Any:
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.thread_time()
         try:
             return self.guard.run(site, fn, *args)
         finally:
             self.seconds += time.perf_counter() - start
+            self.cpu_seconds += time.thread_time() - cpu_start
 
     def _begin(self, args: Any, state: Any) -> None:
         from rlvitals.recording import Manifest
@@ -230,8 +237,6 @@ class RlvitalsCallback(TrainerCallback):
         return cfg
 
     def _log(self, state: Any, logs: dict[str, Any]) -> None:
-        if any(k in logs for k in _SUMMARY_KEYS):
-            return
         step = int(state.global_step)
         self.monitor.feed_scalars(step, logs)
         if self.recorder is not None:

@@ -51,6 +51,10 @@ STATE_FILE = "rlvitals_estimator_state.json"
 """File written into every checkpoint folder with the estimator's name, config and state."""
 METRIC_PREFIX = "rlvitals/"
 """Prefix of the metrics rlvitals adds to TRL's logs."""
+ESTIMATOR_ON_CHOICES = ("host", "device")
+"""Where the estimator runs: ``host`` (numpy, one copy of the rewards to the CPU; a batch of
+rewards is small and dozens of tiny kernels cost more than the copy) or ``device`` (torch, on
+the rewards' device)."""
 
 
 def default_estimator(scale_rewards: str) -> str:
@@ -77,13 +81,16 @@ class RlvitalsGRPOMixin:
         estimator_config: the estimator's config fields (validated at construction). Fields
             the user leaves out that TRL's config also has (``scale_rewards``) are taken from
             ``GRPOConfig``.
+        estimator_on: ``"host"`` (default: numpy on the CPU; TRL copies the rewards to the host
+            for its logs anyway) or ``"device"`` (torch on the rewards' device).
 
     Attributes:
         rlvitals_estimator: the :class:`~rlvitals.estimators.Estimator` in use.
         rlvitals_config: its config instance.
         rlvitals_state: the estimator state after the last training batch (None until then).
         rlvitals_guard: failure counts (``.errors``, ``.total``).
-        rlvitals_seconds: wall time spent in the estimator so far.
+        rlvitals_seconds, rlvitals_cpu_seconds: wall and CPU (this thread) time spent in the
+            estimator so far, host copies included.
     """
 
     def __init__(
@@ -91,11 +98,18 @@ class RlvitalsGRPOMixin:
         *args: Any,
         estimator: str | None = None,
         estimator_config: dict[str, Any] | None = None,
+        estimator_on: str = "host",
         **kwargs: Any,
     ):
+        if estimator_on not in ESTIMATOR_ON_CHOICES:
+            raise ValueError(
+                f"estimator_on must be one of {', '.join(ESTIMATOR_ON_CHOICES)}, got {estimator_on!r}"
+            )
+        self.rlvitals_estimator_on = estimator_on
         self.rlvitals_guard = Guard("TRL estimator")
         self.rlvitals_state: Any = None
         self.rlvitals_seconds = 0.0
+        self.rlvitals_cpu_seconds = 0.0
         self._rlvitals_rewards_per_func: Any = None
         super().__init__(*args, **kwargs)
         self._rlvitals_configure(estimator, estimator_config)
@@ -165,13 +179,24 @@ class RlvitalsGRPOMixin:
         group_size = self.num_generations if mode == "train" else self.num_generations_eval
         if n_total % group_size:
             raise RuntimeError(f"global batch {n_total} is not a multiple of G={group_size}")
-        group_ids = torch.arange(n_total, device=rewards.device) // group_size
         state = self.rlvitals_state
-        start = time.perf_counter()
-        adv, metrics, new_state = self.rlvitals_estimator(
-            rewards, group_ids, self.rlvitals_config, state
-        )
+        start, cpu_start = time.perf_counter(), time.thread_time()
+        if self.rlvitals_estimator_on == "host":
+            import numpy as np
+
+            rewards = rewards.detach().cpu()
+            group_ids = torch.from_numpy(np.arange(n_total) // group_size)
+            adv, metrics, new_state = self.rlvitals_estimator(
+                rewards.numpy(), group_ids.numpy(), self.rlvitals_config, state
+            )
+            adv = torch.from_numpy(adv)
+        else:
+            group_ids = torch.arange(n_total, device=rewards.device) // group_size
+            adv, metrics, new_state = self.rlvitals_estimator(
+                rewards, group_ids, self.rlvitals_config, state
+            )
         self.rlvitals_seconds += time.perf_counter() - start
+        self.rlvitals_cpu_seconds += time.thread_time() - cpu_start
         trl_local = output["advantages"]
         local = adv[process_slice(self.accelerator.process_index, n_local)]
         if tuple(local.shape) != tuple(trl_local.shape):
@@ -194,6 +219,7 @@ class RlvitalsGRPOMixin:
             "trl_local_advantages": trl_local,
             "slice": process_slice(self.accelerator.process_index, n_local),
             "metrics": dict(metrics),
+            "state_before": _state_dict(state),
             "state": _state_dict(new_state),
         }
 
@@ -218,7 +244,8 @@ class RlvitalsGRPOMixin:
 
         ``info`` holds ``mode``, global ``rewards``/``group_ids``/``advantages`` ``(n,)``,
         ``local_advantages`` (what this process trains on), ``trl_local_advantages`` (what TRL
-        had computed), ``slice``, ``metrics`` and ``state`` (a dict, or None).
+        had computed), ``slice``, ``metrics``, and ``state_before``/``state``: the estimator
+        state before and after this batch (dicts, or None).
         """
 
     # -- checkpoints --------------------------------------------------------------------------

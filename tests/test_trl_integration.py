@@ -1,0 +1,406 @@
+"""The TRL integration, tested with real TRL 1.16 GRPO steps on a tiny Qwen2 (CPU, offline).
+
+- ``grpo``/``dr_grpo`` reproduce TRL's own advantages on the same rewards in a real step
+  (scale_rewards group/batch/none, loss_type dr_grpo), through RlvitalsGRPOTrainer and through a
+  plain GRPOTrainer recorded with ``RlvitalsCallback.attach``;
+- an ``avspo`` run trains, logs ``rlvitals/...`` metrics in ``log_history``, records the run, and
+  the recording is read back and diagnosed;
+- the estimator state is saved with checkpoints and restored on resume;
+- failures (a raising estimator, an unwritable recording directory) never stop training;
+- under ``torchrun --nproc_per_node 2`` (gloo) each rank trains on its slice of the advantages a
+  single process computes from the same global rewards.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import rlvitals
+from rlvitals.estimators import ESTIMATORS, AvspoState, register_estimator
+from rlvitals.integrations._guard import RlvitalsHookWarning
+from rlvitals.recording import read_recording
+
+HERE = Path(__file__).resolve().parent
+SCRIPT = HERE / "trl_ddp_script.py"
+
+
+def _load_harness():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("rlvitals_trl_harness", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+H = _load_harness()
+H.set_offline_env()
+
+from trl import GRPOTrainer  # noqa: E402
+
+from rlvitals.integrations.trl import (  # noqa: E402  (after the offline environment is set)
+    STATE_FILE,
+    RlvitalsCallback,
+    RlvitalsGRPOTrainer,
+    with_estimator,
+)
+
+torch.set_num_threads(1)
+
+
+# -- rewards with variety: partial credit, collapsed groups, unscorable completions ------------
+
+
+def reward_mixed(prompts, completions, **kwargs) -> list[float | None]:
+    """0 for prompts starting with a multiple of 3 (collapsed groups); else a partial credit
+    from the completion's characters, or None (unscorable) for some completions."""
+    out: list[float | None] = []
+    for p, text in zip(prompts, completions):
+        code = sum(map(ord, text))
+        if int(p[0]) % 3 == 0:
+            out.append(0.0)
+        elif code % 13 == 0:
+            out.append(None)
+        else:
+            out.append((code % 3) / 2)
+    return out
+
+
+def reward_scorable(prompts, completions, **kwargs) -> list[float]:
+    """Like :func:`reward_mixed` without unscorable completions."""
+    return [0.0 if r is None else r for r in reward_mixed(prompts, completions)]
+
+
+class Capturing(RlvitalsGRPOTrainer):
+    """Keeps every batch's info dict and the advantages each loss computation saw."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self.infos: list[dict[str, Any]] = []
+        self.trained_on: list[torch.Tensor] = []
+        self.rewards_seen: list[torch.Tensor] = []
+        super().__init__(*args, **kwargs)
+
+    def _calculate_rewards(self, *args: Any, **kwargs: Any):
+        rewards_per_func = super()._calculate_rewards(*args, **kwargs)
+        self.rewards_seen.append(rewards_per_func.clone())
+        return rewards_per_func
+
+    def _rlvitals_after_estimate(self, info: dict[str, Any]) -> None:
+        self.infos.append(info)
+
+    def _generate_and_score_completions(self, inputs):
+        out = super()._generate_and_score_completions(inputs)
+        self.trained_on.append(out["advantages"].clone())
+        return out
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return H.tiny_tokenizer()
+
+
+def _trainer(cls, tok, out_dir, *, reward_funcs=None, callbacks=None, n_prompts=None,
+             trainer_kwargs=None, **args):
+    kw = dict(per_device_train_batch_size=16, max_steps=2)
+    kw.update(args)
+    return cls(
+        model=H.tiny_model(tok),
+        reward_funcs=reward_funcs or [reward_mixed],
+        args=H.grpo_args(out_dir, **kw),
+        train_dataset=H.train_dataset(n_prompts),
+        processing_class=tok,
+        callbacks=callbacks,
+        **(trainer_kwargs or {}),
+    )
+
+
+def _rows(trainer) -> list[dict[str, Any]]:
+    return [r for r in trainer.state.log_history if "loss" in r]
+
+
+# -- (a) the reference estimators reproduce TRL ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("estimator", "scale_rewards", "loss_type"),
+    [(None, "group", "dapo"), ("grpo", "batch", "dapo"), (None, "none", "dapo"),
+     ("dr_grpo", "none", "dr_grpo")],
+)
+def test_reference_estimators_match_trl_in_a_real_step(tok, tmp_path, estimator, scale_rewards,
+                                                       loss_type):
+    trainer = _trainer(Capturing, tok, tmp_path, scale_rewards=scale_rewards, loss_type=loss_type,
+                       trainer_kwargs={"estimator": estimator})
+    trainer.train()
+    assert trainer.state.global_step == 2 and len(trainer.infos) == 2
+    partial = nan_seen = False
+    for info in trainer.infos:
+        ours, theirs = info["local_advantages"], info["trl_local_advantages"]
+        assert ours.dtype == theirs.dtype and ours.shape == theirs.shape == (16,)
+        torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=1e-5)
+        acr = info["metrics"]["acr"]
+        partial |= 0.0 < acr < 1.0
+        nan_seen |= bool(torch.isnan(info["rewards"]).any())
+    assert partial, "the rewards must hold collapsed and live groups"
+    assert nan_seen, "the rewards must hold an unscorable completion"
+    # What trained is what rlvitals computed, and the metrics reached TRL's log_history.
+    for info, used in zip(trainer.infos, trainer.trained_on):
+        assert torch.equal(used, info["local_advantages"])
+    for row, info in zip(_rows(trainer), trainer.infos):
+        assert row["rlvitals/acr"] == pytest.approx(info["metrics"]["acr"])
+        assert row["rlvitals/adv_std"] == pytest.approx(info["metrics"]["adv_std"])
+        assert row["rlvitals/estimator_fallback"] == 0.0
+    assert trainer.rlvitals_estimator.name == (estimator or "grpo")
+
+
+def test_plain_trainer_attach_records_trl_advantages(tok, tmp_path):
+    """A plain GRPOTrainer: the callback records TRL's own rewards and advantages per group."""
+    rec = tmp_path / "rec"
+    trainer = _trainer(GRPOTrainer, tok, tmp_path / "out", reward_funcs=[reward_scorable],
+                       max_steps=3, beta=0.0)
+    cb = RlvitalsCallback(rec, doctor_every=0).attach(trainer)
+    trainer.train()
+    run = read_recording(rec)
+    m = run.manifest
+    assert (m.trainer, m.group_size, m.scale_rewards, m.kl_coef, m.estimator) == (
+        "trl", 4, "group", 0.0, "grpo")
+    assert m.config["loss_type"] == "dapo" and m.config["per_group_rewards"] is True
+    g = run.groups
+    assert g is not None and g.n_groups == 3 * 4 and set(g.sizes()) == {4}
+    assert g.unique_steps().tolist() == [1, 2, 3]
+    assert g.prompt is not None and len(set(g.prompt[:4])) == 4
+    rows = _rows(trainer)
+    for step in (1, 2, 3):
+        sel = g.row_step() == step
+        rewards = g.rewards[sel]
+        ids = g.row_group()[sel]
+        # TRL's advantages, recorded from the plain trainer, equal rlvitals' grpo on its rewards.
+        ref, metrics, _ = rlvitals.estimate("grpo", rewards.astype(np.float32), ids)
+        np.testing.assert_allclose(g.advantages[sel], ref, atol=1e-6, rtol=1e-5)
+        row = rows[step - 1]
+        assert row["frac_reward_zero_std"] == pytest.approx(metrics["acr"])
+        assert row["reward"] == pytest.approx(float(np.mean(rewards)), rel=1e-6)
+    assert run.series["reward_mean"].shape == (3,)
+    np.testing.assert_allclose(run.series["reward_mean"], [r["reward"] for r in rows])
+    assert cb.guard.total == 0
+
+
+# -- (b) an AVSPO run: metrics in TRL's logs, a recording the doctor reads ------------------------
+
+
+def test_avspo_run_logs_metrics_and_records(tok, tmp_path):
+    rec = tmp_path / "rec"
+    cb = RlvitalsCallback(rec, doctor_every=2)
+    trainer = _trainer(
+        Capturing, tok, tmp_path / "out", reward_funcs=[H.reward_prompt_parity], max_steps=4,
+        callbacks=[cb], trainer_kwargs={"estimator": "avspo",
+                                        "estimator_config": {"tau_adapt0": 0.2}},
+    )
+    trainer.train()
+    assert trainer.state.global_step == 4
+    rows = _rows(trainer)
+    assert len(rows) == 4
+    for row, info in zip(rows, trainer.infos):
+        # Every group is collapsed (the reward depends on the prompt only): TRL would train on
+        # zeros; AVSPO's virtual samples give every group a signal.
+        assert row["rlvitals/acr"] == 1.0 == row["frac_reward_zero_std"]
+        assert row["rlvitals/avspo_triggered"] == 1.0
+        assert row["rlvitals/acr_residual"] == 0.0
+        assert row["rlvitals/tau_adapt"] == pytest.approx(info["metrics"]["tau_adapt"])
+        assert "rlvitals/avspo_k" in row and "rlvitals/avspo_groups_augmented" in row
+        assert torch.count_nonzero(info["trl_local_advantages"]) == 0
+        assert torch.count_nonzero(info["local_advantages"]) == 16
+    assert trainer.rlvitals_state.step == 4
+    # The recording: manifest, groups with the advantages trained on, scalars, doctor events.
+    run = read_recording(rec)
+    assert run.manifest.estimator == "avspo"
+    assert run.manifest.config["estimator_config"]["tau_adapt0"] == 0.2
+    assert run.groups.n_groups == 16
+    trained = torch.cat([i["advantages"] for i in trainer.infos]).numpy()
+    np.testing.assert_allclose(run.groups.advantages, trained, rtol=1e-6)
+    np.testing.assert_array_equal(run.series["acr"], [1.0] * 4)
+    assert "rlvitals/tau_adapt" in run.series or "tau_adapt" in run.series
+    from rlvitals.doctor import diagnose
+
+    diagnosis = diagnose(run)
+    ids = {f.id for f in diagnosis.findings}
+    assert "DEGENERATE_GROUPS" in ids, ids
+    alerts = [e for e in run.events if e.kind == "alert"]
+    assert {e.data["id"] for e in alerts} >= {"DEGENERATE_GROUPS"}
+    assert cb.guard.total == 0 and trainer.rlvitals_guard.total == 0
+
+
+def test_halt_policy_stops_training(tok, tmp_path):
+    """Every group collapsed from step 1: DEGENERATE_GROUPS (warn) fires at the first check."""
+    rec = tmp_path / "rec"
+    cb = RlvitalsCallback(rec, doctor_every=2, halt_on="warn")
+    trainer = _trainer(Capturing, tok, tmp_path / "out", reward_funcs=[H.reward_prompt_parity],
+                       max_steps=8, callbacks=[cb])
+    trainer.train()
+    assert cb.halted_at == 2 and trainer.state.global_step == 2
+    run = read_recording(rec)
+    halts = [e for e in run.events if e.kind == "halt"]
+    assert len(halts) == 1 and halts[0].step == 2 and "DEGENERATE_GROUPS" in halts[0].data["ids"]
+    # halt_on="critical" lets the same run go on: the collapse family warns, it is not critical.
+    cb2 = RlvitalsCallback(tmp_path / "rec2", doctor_every=2, halt_on="critical")
+    trainer = _trainer(Capturing, tok, tmp_path / "out2", reward_funcs=[H.reward_prompt_parity],
+                       max_steps=4, callbacks=[cb2])
+    trainer.train()
+    assert cb2.halted_at is None and trainer.state.global_step == 4
+    assert {f.id for _, f in cb2.findings} >= {"DEGENERATE_GROUPS"}
+
+
+# -- (c) the estimator state survives a checkpoint --------------------------------------------
+
+
+def test_resume_restores_estimator_state(tok, tmp_path):
+    out = tmp_path / "out"
+    cfg = {"estimator": "avspo", "estimator_config": {"tau_adapt0": 0.2, "eta": 0.5}}
+    first = _trainer(Capturing, tok, out, reward_funcs=[reward_mixed], max_steps=2,
+                     save_strategy="steps", save_steps=2, trainer_kwargs=cfg)
+    first.train()
+    ckpt = out / "checkpoint-2"
+    saved = json.loads((ckpt / STATE_FILE).read_text())
+    assert saved["estimator"] == "avspo" and saved["state"] == first.infos[-1]["state"]
+    assert saved["state"]["step"] == 2
+    assert saved["state"] != AvspoState(tau_adapt=0.2).to_dict()
+
+    second = _trainer(Capturing, tok, out, reward_funcs=[reward_mixed], max_steps=3,
+                      save_strategy="no", trainer_kwargs=cfg)
+    second.train(resume_from_checkpoint=str(ckpt))
+    assert len(second.infos) == 1
+    assert second.infos[0]["state_before"] == saved["state"]
+    assert second.rlvitals_state.step == 3
+
+    # A checkpoint without the file: reported once, the estimator starts afresh.
+    (ckpt / STATE_FILE).unlink()
+    third = _trainer(Capturing, tok, out, reward_funcs=[reward_mixed], max_steps=3,
+                     save_strategy="no", trainer_kwargs=cfg)
+    with pytest.warns(RlvitalsHookWarning, match="restoring the estimator state"):
+        third.train(resume_from_checkpoint=str(ckpt))
+    assert third.infos[0]["state_before"] is None
+
+
+# -- (d) failures never stop training ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def flaky_estimator():
+    """An estimator that raises on its second call (grpo otherwise)."""
+    from dataclasses import dataclass
+
+    name = "test_flaky_grpo"
+    calls = {"n": 0}
+    if name not in ESTIMATORS:
+
+        @dataclass(frozen=True)
+        class FlakyConfig:
+            pass
+
+        @register_estimator(name, FlakyConfig)
+        def flaky(rewards, group_ids, config, state):
+            calls["n"] += 1
+            if calls["n"] == 2:
+                raise FloatingPointError("boom in the estimator")
+            return rlvitals.estimate("grpo", rewards, group_ids)
+
+    return name, calls
+
+
+def test_failures_are_contained(tok, tmp_path, flaky_estimator):
+    name, calls = flaky_estimator
+    calls["n"] = 0
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    from rlvitals.doctor import DoctorConfig
+
+    # Three failures at once: the estimator raises on its second batch, the recording directory
+    # cannot be created, and the doctor is configured with a detector that does not exist.
+    cb = RlvitalsCallback(blocker / "rec", doctor_every=1,
+                          doctor_config=DoctorConfig(select=["NO_SUCH_DETECTOR"]))
+    trainer = _trainer(Capturing, tok, tmp_path / "out", max_steps=3, callbacks=[cb],
+                       trainer_kwargs={"estimator": name})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.train()
+    assert trainer.state.global_step == 3
+    ours = [str(w.message) for w in caught if issubclass(w.category, RlvitalsHookWarning)]
+    assert any("advantage estimation failed (FloatingPointError: boom" in m for m in ours), ours
+    assert any("running the doctor failed" in m and "NO_SUCH_DETECTOR" in m for m in ours), ours
+    assert len(ours) == 2, "each failing site is reported once"
+    assert trainer.rlvitals_guard.errors["advantage estimation"] == 1
+    assert cb.guard.errors["running the doctor"] == 3  # counted at every check
+    recorder_warnings = [str(w.message) for w in caught if "rlvitals recorder" in str(w.message)]
+    assert recorder_warnings and cb.recorder.stats["errors"] > 0  # the recorder's own containment
+    rows = _rows(trainer)
+    assert [r["rlvitals/estimator_fallback"] for r in rows] == [0.0, 1.0, 0.0]
+    assert "rlvitals/acr" not in rows[1] and "rlvitals/acr" in rows[2]
+    # The failed batch trained on TRL's own advantages (grpo, group scaling).
+    assert len(trainer.infos) == 2 and len(trainer.trained_on) == 3
+    rewards = trainer.rewards_seen[1][:, 0]  # one reward function, weight 1
+    trl_own, _, _ = rlvitals.estimate("grpo", rewards, torch.arange(16) // 4)
+    torch.testing.assert_close(trainer.trained_on[1], trl_own, atol=1e-6, rtol=1e-5)
+    assert torch.count_nonzero(trl_own) > 0
+
+
+def test_invalid_configuration_fails_at_construction(tok, tmp_path):
+    with pytest.raises(KeyError, match="unknown estimator 'nope'"):
+        _trainer(Capturing, tok, tmp_path, trainer_kwargs={"estimator": "nope"})
+    with pytest.raises(ValueError, match="alpha"):
+        _trainer(Capturing, tok, tmp_path,
+                 trainer_kwargs={"estimator": "avspo", "estimator_config": {"alpha": -1}})
+    with pytest.raises(ValueError, match="sum_then_normalize"):
+        _trainer(Capturing, tok, tmp_path, multi_objective_aggregation="normalize_then_sum")
+    assert with_estimator(GRPOTrainer).__mro__[1].__name__ == "RlvitalsGRPOMixin"
+    with pytest.raises(TypeError):
+        with_estimator(dict)
+
+
+# -- item 4: a real TRL run under torchrun, 2 ranks on gloo --------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_torchrun_two_ranks_match_single_process(tmp_path):
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1",
+               HF_HUB_DISABLE_TELEMETRY="1", TOKENIZERS_PARALLELISM="false")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+           "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
+           str(SCRIPT), str(tmp_path), "avspo"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert len(ranks[0]) == len(ranks[1]) == H.DDP_STEPS
+    state = None
+    triggered = 0
+    for step, (r0, r1) in enumerate(zip(*ranks)):
+        assert r0["backend"] == r1["backend"] == "gloo" and r0["world_size"] == 2
+        assert r0["rewards"] == r1["rewards"], "TRL gathers the same global rewards everywhere"
+        rewards = np.asarray(r0["rewards"], dtype=np.float32)  # TRL's float32 rewards
+        ids = np.arange(rewards.shape[0]) // 8
+        ref, metrics, state = rlvitals.estimate("avspo", rewards, ids, state=state,
+                                                **H.DDP_ESTIMATOR_CONFIG["avspo"])
+        # Each G=8 group straddles the ranks: rows 0-3 on rank 0, 4-7 on rank 1.
+        assert r0["slice"] == [0, 4] and r1["slice"] == [4, 8]
+        assert r0["local_advantages"] + r1["local_advantages"] == ref.tolist(), step
+        for r in (r0, r1):
+            assert r["metrics"] == metrics and r["state"] == state.to_dict(), step
+        triggered += metrics["avspo_groups_augmented"] > 0
+    assert triggered, "AVSPO must augment a group in this run for the test to mean something"
+    assert not math.isnan(state.tau_adapt)
