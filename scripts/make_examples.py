@@ -26,7 +26,31 @@ def collapse_groups(path: Path, steps: int = 120, groups: int = 8, g: int = 8) -
                 f.write(json.dumps({"step": step, "group": j, "rewards": r}) + "\n")
 
 
+def length_explosion(path: Path, steps: int = 200, onset: int = 120) -> None:
+    """A TRL-style per-step JSONL log whose completions jump from ~330 to ~850 tokens at step 120:
+    truncation follows, the reward drops (LENGTH_EXPLOSION, TRUNCATION)."""
+    from rlvitals.corpus_other import healthy_rows
+
+    train, evals = healthy_rows(20261201, steps=steps)
+    rng = np.random.default_rng(20261202)
+    keep = ("reward", "reward_std", "frac_reward_zero_std", "entropy", "kl", "grad_norm", "loss",
+            "completions/mean_length", "completions/max_length", "completions/clipped_ratio",
+            "step_time")
+    with open(path, "w") as f:
+        for s in range(1, steps + 1):
+            row = {k: train[s][k] for k in keep}
+            if s >= onset:
+                row["completions/mean_length"] *= 2.5 * float(np.exp(rng.normal(0, 0.03)))
+                row["completions/clipped_ratio"] = float(np.clip(rng.normal(0.35, 0.03), 0, 1))
+                row["reward"] -= 0.08
+                row["step_time"] *= 2.2
+            row.update(evals.get(s, {}))
+            f.write(json.dumps({"step": s, **{k: float(f"{v:.4g}") for k, v in row.items()}})
+                    + "\n")
+
+
 if __name__ == "__main__":
     OUT.mkdir(parents=True, exist_ok=True)
     collapse_groups(OUT / "collapse_groups.jsonl")
+    length_explosion(OUT / "length_explosion.jsonl")
     print(f"wrote examples to {OUT}")

@@ -136,7 +136,7 @@ class ThroughputRot(Detector):
                         "slowdown": k.slowdown,
                         "length_growth": None if explained is None else rnd(explained),
                     },
-                    actions=_ACTIONS,
+                    actions=_EXPLAINED_ACTIONS if info else _ACTIONS,
                 )
             )
         return out
@@ -146,6 +146,13 @@ _ACTIONS = [
     "compare per-phase timings (generation, reference, update) before and after the onset",
     "watch GPU and host memory over the run: steady growth points at a leak or a growing cache",
     "check checkpoint / logging frequency, the dataloader, and every node's health",
+]
+
+
+_EXPLAINED_ACTIONS = [
+    "the slowdown follows the completion length: treat the length growth first "
+    "(LENGTH_EXPLOSION, TRUNCATION)",
+    "log tokens per second (throughput) so rot can be told from longer completions",
 ]
 
 

@@ -12,6 +12,7 @@ _HERE = Path(__file__).parent
 
 EXAMPLES: dict[str, str] = {
     "collapse": "collapse_groups.jsonl",
+    "length": "length_explosion.jsonl",
 }
 """Example name → file in this package."""
 
