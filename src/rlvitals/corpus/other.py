@@ -214,6 +214,8 @@ def other_failure(
     _add_timing(lr, sim, rng)
     if detector == "REWARD_HACKING":
         _hack_eval(lr, onset, rng)
+        # the corpus CSV writer writes no evaluation rows
+        lr.formats = tuple(f for f in lr.formats if f != "csv") or ("jsonl",)
     return lr
 
 
