@@ -13,12 +13,15 @@ is gone.
 from __future__ import annotations
 
 import argparse
+import functools
+import re
 import sys
 from pathlib import Path
 
 from rlvitals.detectors import catalogue
 from rlvitals.report.pages import (
     GENERATED,
+    bad_run_picture,
     catalogue_page,
     detector_page,
     metrics_page,
@@ -28,18 +31,51 @@ from rlvitals.report.pages import (
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def pages(docs: Path) -> dict[Path, str]:
+@functools.cache
+def _pictures() -> dict[str, str]:
+    out = {}
+    for cls in catalogue():
+        svg = bad_run_picture(cls)
+        if svg is not None:
+            out[cls.id] = svg + "\n"
+    return out
+
+
+def pictures(docs: Path) -> dict[Path, str]:
+    """SVG pictures of the detectors' bad test runs: path → content."""
+    return {docs / "detectors" / "img" / f"{i}.svg": svg for i, svg in _pictures().items()}
+
+
+def pages(docs: Path, pics: dict[Path, str] | None = None) -> dict[Path, str]:
     """Every generated page: path → content."""
+    pics = pictures(docs) if pics is None else pics
     out = {docs / "metrics.md": metrics_page(), docs / "detectors" / "index.md": catalogue_page()}
     for cls in catalogue():
-        out[docs / "detectors" / f"{cls.id}.md"] = detector_page(cls)
+        img = docs / "detectors" / "img" / f"{cls.id}.svg"
+        out[docs / "detectors" / f"{cls.id}.md"] = detector_page(
+            cls, picture=f"img/{cls.id}.svg" if img in pics else None)
     return {p: text.rstrip("\n") + "\n\n" + GENERATED + "\n" for p, text in out.items()}
+
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+
+
+def _skeleton(svg: str) -> str:
+    """An SVG with its numbers masked: pictures are compared by structure, since the last digit
+    of a plotted coordinate may differ between machines (vectorised exp/log)."""
+    return _NUMBER.sub("#", svg)
 
 
 def problems(docs: Path) -> list[str]:
     """Everything ``--check`` complains about (empty when the docs are in sync)."""
     found = [p for cls in catalogue() for p in page_problems(cls)]
-    want = pages(docs)
+    pics = pictures(docs)
+    want = pages(docs, pics)
+    for path, svg in pics.items():
+        if not path.exists():
+            found.append(f"{path.name}: missing picture (run python scripts/gen_docs.py)")
+        elif _skeleton(path.read_text(encoding="utf-8")) != _skeleton(svg):
+            found.append(f"{path.name}: picture out of date (run python scripts/gen_docs.py)")
     for path, text in want.items():
         rel = path.relative_to(docs.parent) if docs.parent in path.parents else path
         if not path.exists():
@@ -72,13 +108,15 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         return 1
     written = 0
-    for path, text in pages(args.docs).items():
+    pics = pictures(args.docs)
+    want = pages(args.docs, pics)
+    for path, text in {**want, **pics}.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             path.write_text(text, encoding="utf-8")
             written += 1
     for path in sorted((args.docs / "detectors").glob("*.md")):
-        if path not in pages(args.docs) and GENERATED in path.read_text(encoding="utf-8"):
+        if path not in want and GENERATED in path.read_text(encoding="utf-8"):
             path.unlink()
             written += 1
     print(f"wrote {written} page(s) under {args.docs}")
