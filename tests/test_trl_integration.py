@@ -404,3 +404,13 @@ def test_torchrun_two_ranks_match_single_process(tmp_path):
         triggered += metrics["avspo_groups_augmented"] > 0
     assert triggered, "AVSPO must augment a group in this run for the test to mean something"
     assert not math.isnan(state.tau_adapt)
+    # One recording, written by rank 0 only, holding every rank's completions.
+    rec = tmp_path / "rec"
+    assert sorted(p.name for p in rec.glob("*.rank*")) == [
+        "events.rank0.jsonl", "groups.rank0.bin", "scalars.rank0.jsonl"]
+    run = read_recording(rec)
+    assert run.manifest.config["world_size"] == 2 and run.manifest.group_size == 8
+    assert run.groups.n_groups == H.DDP_STEPS and set(run.groups.sizes()) == {8}
+    np.testing.assert_array_equal(
+        run.groups.rewards, np.concatenate([r["rewards"] for r in ranks[0]]))
+    np.testing.assert_array_equal(run.series["acr"], [r["metrics"]["acr"] for r in ranks[0]])

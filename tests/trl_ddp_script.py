@@ -4,11 +4,14 @@ Importing this module is cheap and has no side effects (pytest collects it for d
 transformers and torch are imported inside the functions.
 
 As a script (``torchrun --nproc_per_node 2 tests/trl_ddp_script.py OUT_DIR ESTIMATOR``) it trains
-a tiny Qwen2 with :class:`rlvitals.integrations.trl.RlvitalsGRPOTrainer` for a few steps on CPU
-(gloo) and writes, per rank, ``OUT_DIR/rank<r>.json`` holding for every generation batch the
-global rewards the trainer saw, the local advantages it trained on, its process slice, the
-estimator metrics and the estimator state after the step. The test recomputes every step in a
-single process and compares.
+a tiny Qwen2 with :class:`rlvitals.integrations.trl.RlvitalsGRPOTrainer` and an
+:class:`RlvitalsCallback` (recording into ``OUT_DIR/rec``) for a few steps on CPU (gloo) and
+writes, per rank, ``OUT_DIR/rank<r>.json`` holding for every generation batch the global rewards
+the trainer saw, the local advantages it trained on, its process slice, the estimator metrics and
+the estimator state after the step. The test recomputes every step in a single process and
+compares. ``python tests/trl_ddp_script.py estimate OUT_DIR METHODS`` (with ``RANK``,
+``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT`` set) is the plain gloo worker of
+``tests/test_distributed.py``.
 """
 
 from __future__ import annotations
@@ -122,7 +125,7 @@ def _main(out_dir: str, estimator: str) -> None:
     set_offline_env()
     import torch
 
-    from rlvitals.integrations.trl import RlvitalsGRPOTrainer
+    from rlvitals.integrations.trl import RlvitalsCallback, RlvitalsGRPOTrainer
 
     torch.set_num_threads(1)
     rank = int(os.environ.get("RANK", "0"))
@@ -154,6 +157,9 @@ def _main(out_dir: str, estimator: str) -> None:
         processing_class=tok,
         estimator=estimator,
         estimator_config=DDP_ESTIMATOR_CONFIG.get(estimator),
+        # Records on rank 0 only; the doctor at steps 2 and 3 makes every rank join the halt
+        # agreement (an all_reduce): a rank left out would hang the run.
+        callbacks=[RlvitalsCallback(Path(out_dir, "rec"), doctor_every=2, halt_on="critical")],
     )
     trainer.train()
     Path(out_dir, f"rank{rank}.json").write_text(json.dumps(records))
