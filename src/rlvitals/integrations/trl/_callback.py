@@ -117,7 +117,6 @@ class RlvitalsCallback(TrainerCallback):
         self._estimator_config: dict[str, Any] | None = None
         self._groups_source = False
         self._is_main = True
-        self._said_no_groups = False
         self._last_check: int | None = None
 
     # -- wiring --------------------------------------------------------------------------------

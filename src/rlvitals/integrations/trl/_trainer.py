@@ -48,7 +48,8 @@ __all__ = [
 ]
 
 STATE_FILE = "rlvitals_estimator_state.json"
-"""File written into every checkpoint folder with the estimator's name, config and state."""
+"""File written into every checkpoint folder: the estimator's name, its state, the step and the
+failure counts."""
 METRIC_PREFIX = "rlvitals/"
 """Prefix of the metrics rlvitals adds to TRL's logs."""
 ESTIMATOR_ON_CHOICES = ("host", "device")
