@@ -169,3 +169,17 @@ def test_inspect_draws_progress_on_stderr_when_forced(tmp_path, monkeypatch, cap
     assert "reading" in cap.err
     assert main(["inspect", str(p), "--json"]) == 0  # stderr is not a terminal here
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("fmt", ["trl_state", "trl_completions", "jsonl", "csv", "groups_jsonl"])
+def test_forced_format_on_empty_file_or_directory_says_so(tmp_path, capsys, fmt):
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    assert main(["inspect", str(empty), "--format", fmt]) == 2
+    assert capsys.readouterr().err == f"rlvitals: error: {empty}: file is empty\n"
+    d = tmp_path / "dir"
+    d.mkdir()
+    assert main(["inspect", str(d), "--format", fmt]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"rlvitals: error: {d}: ") and err.count("\n") == 1
+    assert "Errno" not in err

@@ -28,7 +28,7 @@ from rlvitals.importers import Importer, Progress, register
 from rlvitals.importers._lines import iter_json_lines, iter_lines
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 
-__all__ = ["MAX_DEPTH", "STEP_KEYS", "flatten", "load_csv", "load_jsonl"]
+__all__ = ["MAX_DEPTH", "STEP_KEYS", "check_file", "flatten", "load_csv", "load_jsonl"]
 
 STEP_KEYS = ("step", "global_step", "_step", "iteration", "iter")
 """Keys that hold the step, in order of preference (matched case-insensitively)."""
@@ -60,6 +60,14 @@ def _as_step(v: Any) -> int | None:
         except ValueError:
             return None
     return None
+
+
+def check_file(path: Path, fmt: str) -> None:
+    """InputError unless ``path`` is a non-empty file (plain messages for forced formats)."""
+    if path.is_dir():
+        raise InputError(path, f"is a directory; the {fmt} format reads one file")
+    if path.stat().st_size == 0:
+        raise InputError(path, "file is empty")
 
 
 def _find_step_key(keys: Any) -> str | None:
@@ -138,37 +146,33 @@ def _sniff_jsonl(path: Path, head: bytes) -> float:
 
 def load_jsonl(path: Path, progress: Progress | None = None) -> Run:
     """Read a JSONL file of per-step dicts into a ``Run``."""
+    check_file(path, "jsonl")
     builder = RunBuilder(Manifest(source=str(path)))
     add_row = builder.add_row
     step_key: str | None = None
     no_step = 0
     deep = 0
     n = 0
+    # The hot loop of a million-line import: keep per-line work to C-level calls where possible.
     for lineno, obj in iter_json_lines(path, builder.warnings, progress):
         if type(obj) is not dict:
             raise InputError(path, "expected a JSON object per line", f"line {lineno}")
         n += 1
-        for v in obj.values():
-            if type(v) is dict:
-                obj, truncated = flatten(obj)
-                deep += truncated
-                break
+        if dict in map(type, obj.values()):
+            obj, truncated = flatten(obj)
+            deep += truncated
         if step_key is None or step_key not in obj:
             step_key = _find_step_key(obj)
         if step_key is None:
             no_step += 1
             step = lineno
-            values = obj
         else:
-            step = _as_step(obj[step_key])
+            raw = obj.pop(step_key)  # obj is ours: parsed from this line
+            step = raw if type(raw) is int and _INT64[0] <= raw < _INT64[1] else _as_step(raw)
             if step is None:
-                raise InputError(
-                    path, f"'{step_key}' is not an integer step: {obj[step_key]!r:.40}",
-                    f"line {lineno}",
-                )
-            values = obj.copy()
-            del values[step_key]
-        add_row(step, values)
+                raise InputError(path, f"'{step_key}' is not an integer step: {raw!r:.40}",
+                                 f"line {lineno}")
+        add_row(step, obj)
     if n == 0:
         raise InputError(path, "no JSON objects found")
     _finish_warnings(builder, path, no_step, deep)
@@ -267,6 +271,7 @@ def _csv_lines(path: Path, progress: Progress | None) -> Any:
 
 def load_csv(path: Path, progress: Progress | None = None) -> Run:
     """Read a CSV (or TSV) file of per-step rows with a header into a ``Run``."""
+    check_file(path, "csv")
     builder = RunBuilder(Manifest(source=str(path)))
     lines = _csv_lines(path, progress)
     header: list[str] | None = None

@@ -67,6 +67,10 @@ def _floats(path: Path, lineno: int, key: str, values: Any) -> list[float]:
 
 def load_groups_jsonl(path: Path, progress=None) -> Run:
     """Read a per-group rewards JSONL file into a ``Run`` with a ``GroupTable``."""
+    if path.is_dir():
+        raise InputError(path, "is a directory; the groups_jsonl format reads one file")
+    if path.stat().st_size == 0:
+        raise InputError(path, "file is empty")
     builder = RunBuilder(Manifest(source=str(path)))
     steps: list[int] = []
     rewards: list[list[float]] = []

@@ -255,6 +255,8 @@ def load_trl_completions(path: Path, progress: Progress | None = None) -> Run:
         files = table_files(folder)
         if not files:
             raise InputError(path, "no completions_<step>.parquet files here")
+    elif path.stat().st_size == 0:
+        raise InputError(path, "file is empty")
     else:
         folder, files = path.parent, [path]
     manifest = Manifest(source=str(path), trainer="trl")
