@@ -103,6 +103,22 @@ def check_inputs(rewards: Any, group_ids: Any) -> tuple[Any, Any, bool]:
     return rewards, np.asarray(group_ids), False
 
 
+def row_view(stats: GroupStats, x: Any) -> Any:
+    """An ``(n,)`` row array as ``(k, G)`` when the layout is dense (a view), else as is."""
+    return x.reshape(stats.n_groups, -1) if stats.index is None else x
+
+
+def per_row(stats: GroupStats, per_group: Any) -> Any:
+    """A ``(k,)`` per-group array broadcastable against :func:`row_view` arrays (no copy when
+    dense)."""
+    return per_group[:, None] if stats.index is None else per_group[stats.index]
+
+
+def has_nan_rows(stats: GroupStats) -> bool:
+    """Whether any row was unscorable (O(k): compares per-group counts with sizes)."""
+    return bool((stats.count != stats.size).any())
+
+
 def count_by_group(stats: GroupStats, mask: Any, torch_in: bool) -> Any:
     """``(k,)`` number of True rows of an ``(n,)`` bool mask in each group (sorted-id order)."""
     k = stats.n_groups
@@ -156,14 +172,14 @@ def nan_to_zero(adv: Any, torch_in: bool) -> Any:
     return where(isnan(adv, torch_in), 0.0 * adv, adv, torch_in)
 
 
-def batch_mean(rewards: Any, torch_in: bool) -> float:
-    """Mean of the finite rewards as a float (one scalar sync); NaN when there is none."""
-    if torch_in:
-        import torch
+def batch_mean(stats: GroupStats) -> float:
+    """Mean of the step's finite rewards from the group statistics (O(k), one scalar sync).
 
-        return float(torch.nanmean(rewards.double())) if rewards.numel() else math.nan
-    finite = rewards[~np.isnan(rewards)]
-    return float(finite.mean(dtype=np.float64)) if finite.size else math.nan
+    NaN when no reward is finite.
+    """
+    count = stats.count[stats.scorable]
+    total = float(count.sum())
+    return float((count * stats.mean[stats.scorable]).sum()) / total if total else math.nan
 
 
 # --------------------------------------------------------------------------------------------

@@ -63,8 +63,11 @@ from rlvitals.estimators._common import (
     check_number,
     check_range,
     common_metrics,
+    has_nan_rows,
     isnan,
     nan_to_zero,
+    per_row,
+    row_view,
     sqrt,
     where,
 )
@@ -320,8 +323,19 @@ def _augmented_advantages(
     gap = stats.mean - mean_v
     ss = real_ss + ss_v + c * k / n * gap * gap
     std = sqrt(ss / (n - ddof), torch_in)
-    adv = (rewards - stats.spread(mean)) / stats.spread(std + eps)
+    adv = (row_view(stats, rewards) - per_row(stats, mean)) / per_row(stats, std + eps)
     return nan_to_zero(adv, torch_in) if eps == 0 else adv
+
+
+def _merge(stats: signal.GroupStats, rewards: Any, augment: Any, aug: Any, adv: Any, t: bool) -> Any:
+    """``(n,)``: ``aug`` (a :func:`row_view` array) on scorable rows of augmented groups, else
+    ``adv``."""
+    rows = per_row(stats, augment)
+    view = row_view(stats, rewards)
+    if has_nan_rows(stats):
+        rows = rows & ~isnan(view, t)
+    out = where(rows, aug, row_view(stats, adv), t)
+    return out.reshape(-1)
 
 
 def advantages_with_virtual(
@@ -371,8 +385,7 @@ def advantages_with_virtual(
     ss_v = float(((v - mean_v) ** 2).sum())
     aug = _augmented_advantages(rewards, stats, float(v.size), mean_v, ss_v, eps=eps, ddof=ddof,
                                 torch_in=t)
-    rows = stats.spread(augment & stats.scorable) & ~isnan(rewards, t)
-    return where(rows, aug, adv, t)
+    return _merge(stats, rewards, augment & stats.scorable, aug, adv, t)
 
 
 # --------------------------------------------------------------------------------------------
@@ -441,12 +454,11 @@ def avspo(rewards: Any, group_ids: Any, config: AvspoConfig, state: Any = None) 
         mean_v, ss_v = _stratified_moments(k, config.r_min, config.r_max)
         aug = _augmented_advantages(rewards, stats, k, mean_v, ss_v, eps=config.eps,
                                     ddof=config.ddof, torch_in=t)
-        rows = stats.spread(stats.collapsed) & ~isnan(rewards, t)
-        adv = where(rows, aug, adv, t)
+        adv = _merge(stats, rewards, stats.collapsed, aug, adv, t)
         k_mean = float((k * stats.collapsed).sum()) / n_aug
 
     # Step 6: adaptive threshold, moved by the sign of the change of J.
-    delta_j, j_now = _next_j(config, state, batch_mean(rewards, t))
+    delta_j, j_now = _next_j(config, state, batch_mean(stats))
     new_tau = tau_adapt
     if n_groups:
         moved = tau_adapt + config.eta * _sign(delta_j) * (gate - tau_adapt)
@@ -482,8 +494,7 @@ def avspo_released(
         mean_v = config.r_min + config.r_max - stats.mean
         aug = _augmented_advantages(rewards, stats, 1.0, mean_v, 0.0, eps=config.eps,
                                     ddof=config.ddof, torch_in=t)
-        rows = stats.spread(stats.collapsed) & ~isnan(rewards, t)
-        adv = where(rows, aug, adv, t)
+        adv = _merge(stats, rewards, stats.collapsed, aug, adv, t)
     metrics = common_metrics(rewards, stats, adv, tau=config.tau, r_min=config.r_min,
                              r_max=config.r_max, torch_in=t)
     metrics.update(avspo_k=1.0 if n_aug else 0.0, avspo_groups_augmented=float(n_aug))

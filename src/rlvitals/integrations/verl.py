@@ -44,6 +44,7 @@ import json
 import math
 import os
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -148,8 +149,12 @@ def _knobs(method: str, config: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 def _run_state(run: str, method: str, state_file: str | None) -> _RunState:
     rs = _RUNS.get(run)
     if rs is not None and rs.estimator != method:
-        raise ValueError(f"run {run!r} was started with {PREFIX}{rs.estimator}, now called with "
-                         f"{PREFIX}{method}; use algorithm.rlvitals.run to keep runs apart")
+        if rs.state is not None:
+            warnings.warn(f"rlvitals veRL run {run!r} switches from {PREFIX}{rs.estimator} to "
+                          f"{PREFIX}{method}: the old estimator's state is dropped (use "
+                          "algorithm.rlvitals.run to keep runs apart)", stacklevel=3)
+        reset(run)
+        rs = None
     if rs is None:
         rs = _RunState(estimator=method)
         if state_file and Path(state_file).exists():
