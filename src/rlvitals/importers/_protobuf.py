@@ -214,29 +214,74 @@ def decode(
         end = len(buf)
     fields = schema.fields
     out: dict[str, Any] = {}
-    for number, wire, value, at in iter_fields(buf, start, end):
-        f = fields.get(number)
-        if f is None:
-            continue
-        kind = f.kind
-        if isinstance(kind, Message):
-            if wire != WIRE_LEN:
-                raise ProtobufError(f"field {number} ({f.name}) should be a message", at)
-            v: Any = decode(buf, kind, value[0], value[1], depth + 1)
-        elif wire == WIRE_LEN and kind in _LEN_KINDS:
-            raw = bytes(buf[value[0] : value[1]])
-            v = raw.decode("utf-8", "replace") if kind == "string" else raw
-        elif wire == WIRE_LEN and f.repeated:
-            out.setdefault(f.name, []).extend(_packed(buf, value[0], value[1], kind, number))
-            continue
-        elif wire == WIRE_VARINT and kind in _VARINT_KINDS:
-            v = _varint_value(kind, value)
-        elif wire == WIRE_FIXED64 and kind in _FIXED64_KINDS:
-            v = struct.unpack(_FIXED64_KINDS[kind], value.to_bytes(8, "little"))[0]
-        elif wire == WIRE_FIXED32 and kind in _FIXED32_KINDS:
-            v = struct.unpack(_FIXED32_KINDS[kind], value.to_bytes(4, "little"))[0]
+    pos = start
+    # The field loop of iter_fields, inlined: this is the hot path of every binary importer.
+    while pos < end:
+        at = pos
+        b = buf[pos]
+        if b < 0x80:
+            tag = b
+            pos += 1
         else:
-            raise ProtobufError(f"field {number} ({f.name}) has wire type {wire}, not {kind}", at)
+            tag, pos = read_varint(buf, pos, end)
+        number, wire = tag >> 3, tag & 7
+        if number == 0:
+            raise ProtobufError("field number 0", at)
+        if wire == WIRE_LEN:
+            if pos < end and buf[pos] < 0x80:
+                n = buf[pos]
+                pos += 1
+            else:
+                n, pos = read_varint(buf, pos, end)
+            if n > end - pos:
+                raise ProtobufError(f"field {number} declares {n} bytes, {end - pos} left", at)
+            lo = pos
+            pos += n
+            f = fields.get(number)
+            if f is None:
+                continue
+            kind = f.kind
+            if kind.__class__ is Message:
+                v: Any = decode(buf, kind, lo, pos, depth + 1)
+            elif kind == "string":
+                v = bytes(buf[lo:pos]).decode("utf-8", "replace")
+            elif kind == "bytes":
+                v = bytes(buf[lo:pos])
+            elif f.repeated:
+                out.setdefault(f.name, []).extend(_packed(buf, lo, pos, kind, number))
+                continue
+            else:
+                raise ProtobufError(f"field {number} ({f.name}) has wire type 2, not {kind}", at)
+        elif wire == WIRE_VARINT:
+            if pos < end and buf[pos] < 0x80:
+                value = buf[pos]
+                pos += 1
+            else:
+                value, pos = read_varint(buf, pos, end)
+            f = fields.get(number)
+            if f is None:
+                continue
+            if f.kind not in _VARINT_KINDS:
+                raise ProtobufError(f"field {number} ({f.name}) has wire type 0, not {f.kind}", at)
+            v = _varint_value(f.kind, value)
+        elif wire in (WIRE_FIXED64, WIRE_FIXED32):
+            size = 8 if wire == WIRE_FIXED64 else 4
+            if pos + size > end:
+                raise ProtobufError(f"truncated fixed{size * 8} field {number}", at)
+            lo = pos
+            pos += size
+            f = fields.get(number)
+            if f is None:
+                continue
+            table = _FIXED64_KINDS if wire == WIRE_FIXED64 else _FIXED32_KINDS
+            fmt = table.get(f.kind) if f.kind.__class__ is str else None
+            if fmt is None:
+                raise ProtobufError(
+                    f"field {number} ({f.name}) has wire type {wire}, not {f.kind}", at
+                )
+            v = struct.unpack_from(fmt, buf, lo)[0]
+        else:
+            raise ProtobufError(f"unsupported wire type {wire} (field {number})", at)
         if f.repeated:
             out.setdefault(f.name, []).append(v)
         else:
