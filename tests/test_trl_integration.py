@@ -3,8 +3,8 @@
 - ``grpo``/``dr_grpo`` reproduce TRL's own advantages on the same rewards in a real step
   (scale_rewards group/batch/none, loss_type dr_grpo), through RlvitalsGRPOTrainer and through a
   plain GRPOTrainer recorded with ``RlvitalsCallback.attach``;
-- an ``avspo`` run trains, logs ``rlvitals/...`` metrics in ``log_history``, records the run, and
-  the recording is read back and diagnosed;
+- an ``avspo`` run trains, logs ``rlvitals/...`` metrics in ``log_history`` and TensorBoard,
+  records the run, and the recording is read back and diagnosed;
 - the estimator state is saved with checkpoints and restored on resume;
 - failures (a raising estimator, an unwritable recording directory) never stop training;
 - under ``torchrun --nproc_per_node 2`` (gloo) each rank trains on its slice of the advantages a
@@ -204,7 +204,7 @@ def test_avspo_run_logs_metrics_and_records(tok, tmp_path):
     cb = RlvitalsCallback(rec, doctor_every=2)
     trainer = _trainer(
         Capturing, tok, tmp_path / "out", reward_funcs=[H.reward_prompt_parity], max_steps=4,
-        callbacks=[cb], trainer_kwargs={"estimator": "avspo",
+        report_to=["tensorboard"], callbacks=[cb], trainer_kwargs={"estimator": "avspo",
                                         "estimator_config": {"tau_adapt0": 0.2}},
     )
     trainer.train()
@@ -222,6 +222,16 @@ def test_avspo_run_logs_metrics_and_records(tok, tmp_path):
         assert torch.count_nonzero(info["trl_local_advantages"]) == 0
         assert torch.count_nonzero(info["local_advantages"]) == 16
     assert trainer.rlvitals_state.step == 4
+    # TRL's TensorBoard reporter wrote the rlvitals metrics too; the TensorBoard importer reads
+    # rlvitals/acr as the canonical acr.
+    from rlvitals.importers import load
+
+    events = sorted((tmp_path / "out").rglob("events.out.tfevents*"))
+    assert len(events) == 1
+    tb = load(events[0].parent)
+    np.testing.assert_allclose(tb.series["acr"], [r["rlvitals/acr"] for r in rows])
+    tau = next(v for k, v in tb.series.items() if k.endswith("rlvitals/tau_adapt"))
+    np.testing.assert_allclose(tau, [r["rlvitals/tau_adapt"] for r in rows], rtol=1e-6)
     # The recording: manifest, groups with the advantages trained on, scalars, doctor events.
     run = read_recording(rec)
     assert run.manifest.estimator == "avspo"
