@@ -57,8 +57,6 @@ from rlvitals.integrations.trl import (  # noqa: E402  (after the offline enviro
     with_estimator,
 )
 
-torch.set_num_threads(1)
-
 
 # -- rewards with variety: partial credit, collapsed groups, unscorable completions ------------
 
@@ -108,7 +106,11 @@ class Capturing(RlvitalsGRPOTrainer):
 
 @pytest.fixture(scope="module")
 def tok():
-    return H.tiny_tokenizer()
+    """The shared character tokenizer; also pins torch to one thread (2 shared CI cores)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield H.tiny_tokenizer()
+    torch.set_num_threads(threads)
 
 
 def _trainer(cls, tok, out_dir, *, reward_funcs=None, callbacks=None, n_prompts=None,
