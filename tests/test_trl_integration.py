@@ -57,7 +57,6 @@ from rlvitals.integrations.trl import (  # noqa: E402  (after the offline enviro
     with_estimator,
 )
 
-
 # -- rewards with variety: partial credit, collapsed groups, unscorable completions ------------
 
 
@@ -248,6 +247,15 @@ def test_avspo_run_logs_metrics_and_records(tok, tmp_path):
     diagnosis = diagnose(run)
     ids = {f.id for f in diagnosis.findings}
     assert "DEGENERATE_GROUPS" in ids, ids
+    # `rlvitals doctor` on the recording directory: findings -> exit code 1 (fail-on warn).
+    from rlvitals.cli import main as cli_main
+
+    report = tmp_path / "report.json"
+    assert cli_main(["doctor", str(rec), "--format", "json", "-o", str(report),
+                     "--no-progress"]) == 1
+    doc = json.loads(report.read_text())
+    assert doc["run"]["trainer"] == "trl" and doc["run"]["has_groups"] is True
+    assert "DEGENERATE_GROUPS" in {f["id"] for f in doc["findings"]}
     alerts = [e for e in run.events if e.kind == "alert"]
     assert {e.data["id"] for e in alerts} >= {"DEGENERATE_GROUPS"}
     assert cb.guard.total == 0 and trainer.rlvitals_guard.total == 0
