@@ -17,7 +17,7 @@ from rlvitals.errors import InputError, MissingExtraError
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 # Command modules, in the order ``rlvitals --help`` lists them.
-COMMANDS: tuple[str, ...] = ("detectors", "explain", "acr", "inspect")
+COMMANDS: tuple[str, ...] = ("doctor", "detectors", "explain", "acr", "inspect")
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 

@@ -114,9 +114,9 @@ def _footer(console: Console, d: dict) -> None:
     for note in notes:
         console.print(Text("note: " + str(note), style="dim"))
     skipped = d.get("skipped") or {}
-    if skipped:
-        console.print(Text(f"not judged ({len(skipped)}): " + "; ".join(
-            f"{k} {v}" for k, v in sorted(skipped.items())), style="dim"))
+    if skipped:  # names only: the JSON, Markdown and HTML reports say what each one needs
+        console.print(Text(f"not judged ({len(skipped)}, the run does not log what they read): "
+                           + ", ".join(sorted(skipped)), style="dim"))
     for det_id, err in sorted((d.get("errors") or {}).items()):
         console.print(Text(f"detector error: {det_id}: {err}", style="red"))
 
