@@ -408,7 +408,7 @@ def load_tensorboard(
         path: an event file or a directory (searched recursively).
         progress: ``progress(done_bytes, total_bytes)`` over all files.
         verify_data_crc: check each record's data checksum (length checksums are always
-            checked). Turning it off reads about 15% faster.
+            checked). Turning it off reads about 25% faster (200,000 scalar events).
 
     Raises:
         InputError: no event files, no scalars, or a file whose framing is broken.
