@@ -44,6 +44,16 @@ CANONICAL: dict[str, Metric] = {
                ("rlvitals/acr_flat",)),
         Metric("acr_residual", "Share of groups whose advantages are still all zero after "
                "mitigation (AVSPO, filters).", ("rlvitals/acr_residual",)),
+        Metric("tau_adapt", "AVSPO's adaptive ACR threshold after this step.",
+               ("rlvitals/tau_adapt",)),
+        Metric("avspo_triggered", "1 when AVSPO augmented collapsed groups this step.",
+               ("rlvitals/avspo_triggered",)),
+        Metric("avspo_groups_augmented", "Groups that received virtual samples this step.",
+               ("rlvitals/avspo_groups_augmented",)),
+        Metric("avspo_k", "Virtual samples per augmented group (K) this step.",
+               ("rlvitals/avspo_k",)),
+        Metric("kept_frac", "Share of groups a zero-variance filter kept in the loss.",
+               ("rlvitals/kept_frac",)),
         # Advantages
         Metric("adv_mean", "Mean advantage.", ("critic/advantages/mean", "advantages/mean")),
         Metric("adv_std", "Std of all advantages in the step (about 1 with per-group scaling).",
