@@ -111,7 +111,7 @@ def real_grpo_run(out_dir: Path) -> Path:
         save_strategy="no",
         bf16=False,
         use_cpu=True,
-        gradient_checkpointing=False,
+        activation_checkpointing=False,  # transformers 5 name of gradient_checkpointing
         dataloader_num_workers=0,
         seed=0,
         disable_tqdm=True,

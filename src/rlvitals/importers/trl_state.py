@@ -173,6 +173,8 @@ def read_args(path: Path) -> dict[str, Any] | None:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError):
         return None
+    if "num_generations" not in text:  # cheap test before parsing every sibling
+        return None
     if path.suffix.lower() == ".json":
         try:
             obj = json.loads(text)
