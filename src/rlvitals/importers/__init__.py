@@ -120,6 +120,8 @@ def load(path: str | os.PathLike, fmt: str | None = None, progress: Progress | N
         run = imp.load(p, progress)
     except InputError:
         raise
+    except IsADirectoryError:
+        raise InputError(p, f"is a directory; the {imp.name} format reads a file") from None
     except (OSError, MemoryError) as e:
         raise InputError(p, f"cannot read: {e}") from None
     except RecursionError:

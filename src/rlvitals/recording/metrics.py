@@ -145,6 +145,8 @@ def canonical_key(raw: str) -> tuple[str, bool, bool]:
     if m:
         rest = key[m.end():]
         name = ALIASES.get(rest.lower())
+        if name is None and rest.lower().startswith("rewards/") and rest.count("/") == 2:
+            name = "reward/" + rest.split("/", 1)[1]
         return (f"eval/{name}" if name else f"eval/{rest}"), True, name is not None
     low = key.lower()
     for p in _TRAIN_PREFIXES:
