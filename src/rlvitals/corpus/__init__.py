@@ -27,11 +27,16 @@ from rlvitals.recording.run import GroupTable, Manifest, Run, RunBuilder
 from rlvitals.registry import Registry
 
 __all__ = [
+    "EXAMPLES",
     "SCENARIOS",
+    "SUITES",
     "Label",
     "LabelledRun",
+    "example_pair",
     "generate",
+    "register_example",
     "scenario",
+    "suite",
     "to_run",
 ]
 
@@ -96,11 +101,28 @@ class LabelledRun:
 
 Scenario = Callable[..., LabelledRun]
 SCENARIOS: Registry[Scenario] = Registry("scenario")
+Spec = tuple[str, dict[str, Any]]
+"""``(scenario name, params)``; params may hold ``seed``."""
+SUITES: Registry[Callable[[str, int], list[Spec]]] = Registry("suite")
+"""Family name → ``(size, seed) -> [(scenario, params), ...]`` ("ci" or "full" size)."""
+EXAMPLES: dict[str, tuple[Spec, Spec]] = {}
+"""Detector ID → its ``bad`` (must fire) and ``good`` (must stay silent) run."""
+
+_MODULES: tuple[str, ...] = ("scenarios", "other")
+"""Modules under ``rlvitals.corpus`` whose import registers scenarios, suites and examples:
+the collapse family's, then the other families'."""
 
 
 def scenario(name: str) -> Callable[[Scenario], Scenario]:
     """Register a scenario function ``(rng, **params) -> LabelledRun`` under ``name``."""
     return SCENARIOS.register(name)
+
+
+def register_example(det_id: str, bad: Spec, good: Spec) -> None:
+    """Name the ``bad`` and ``good`` runs of detector ``det_id`` (its tests and its picture)."""
+    if det_id in EXAMPLES:
+        raise ValueError(f"examples for {det_id!r} are already registered")
+    EXAMPLES[det_id] = (bad, good)
 
 
 _loaded = False
@@ -109,10 +131,37 @@ _loaded = False
 def _ensure_loaded() -> None:
     global _loaded
     if not _loaded:
-        # importing registers the scenarios: the collapse family's, then the other families'
-        from rlvitals.corpus import other, scenarios  # noqa: F401
+        import importlib
 
         _loaded = True
+        for m in _MODULES:
+            importlib.import_module(f"rlvitals.corpus.{m}")
+
+
+def example_pair(det_id: str) -> tuple[LabelledRun, LabelledRun]:
+    """The ``(bad, good)`` labelled runs of detector ``det_id``."""
+    _ensure_loaded()
+    try:
+        (bn, bp), (gn, gp) = EXAMPLES[det_id]
+    except KeyError:
+        valid = ", ".join(sorted(EXAMPLES))
+        raise KeyError(f"no examples for {det_id!r}; valid: {valid}") from None
+    return _gen(bn, bp), _gen(gn, gp)
+
+
+def _gen(name: str, params: dict[str, Any]) -> LabelledRun:
+    p = dict(params)
+    return generate(name, seed=p.pop("seed", 0), **p)
+
+
+def suite(size: str = "ci", seed: int = 0, families: list[str] | None = None) -> list[Spec]:
+    """The specs of every registered suite (or of ``families``), concatenated."""
+    _ensure_loaded()
+    names = SUITES.names() if families is None else families
+    out: list[Spec] = []
+    for n in names:
+        out.extend(SUITES.get(n)(size, seed))
+    return out
 
 
 def generate(name: str, seed: int = 0, **params: Any) -> LabelledRun:
@@ -120,6 +169,7 @@ def generate(name: str, seed: int = 0, **params: Any) -> LabelledRun:
     _ensure_loaded()
     fn = SCENARIOS.get(name)
     lr = fn(np.random.default_rng(seed), **params)
+    lr.name = f"{lr.name}-s{seed}"
     lr.params = {"seed": seed, **params, **lr.params}
     return lr
 

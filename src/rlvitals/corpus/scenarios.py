@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from rlvitals.corpus import Label, LabelledRun, scenario
+from rlvitals.corpus import SUITES, Label, LabelledRun, register_example, scenario
 from rlvitals.corpus.sim import Sim, Spec, schedule, simulate
 from rlvitals.recording.run import GroupTable
 
@@ -296,7 +296,8 @@ def healthy(
         T = int(rng.uniform(8, 29))
     elif shape == "long":
         T = steps or 20000
-        over = {"tau": rng.uniform(0.1, 0.5) * T, "N": 8, "G": 8}
+        over = {"tau": rng.uniform(0.1, 0.5) * T, "N": 8, "G": 8,
+                "skill1": rng.uniform(0.3, 1.2)}
     elif shape == "plateau":
         over = {"skill0": rng.uniform(-0.3, 0.3), "skill1": rng.uniform(-0.3, 0.3),
                 "diff_sd": rng.uniform(0.5, 1.0), "G": int(rng.choice([8, 12, 16]))}
@@ -339,11 +340,14 @@ def _failure(
     forbid: set[str] | None = None,
     nan_rows: float = 0.0,
     record_advantages: bool = False,
+    onset: int | None = None,
+    end: int | None = None,
     **over: Any,
 ) -> LabelledRun:
     k = log_every
     T = steps or _steps_for(rng, k)
-    onset, end = onset_at(onset_kind, T, k, rng)
+    if onset is None:
+        onset, end = onset_at(onset_kind, T, k, rng)
     ramp = int(rng.uniform(30, 80)) if gradual else int(rng.integers(1, 4))
     if gradual:
         onset = max(8 * k + 1, min(onset, T - ramp - 12 * k))
@@ -384,6 +388,8 @@ def collapse_identical(
     gradual: bool = False,
     steps: int | None = None,
     nan_rows: float = 0.0,
+    onset: int | None = None,
+    end: int | None = None,
 ) -> LabelledRun:
     """Completions of a group become identical: ACR jumps at a middling reward (excess)."""
     total = view in ("adv_std", "adv_zero_frac", "loss_grad", "verl")
@@ -396,7 +402,7 @@ def collapse_identical(
         required.append("EXCESS_COLLAPSE")
     lr = _failure(rng, "identical", onset_kind=onset_kind, view=view, log_every=log_every,
                   gradual=gradual, c_max=c_max, steps=steps, required=required,
-                  nan_rows=nan_rows, **over)
+                  nan_rows=nan_rows, onset=onset, end=end, **over)
     return lr
 
 
@@ -409,6 +415,8 @@ def collapse_floor(
     gradual: bool = False,
     steps: int | None = None,
     nan_rows: float = 0.0,
+    onset: int | None = None,
+    end: int | None = None,
 ) -> LabelledRun:
     """Behaviour collapse: every completion starts failing (reward to the floor)."""
     total = view in ("adv_std", "adv_zero_frac", "loss_grad", "verl")
@@ -416,7 +424,7 @@ def collapse_floor(
     over: dict[str, Any] = {"kl_coef": 0.0} if view == "loss_grad" else {}
     return _failure(rng, "floor", onset_kind=onset_kind, view=view, log_every=log_every,
                     gradual=gradual, c_max=c_max, steps=steps, required=[CORE_ID[view]],
-                    nan_rows=nan_rows, **over)
+                    nan_rows=nan_rows, onset=onset, end=end, **over)
 
 
 @scenario("collapse_constant")
@@ -428,6 +436,8 @@ def collapse_constant(
     steps: int | None = None,
     value: float | None = None,
     nan_rows: float = 0.0,
+    onset: int | None = None,
+    end: int | None = None,
 ) -> LabelledRun:
     """A broken verifier: from the onset every completion gets the same reward."""
     v = float(rng.choice([0.0, 0.0, 0.5])) if value is None else value
@@ -436,7 +446,7 @@ def collapse_constant(
         over["kl_coef"] = 0.0
     lr = _failure(rng, "constant", onset_kind=onset_kind, view=view, log_every=log_every,
                   gradual=False, c_max=1.0, steps=steps, required=[CORE_ID[view]],
-                  nan_rows=nan_rows, **over)
+                  nan_rows=nan_rows, onset=onset, end=end, **over)
     return lr
 
 
@@ -451,6 +461,8 @@ def plumbing(
     log_every: int = 1,
     steps: int | None = None,
     nan_rows: float = 0.0,
+    onset: int | None = None,
+    end: int | None = None,
 ) -> LabelledRun:
     """Rewards vary, advantages are zeroed before the loss (a reward→advantage plumbing bug)."""
     if view not in PLUMBING_VIEWS:
@@ -465,7 +477,7 @@ def plumbing(
         rng, "plumbing", onset_kind=onset_kind, view=view, log_every=log_every, gradual=False,
         c_max=c_max, steps=steps, required=required,
         forbid={"DEGENERATE_GROUPS", "REWARD_STD_DEATH"}, nan_rows=nan_rows,
-        record_advantages=True, **over,
+        record_advantages=True, onset=onset, end=end, **over,
     )
     return lr
 
@@ -554,6 +566,7 @@ def total_short(
 # The suite
 
 
+@SUITES.register("collapse")
 def collapse_suite(size: str = "ci", seed: int = 0) -> list[tuple[str, dict[str, Any]]]:
     """``[(scenario, params), ...]`` covering the collapse family.
 
@@ -617,3 +630,45 @@ def _pick_k(rng: np.random.Generator, view: str) -> int:
     if view == "groups":
         return 1
     return int(rng.choice([1, 1, 1, 1, 5, 10]))
+
+
+# --------------------------------------------------------------------------------------------
+# Each detector's bad and good run (its tests and the picture on its docs page)
+
+_T = 200
+register_example(
+    "ADV_COLLAPSE",
+    bad=("plumbing", {"seed": 11, "view": "adv_std", "steps": _T, "onset": 60, "end": 139}),
+    good=("healthy", {"seed": 12, "shape": "dr_grpo", "view": "adv_std", "steps": _T}),
+)
+register_example(
+    "DEGENERATE_GROUPS",
+    bad=("collapse_identical", {"seed": 21, "view": "groups", "steps": _T, "onset": 60,
+                                "end": 139}),
+    good=("healthy", {"seed": 22, "shape": "saturating", "view": "groups", "steps": _T}),
+)
+register_example(
+    "REWARD_STD_DEATH",
+    bad=("collapse_floor", {"seed": 31, "view": "reward_std", "steps": _T, "onset": 120}),
+    good=("healthy", {"seed": 32, "shape": "learning", "view": "reward_std", "steps": _T}),
+)
+register_example(
+    "ACR_STALL",
+    bad=("acr_stall", {"seed": 41, "view": "trl", "steps": 300}),
+    good=("healthy", {"seed": 42, "shape": "too_hard", "view": "trl", "steps": 300}),
+)
+register_example(
+    "ACR_VOLATILE",
+    bad=("acr_volatile", {"seed": 51, "view": "groups", "steps": 300}),
+    good=("healthy", {"seed": 52, "shape": "learning", "view": "groups", "steps": 300}),
+)
+register_example(
+    "EXCESS_COLLAPSE",
+    bad=("collapse_identical", {"seed": 61, "view": "trl", "steps": _T, "onset": 90}),
+    good=("healthy", {"seed": 62, "shape": "bimodal", "view": "trl", "steps": _T}),
+)
+register_example(
+    "SATURATION",
+    bad=("healthy", {"seed": 71, "shape": "saturating", "view": "trl", "steps": 300}),
+    good=("healthy", {"seed": 72, "shape": "learning", "view": "trl", "steps": 300}),
+)

@@ -34,7 +34,7 @@ LOOKBACK = 25
 """Logged points before an onset whose median is the pre-onset level; the healthy stretch is
 looked for up to twice as far back (a gradual decline may separate it from the onset)."""
 MIN_PRE = 3
-"""Healthy logged points needed before an onset."""
+"""Healthy logged points (running median on the healthy side) needed before an onset."""
 MAX_EPISODES = 3
 """Episodes reported per detector (the earliest ones)."""
 SATURATION_MIN_PASS = 0.7
@@ -49,6 +49,8 @@ KIND_SHARE = 0.6
 """Share of collapsed groups (or pass rate) that names the kind: too easy / too hard / flat."""
 KIND_PASS = 0.85
 """Without the split: a pass rate at or above this is "too easy" (at or below 1 - it, "too hard")."""
+LONG_RUN_POINTS = 2000
+"""Runs with more logged points than this need longer episodes (see long_run_sustain)."""
 SMOOTH_PRE = 5
 """Running-median window of the healthy-stretch test before an onset."""
 SMOOTH_ONSET = 3
@@ -128,6 +130,7 @@ def episodes(
         return [Episode(span, steps, xs, float(np.median(xs)), math.nan, total=True)]
     if vitals.too_short or n < sustain + MIN_PRE:
         return []
+    sustain = long_run_sustain(sustain, n)
     cond = (xs < threshold) if low else (xs >= threshold)
     out: list[Episode] = []
     prev_end = -1
@@ -140,9 +143,10 @@ def episodes(
         if pre_pts.shape[0] < MIN_PRE:
             continue
         sm = rolling_median(pre_pts, SMOOTH_PRE)
-        best = float(sm.max() if low else sm.min())
-        if (low and not best > healthy) or (not low and not best < healthy):
+        good = sm > healthy if low else sm < healthy
+        if int(good.sum()) < MIN_PRE:
             continue
+        best = float(sm.max() if low else sm.min())
         level = float(np.median(xs[sp.i0 : sp.i1 + 1]))
         sp = _refine_onset(sp, steps, xs, lo, (best + level) / 2.0, low)
         pre = float(np.median(xs[max(lo, sp.i0 - LOOKBACK) : sp.i0])) if sp.i0 > lo else best
@@ -150,6 +154,21 @@ def episodes(
         if len(out) >= MAX_EPISODES:
             break
     return out
+
+
+def long_run_sustain(sustain: int, n: int) -> int:
+    """``sustain`` raised by one per doubling of the run beyond :data:`LONG_RUN_POINTS` points.
+
+    Noise alone makes a run of a few consecutive points past a threshold likely somewhere in a
+    very long run (a 20,000-step log has thousands of chances); a slightly longer requirement
+    keeps the false-alarm rate per run flat.
+
+    >>> long_run_sustain(5, 1000), long_run_sustain(5, 20000)
+    (5, 9)
+    """
+    if n <= LONG_RUN_POINTS:
+        return sustain
+    return sustain + math.ceil(math.log2(n / LONG_RUN_POINTS))
 
 
 def _refine_onset(sp: Span, steps: np.ndarray, xs: np.ndarray, lo: int, mid: float,
@@ -337,4 +356,4 @@ def _r(x: float) -> float | None:
     return None if x is None or math.isnan(x) else round(float(x), 4)
 
 
-__all__ += ["confidence", "episode_metrics", "median_in", "segment_median"]
+__all__ += ["confidence", "episode_metrics", "long_run_sustain", "median_in", "segment_median"]

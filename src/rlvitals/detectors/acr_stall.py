@@ -12,16 +12,18 @@ above 0.35 step after step, while `reward_mean` goes flat below the ceiling. Eva
 stops improving over the same stretch.
 
 ## How the detector decides
-The ACR is smoothed with a centred running median over :knob:`smooth` logged points (single
-noisy steps neither make nor break a stall); the paper's rule (`rlvitals.signal.stall_spans`)
-then finds stretches above :knob:`stall_acr` lasting more than :knob:`stall_steps` training
+The ACR is smoothed with a centred running median over :knob:`smooth` logged points, and dips
+of at most two logged points below the threshold are bridged (sampling noise neither makes nor
+breaks a stall); the paper's rule (`rlvitals.signal.stall_spans`) then finds stretches above :knob:`stall_acr` lasting more than :knob:`stall_steps` training
 steps. A stretch is not a stall when the reward is still improving — the pass rate (reward
 rescaled to [0, 1]) gains at least :knob:`improve_min` over it (least-squares line)
 (a too-hard start that is being learned) — or when the high ACR is the run saturating: the
 reward at the ceiling (pass rate at least :knob:`ceiling`), or mostly-solved groups at a high
-pass rate that explains the ACR (see SATURATION). Without a logged reward only an ACR that
-jumped into the stretch (by 0.2 over the median of the 25 logged steps before) is a warning; a
-gradual rise may be saturation and is reported at info level.
+pass rate that explains the ACR (see SATURATION). A stall is a change: the (smoothed) ACR must
+have jumped into the stretch by 0.15 over its median of the 50 logged steps before (leaving
+out the last 10, where the rise may have begun); an ACR
+that was already that high (small G makes collapse common) is reported at info level, and so is
+a stretch from the very start of a run that later learned its way out (a hard start).
 
 ## What to try
 - Rebalance the prompt set by the split: harder prompts when groups are all solved, a curriculum
@@ -42,7 +44,7 @@ from rlvitals.detectors._collapse import fmt, reward_state, stretch
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.signal import STALL_ACR, STALL_STEPS, stall_spans
 from rlvitals.vitals import Vitals
-from rlvitals.vitals.spans import compress, rolling_median
+from rlvitals.vitals.spans import compress, find_spans, rolling_median
 
 SMOOTH = 5
 IMPROVE_MIN = 0.08
@@ -52,8 +54,12 @@ CONFIDENCE = 0.8
 NO_REWARD_CONFIDENCE = 0.5
 MAX_SPANS = 3
 SATURATION_RISE = 0.1
-JUMP_LOOKBACK = 25
-JUMP_MIN = 0.2
+JUMP_LOOKBACK = 50
+JUMP_SKIP = 10
+JUMP_MIN = 0.15
+MIN_PRE_POINTS = 3
+GAP = 2
+MIN_DENSITY = 0.8
 SATURATION_EASY = 0.6
 
 
@@ -94,31 +100,35 @@ class AcrStall(Detector):
         smooth = rolling_median(acr, k.smooth)
         out: list[Finding] = []
         n = int(steps.shape[0])
-        for first, last in stall_spans(smooth, steps, threshold=k.stall_acr,
+        # Bridge dips of at most GAP logged points (sampling noise) before the paper's rule.
+        above = np.zeros(n, dtype=bool)
+        for sp in find_spans(steps, smooth > k.stall_acr, sustain=1, gap=GAP,
+                             min_density=MIN_DENSITY):
+            above[sp.i0 : sp.i1 + 1] = True
+        for first, last in stall_spans(above * 1.0, steps, threshold=0.5,
                                        min_steps=k.stall_steps):
-            f = self._judge(vitals, steps, acr, first, last, n)
+            f = self._judge(vitals, steps, acr, smooth, first, last, n)
             if f is not None:
                 out.append(f)
             if len(out) >= MAX_SPANS:
                 break
         return out
 
-    def _judge(self, vitals, steps, acr, first, last, n) -> Finding | None:
+    def _judge(self, vitals, steps, acr, smooth, first, last, n) -> Finding | None:
         k = self.knobs
         inside = (steps >= first) & (steps <= last)
         level = float(np.median(acr[inside]))
         gain, p_mid = _reward_gain(vitals, first, last)
         conf = CONFIDENCE
         severity = self.severity
-        if math.isnan(gain):
-            # Without a reward, a gradual rise may be the run saturating its prompts; only an
-            # ACR that jumped into the stretch is reported as a stall.
-            before = acr[(steps < first) & (steps >= first - JUMP_LOOKBACK * vitals.log_every)]
-            jump = level - float(np.median(before)) if before.size else 0.0
-            conf = NO_REWARD_CONFIDENCE
-            if jump < JUMP_MIN:
-                severity = Severity.INFO
-        else:
+        # The level before the stretch, leaving out the last JUMP_SKIP points (the stretch may
+        # have been detected a little after the ACR started rising).
+        i0 = int(np.searchsorted(steps, first))
+        lo, hi = max(0, i0 - JUMP_LOOKBACK), i0 - JUMP_SKIP
+        before = smooth[lo:hi] if hi - lo >= MIN_PRE_POINTS else smooth[lo:i0]
+        jump = level - float(np.median(before)) if before.size >= MIN_PRE_POINTS else math.nan
+        why = ""
+        if not math.isnan(gain):
             if gain >= k.improve_min or p_mid >= k.ceiling:
                 return None
             ep = stretch(vitals, "acr", first, last)
@@ -126,6 +136,19 @@ class AcrStall(Detector):
                 k.ceiling, SATURATION_RISE, SATURATION_EASY
             ):
                 return None  # high ACR explained by a high pass rate: SATURATION's job
+        else:
+            conf = NO_REWARD_CONFIDENCE
+        if math.isnan(jump):
+            # High from the start: a stall only if the run never learned its way out.
+            run_gain, _ = _reward_gain(vitals, int(steps[0]), int(steps[-1]))
+            if math.isnan(run_gain) or run_gain >= k.improve_min:
+                severity = Severity.INFO
+                why = "; the ACR was this high from the start (a hard or small-G set-up), " \
+                    "not a stall after learning"
+        elif jump < JUMP_MIN:
+            severity = Severity.INFO
+            why = (f"; the ACR was already {fmt(level - jump)} before (G = "
+                   f"{vitals.group_size or '?'} makes collapse common): not a new stall")
         ongoing = last >= int(steps[max(0, n - 1 - k.smooth // 2)])
         length = last - first + 1
         msg = (
@@ -143,8 +166,9 @@ class AcrStall(Detector):
             "pass_rate": None if math.isnan(p_mid) else round(p_mid, 4),
             "pass_rate_gain": None if math.isnan(gain) else round(gain, 4),
         }
-        if severity is Severity.INFO:
-            msg += "; reward_mean not logged: this may be the run saturating, not a stall"
+        msg += why
+        if math.isnan(gain):
+            msg += "; reward_mean not logged"
         return self.finding(
             msg,
             severity=severity,

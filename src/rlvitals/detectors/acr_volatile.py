@@ -19,9 +19,10 @@ without anything being wrong. With :knob:`noise_correction` on, that noise is re
 (variances subtract, and what is left must exceed 4 standard deviations of a window's sample
 variance); N comes from the per-group rewards, else from the granularity of the logged fraction
 (values are multiples of 1/N), else the noise is estimated from step-to-step differences.
-Neither a level shift (a collapse starting or ending inside the window), a steady ramp, nor a
-single outlier is volatility: the window is judged on what is left after the better of a
-one-split step fit and a straight line, and without its two extreme points. An episode is :knob:`sustain` consecutive logged steps with the corrected
+Neither a level shift (a collapse starting or ending inside the window, whose new level then
+lasts), a steady ramp, nor a single outlier is volatility: the window is judged on what is left
+after the better of a one-split step fit and a straight line, and without its two extreme
+points. An episode is :knob:`sustain` consecutive logged steps with the corrected
 volatility above :knob:`volatility_above`; its onset is where the volatility started to rise
 (the last step before it at or below half the threshold).
 
@@ -38,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlvitals.detectors._collapse import fmt
+from rlvitals.detectors._collapse import fmt, long_run_sustain
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.signal import DEFAULT_WINDOW, acr_volatility
 from rlvitals.vitals import Vitals
@@ -111,7 +112,8 @@ class AcrVolatile(Detector):
                 rc = resid
             corr[cand] = np.minimum(corr[cand], rc)
         out = []
-        for sp in find_spans(steps, corr > k.volatility_above, sustain=k.sustain):
+        sustain = long_run_sustain(k.sustain, int(acr.size))
+        for sp in find_spans(steps, corr > k.volatility_above, sustain=sustain):
             # Onset: where the volatility began to rise.
             calm = np.flatnonzero(corr[: sp.i0] <= k.volatility_above / 2)
             i_on = int(calm[-1]) + 1 if calm.size else 0
@@ -183,6 +185,9 @@ def _noise_var(
 def _residual_std(x: np.ndarray, idx: np.ndarray, window: int) -> np.ndarray:
     """Std of what a step fit (best single split) or a line leaves in each trailing window.
 
+    A split only explains the window when the new level persists: if the series goes back to
+    the old level within the next ``window`` points, it was a swing, not a shift.
+
     Args:
         x: ``(n,)`` series; idx: ``(c,)`` window end indices (``>= window - 1``).
     Returns ``(c,)``.
@@ -197,7 +202,15 @@ def _residual_std(x: np.ndarray, idx: np.ndarray, window: int) -> np.ndarray:
     k = np.arange(1, w, dtype=np.float64)
     mean = total / w
     between = (left - k * mean[:, None]) ** 2 * w / (k * (w - k))
-    sse_split = sst - between.max(axis=1)
+    best = between.argmax(axis=1)
+    sse_split = sst - between[np.arange(win.shape[0]), best]
+    kb = k[best]
+    m1 = left[np.arange(win.shape[0]), best] / kb
+    m2 = (total - m1 * kb) / (w - kb)
+    after = np.array([np.median(x[i + 1 : i + 1 + w]) if i + 1 < x.shape[0] else np.nan
+                      for i in idx.tolist()])
+    reverted = np.abs(after - m1) < np.abs(after - m2)
+    sse_split = np.where(reverted, sst, sse_split)
     # Least-squares line.
     t = np.arange(w, dtype=np.float64) - (w - 1) / 2.0
     slope = (win * t).sum(axis=1) / (t * t).sum()

@@ -25,8 +25,10 @@ about the reward std, not 1; batch-scaled ones are smaller) both gates are multi
 run's own healthy level (the highest running median). `adv_zero_frac` uses the mirrored gates
 (collapsed at or above 1 - :knob:`collapse_below`, healthy below 1 - :knob:`healthy_early`) and
 corroborates an `adv_std` finding. Collapses are found in any window: each episode reports its
-onset and, when the advantages came back, its end. A run whose every logged step has all
-advantages zero is reported however short it is; other runs under 30 steps are not judged.
+onset and, when the advantages came back, its end. An episode during which the reward sits at
+the ceiling (pass rate 0.9 or more, mostly solved groups) is the run saturating and is left to
+SATURATION. A run whose every logged step has all advantages zero is reported however short it
+is; other runs under 30 steps are not judged.
 
 ## What to try
 - Look at reward variance first (REWARD_STD_DEATH, DEGENERATE_GROUPS): if it is alive while the
@@ -67,6 +69,11 @@ ZERO_ATOL = 1e-8
 CONFIDENCE = {"adv_std": 0.85, "adv_zero_frac": 0.85, "adv_span": 0.75, "zero_update": 0.7}
 CORROBORATED = 0.95
 UNIT_ESTIMATORS = ("grpo", "avspo", "gspo", "rloo_norm")
+SAT_CEILING = 0.9
+SAT_RISE = 0.1
+SAT_EASY = 0.6
+SAT_ACR = 0.75
+SAT_STD_RATIO = 0.5
 
 
 @register
@@ -124,7 +131,15 @@ class AdvCollapse(Detector):
                 vitals, src, low=False, threshold=0.5, healthy=0.5, sustain=k.sustain,
                 total_test=lambda a: a >= 0.5,
             )
-        return [self._finding(vitals, src, ep, scale, how) for ep in eps]
+        out = []
+        for ep in eps:
+            st = reward_state(vitals, ep)
+            if not ep.total and st.saturated(SAT_CEILING, SAT_RISE, SAT_EASY) and _rewards_flat(
+                vitals, ep
+            ):
+                continue  # every group solved: the run saturating (SATURATION reports it)
+            out.append(self._finding(vitals, src, ep, scale, how))
+        return out
 
     def _finding(
         self, vitals: Vitals, src: str, ep: Episode, scale: float, how: str
@@ -174,6 +189,19 @@ class AdvCollapse(Detector):
             metrics=metrics,
             actions=actions,
         )
+
+
+def _rewards_flat(vitals: Vitals, ep: Episode) -> bool:
+    """True unless the group reward variance is known to be alive during ``ep`` (then dead
+    advantages are a plumbing bug even at a high pass rate, not saturation)."""
+    if vitals.has("acr") and vitals.evidence in ("groups", "zero_std_frac"):
+        return median_in(vitals, "acr", ep.onset_step, ep.last_step) >= SAT_ACR
+    rs = vitals.get("reward_std")
+    if rs is not None and not vitals.batch_trap:
+        during = median_in(vitals, "reward_std", ep.onset_step, ep.last_step)
+        healthy = healthy_level(rs[np.isfinite(rs)], 2 * SUSTAIN + 1)
+        return during < SAT_STD_RATIO * healthy
+    return True
 
 
 def _source(vitals: Vitals) -> str | None:
