@@ -79,7 +79,7 @@ def test_select_ignore_family_and_disabled(collapsed_run):
     assert "DEGENERATE_GROUPS" not in d.detectors
     d = diagnose(collapsed_run, DoctorConfig(select=["ALL"]))
     assert "DEGENERATE_GROUPS" in d.detectors
-    with pytest.raises(ValueError, match="unknown detector 'NOPE'.*valid: ALL, "):
+    with pytest.raises(ValueError, match=r"unknown detector 'NOPE'.*valid: ALL, "):
         diagnose(collapsed_run, DoctorConfig(select=["NOPE"]))
 
 
