@@ -12,9 +12,11 @@ importers' output with these values, never with the importers' own code. Run as 
 
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -95,6 +97,7 @@ def produced(kind: str, *also: str) -> Path:
     started = []
     for k in todo:
         out = Path(tempfile.mkdtemp(prefix=f"rlvitals-{k}-"))
+        atexit.register(shutil.rmtree, out, ignore_errors=True)
         home = out / "home"
         home.mkdir()
         env = {name: os.environ[name] for name in _ENV_KEEP if name in os.environ}

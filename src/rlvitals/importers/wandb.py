@@ -24,7 +24,7 @@ in a block are zero padding. Decisions on damage:
 (16) — plus ``HistoryStep`` (2). ``Record.config`` (5) and ``Record.run`` (17) → ``config`` (4)
 hold ``ConfigItem``s (update/remove, same key fields).
 
-**Steps**: ``train/global_step`` (or ``trainer/global_step``, ``global_step``) when the row has
+**Steps**: ``train/global_step`` (or ``trainer/``, veRL's ``training/``, bare ``global_step``) when the row has
 it — TRL and OpenRLHF log it and let ``_step`` count ``wandb.log`` calls — else ``_step``, else
 ``HistoryStep.num``. Nested dicts logged as ``{"a": {"b": x}}`` are named ``a.b`` as in the W&B
 UI (``a/b`` when only that spelling is a known metric). Keys starting with ``_`` (``_runtime``,
@@ -61,7 +61,12 @@ _IDENT, _MAGIC, _VERSION = b":W&B", 0xBEE1, 0
 _REC_HEAD = struct.Struct("<IHB")
 _FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
 _TYPE_CRC = {t: zlib.crc32(bytes([t])) for t in (_FULL, _FIRST, _MIDDLE, _LAST)}
-_GLOBAL_STEP_KEYS = ("train/global_step", "trainer/global_step", "global_step")
+_GLOBAL_STEP_KEYS = (
+    "train/global_step",
+    "trainer/global_step",
+    "training/global_step",
+    "global_step",
+)
 _MAX_CONFIG_JSON = 1 << 20
 _MAX_LISTED_RUNS = 5
 _RUN_DIR = re.compile(r"^(offline-)?run-(\d{8}_\d{6})-[A-Za-z0-9]+$")
