@@ -24,9 +24,9 @@ in a block are zero padding. Decisions on damage:
 (16) — plus ``HistoryStep`` (2). ``Record.config`` (5) and ``Record.run`` (17) → ``config`` (4)
 hold ``ConfigItem``s (update/remove, same key fields).
 
-**Steps**: ``train/global_step`` (or ``trainer/``, veRL's ``training/``, bare ``global_step``) when the row has
-it — TRL and OpenRLHF log it and let ``_step`` count ``wandb.log`` calls — else ``_step``, else
-``HistoryStep.num``. Nested dicts logged as ``{"a": {"b": x}}`` are named ``a.b`` as in the W&B
+**Steps**: ``train/global_step`` (or ``trainer/``, veRL's ``training/``, bare ``global_step``)
+when the row has it — TRL and OpenRLHF log it and let ``_step`` count ``wandb.log`` calls — else
+``_step``, else ``HistoryStep.num``. Nested dicts logged as ``{"a": {"b": x}}`` are named ``a.b`` as in the W&B
 UI (``a/b`` when only that spelling is a known metric). Keys starting with ``_`` (``_runtime``,
 ``_timestamp``, ``_wandb``) are dropped; non-numeric values (media, tables, strings) are
 skipped. The config (minus ``_wandb``) becomes ``manifest.config`` and reveals the trainer.
