@@ -295,3 +295,20 @@ def test_silent_on_the_corpus_healthy_runs():
             loud += [(lr.name, f.id, f.message) for f in _detector(det_id).check(vitals)
                      if Severity(f.severity).rank >= Severity.WARN.rank]
     assert loud == []
+
+
+@pytest.mark.parametrize("det_id", IDS)
+def test_examples_through_the_whole_doctor(det_id):
+    """The registered corpus examples through ``diagnose`` (every detector of the catalogue):
+    the bad run fires at its onset with only allowed companions; the good run raises nothing."""
+    from rlvitals.corpus import example_pair, to_run
+    from rlvitals.doctor import diagnose
+
+    bad, good = example_pair(det_id)
+    d = diagnose(to_run(bad))
+    hits = [f for f in d.by_id(det_id) if Severity(f.severity).rank >= Severity.WARN.rank]
+    assert hits and abs(hits[0].onset_step - bad.expect[0].onset) <= bad.expect[0].tolerance
+    others = {f.id for f in d.findings if Severity(f.severity).rank >= Severity.WARN.rank}
+    assert others - {det_id} <= bad.allow
+    g = diagnose(to_run(good))
+    assert [f.id for f in g.findings if Severity(f.severity).rank >= Severity.WARN.rank] == []

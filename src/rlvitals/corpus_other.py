@@ -103,21 +103,28 @@ def _ramp(n: int, a: float, b: float, over: int) -> np.ndarray:
 class Scenario:
     """A detector's pictures: ``bad(seed) -> Run`` must fire at ``onset`` (± a few logged
     steps); ``good(seed) -> Run`` must stay silent; ``end`` is the step the bad condition cleared,
-    None when it lasts to the end of the run."""
+    None when it lasts to the end of the run. ``bad_rows`` / ``good_rows`` give the same runs as
+    ``(train_rows, eval_rows)``."""
 
     detector: str
-    bad: Callable[..., Run]
-    good: Callable[..., Run]
+    bad_rows: Callable[[int], tuple[Rows, Rows]]
+    good_rows: Callable[[int], tuple[Rows, Rows]]
     onset: int
     end: int | None = None
     about: str = ""
+
+    def bad(self, seed: int = 0) -> Run:
+        return build_run(*self.bad_rows(seed), f"{self.detector.lower()}_bad")
+
+    def good(self, seed: int = 0) -> Run:
+        return build_run(*self.good_rows(seed), f"{self.detector.lower()}_good")
 
 
 # ---------------------------------------------------------------------------------------------
 # Entropy collapse: entropy falls to ~3% of its early level from step ONSET and reward plateaus.
 
 
-def _entropy_bad(seed: int = 0) -> Run:
+def _entropy_bad(seed: int = 0) -> tuple[Rows, Rows]:
     train, evals = healthy_rows(seed)
     rng = np.random.default_rng(seed + 1)
     n = STEPS - ONSET + 1
@@ -125,71 +132,71 @@ def _entropy_bad(seed: int = 0) -> Run:
     _set(train, "entropy", ONSET, drop)
     r0 = train[ONSET]["reward"]
     _set(train, "reward", ONSET, r0 + rng.normal(0, 0.01, n))
-    return build_run(train, evals, "entropy_collapse_bad")
+    return train, evals
 
 
-def _entropy_good(seed: int = 0) -> Run:
+def _entropy_good(seed: int = 0) -> tuple[Rows, Rows]:
     """Entropy falls 70% over the run while reward keeps rising: spent, not collapsed."""
     train, evals = healthy_rows(seed)
     for s, row in train.items():
         row["entropy"] *= 1 - 0.55 * s / STEPS
-    return build_run(train, evals, "entropy_collapse_good")
+    return train, evals
 
 
 # KL blow-up: KL multiplies ~30x within ten steps from ONSET, and settles back at step 220.
 
 
-def _kl_bad(seed: int = 0) -> Run:
+def _kl_bad(seed: int = 0) -> tuple[Rows, Rows]:
     train, evals = healthy_rows(seed)
     rng = np.random.default_rng(seed + 2)
     n = 40
     boost = np.minimum(np.exp(np.arange(1, n + 1)), 30.0) * np.exp(rng.normal(0, 0.1, n))
     for j in range(n):
         train[ONSET + j]["kl"] *= boost[j]
-    return build_run(train, evals, "kl_blowup_bad")
+    return train, evals
 
 
-def _kl_good(seed: int = 0) -> Run:
+def _kl_good(seed: int = 0) -> tuple[Rows, Rows]:
     """KL grows steadily to ~0.6 with multiplicative noise: drift, not a blow-up."""
     train, evals = healthy_rows(seed)
     for s, row in train.items():
         row["kl"] = row["kl"] * 7.5 * (0.2 + s / STEPS)
-    return build_run(train, evals, "kl_blowup_good")
+    return train, evals
 
 
 # Length explosion: mean length jumps from ~340 to ~900 tokens from ONSET.
 
 
-def _length_bad(seed: int = 0) -> Run:
+def _length_bad(seed: int = 0) -> tuple[Rows, Rows]:
     train, evals = healthy_rows(seed)
     rng = np.random.default_rng(seed + 3)
     n = STEPS - ONSET + 1
     _set(train, "completions/mean_length", ONSET,
          _ramp(n, 600, 900, 3) * np.exp(rng.normal(0, 0.03, n)))
     _set(train, "completions/clipped_ratio", ONSET, np.clip(_ramp(n, 0.3, 0.5, 3), 0, 1))
-    return build_run(train, evals, "length_explosion_bad")
+    return train, evals
 
 
-def _length_good(seed: int = 0) -> Run:
+def _length_good(seed: int = 0) -> tuple[Rows, Rows]:
     """Length doubles over the run, steadily (the policy learns to reason longer)."""
     train, evals = healthy_rows(seed)
     for s, row in train.items():
         row["completions/mean_length"] *= 1 + s / STEPS
-    return build_run(train, evals, "length_explosion_good")
+    return train, evals
 
 
 # Truncation: 25-35% of completions hit the limit from ONSET to 240, then it clears.
 
 
-def _trunc_bad(seed: int = 0) -> Run:
+def _trunc_bad(seed: int = 0) -> tuple[Rows, Rows]:
     train, evals = healthy_rows(seed)
     rng = np.random.default_rng(seed + 4)
     n = 60
     _set(train, "completions/clipped_ratio", ONSET, np.clip(rng.normal(0.3, 0.03, n), 0, 1))
-    return build_run(train, evals, "truncation_bad")
+    return train, evals
 
 
-def _trunc_good(seed: int = 0) -> Run:
+def _trunc_good(seed: int = 0) -> tuple[Rows, Rows]:
     """Truncation noisy around 3% with single-step bursts to 20%."""
     train, evals = healthy_rows(seed)
     rng = np.random.default_rng(seed + 5)
@@ -197,93 +204,93 @@ def _trunc_good(seed: int = 0) -> Run:
         row["completions/clipped_ratio"] = float(np.clip(rng.normal(0.03, 0.01), 0, 1))
         if s % 37 == 0:
             row["completions/clipped_ratio"] = 0.2
-    return build_run(train, evals, "truncation_good")
+    return train, evals
 
 
 # Clip saturation: ~35% of tokens clipped from ONSET.
 
 
-def _clip_bad(seed: int = 0) -> Run:
+def _clip_bad(seed: int = 0) -> tuple[Rows, Rows]:
     train, evals = healthy_rows(seed)
     rng = np.random.default_rng(seed + 6)
     n = STEPS - ONSET + 1
     _set(train, "clip_ratio/region_mean", ONSET, np.clip(rng.normal(0.35, 0.04, n), 0, 1))
-    return build_run(train, evals, "clip_saturation_bad")
+    return train, evals
 
 
-def _clip_good(seed: int = 0) -> Run:
+def _clip_good(seed: int = 0) -> tuple[Rows, Rows]:
     """Several PPO epochs per batch: clipping around 8-12%, normal for reused rollouts."""
     train, evals = healthy_rows(seed)
     rng = np.random.default_rng(seed + 7)
     for row in train.values():
         row["clip_ratio/region_mean"] = float(np.clip(rng.normal(0.1, 0.015), 0, 1))
-    return build_run(train, evals, "clip_saturation_good")
+    return train, evals
 
 
 # Gradient: inf at ONSET, then grad_norm and loss go NaN for the rest of the run.
 
 
-def _nonfinite_bad(seed: int = 0) -> Run:
+def _nonfinite_bad(seed: int = 0) -> tuple[Rows, Rows]:
     train, evals = healthy_rows(seed)
     train[ONSET]["grad_norm"] = float("inf")
     for s in range(ONSET + 1, STEPS + 1):
         train[s]["grad_norm"] = float("nan")
         train[s]["loss"] = float("nan")
-    return build_run(train, evals, "grad_nonfinite_bad")
+    return train, evals
 
 
-def _nonfinite_good(seed: int = 0) -> Run:
+def _nonfinite_good(seed: int = 0) -> tuple[Rows, Rows]:
     """Scattered NaN rows (a flaky logger): isolated missing values, never a block."""
     train, evals = healthy_rows(seed)
     rng = np.random.default_rng(seed + 8)
     for s in rng.choice(np.arange(1, STEPS + 1), size=STEPS // 10, replace=False).tolist():
         train[s]["grad_norm"] = float("nan")
         train[s]["loss"] = float("nan")
-    return build_run(train, evals, "grad_nonfinite_good")
+    return train, evals
 
 
 # Gradient spikes at ONSET, ONSET + 30 and ONSET + 60; the middle one is above the severe ratio
 
 
-def _spike_bad(seed: int = 0) -> Run:
+def _spike_bad(seed: int = 0) -> tuple[Rows, Rows]:
     train, evals = healthy_rows(seed)
     for j, mult in ((0, 40.0), (30, 400.0), (60, 25.0)):
         train[ONSET + j]["grad_norm"] *= mult
-    return build_run(train, evals, "grad_spike_bad")
+    return train, evals
 
 
-def _spike_good(seed: int = 0) -> Run:
+def _spike_good(seed: int = 0) -> tuple[Rows, Rows]:
     """Noisy, heavy-ish tailed gradient norms (log-normal, sigma 0.5) and a slow drift."""
     train, evals = healthy_rows(seed)
     rng = np.random.default_rng(seed + 9)
     for s, row in train.items():
         row["grad_norm"] = float(0.3 * (1 + s / STEPS) * np.exp(rng.normal(0, 0.5)))
-    return build_run(train, evals, "grad_spike_good")
+    return train, evals
 
 
 # Zero-gradient steps: from ONSET every third step has grad_norm and loss exactly 0.
 
 
-def _zero_bad(seed: int = 0) -> Run:
+def _zero_bad(seed: int = 0) -> tuple[Rows, Rows]:
     train, evals = healthy_rows(seed)
     for s in range(ONSET, STEPS + 1, 3):
         train[s]["grad_norm"] = 0.0
         train[s]["loss"] = 0.0
-    return build_run(train, evals, "zero_grad_steps_bad")
+    return train, evals
 
 
-def _zero_good(seed: int = 0) -> Run:
+def _zero_good(seed: int = 0) -> tuple[Rows, Rows]:
     """Loss crosses zero now and then (GRPO loss is centred) but never with a zero gradient."""
     train, evals = healthy_rows(seed)
     for s in range(10, STEPS + 1, 25):
         train[s]["loss"] = 0.0
-    return build_run(train, evals, "zero_grad_steps_good")
+    return train, evals
 
 
 # Reward hacking: eval peaks at ONSET and falls while the training reward keeps rising.
 
 
-def _hack_bad(seed: int = 0) -> Run:
+def _hack_bad(seed: int = 0) -> tuple[Rows, Rows]:
     train, evals = healthy_rows(seed)
     rng = np.random.default_rng(seed + 10)
     for s, row in train.items():
@@ -294,38 +301,38 @@ def _hack_bad(seed: int = 0) -> Run:
         if s > ONSET:
             row["eval_reward"] = float(peak - 0.15 * (s - ONSET) / (STEPS - ONSET)
                                        + rng.normal(0, 0.005))
-    return build_run(train, evals, "reward_hacking_bad")
+    return train, evals
 
 
-def _hack_good(seed: int = 0) -> Run:
+def _hack_good(seed: int = 0) -> tuple[Rows, Rows]:
     """Evaluation tracks the training reward, with evaluation noise."""
     train, evals = healthy_rows(seed)
     rng = np.random.default_rng(seed + 11)
     for row in evals.values():
         row["eval_reward"] += float(rng.normal(0, 0.01))
-    return build_run(train, evals, "reward_hacking_good")
+    return train, evals
 
 
 # Throughput rot: from ONSET each step takes twice as long for the same tokens.
 
 
-def _rot_bad(seed: int = 0) -> Run:
+def _rot_bad(seed: int = 0) -> tuple[Rows, Rows]:
     train, evals = healthy_rows(seed)
     for s, row in train.items():
         if s >= ONSET:
             row["step_time"] *= 2.0
             row["throughput"] /= 2.0
-    return build_run(train, evals, "throughput_rot_bad")
+    return train, evals
 
 
-def _rot_good(seed: int = 0) -> Run:
+def _rot_good(seed: int = 0) -> tuple[Rows, Rows]:
     """Step time grows 1.8x because completions grow 1.8x; tokens per second stay level."""
     train, evals = healthy_rows(seed)
     for s, row in train.items():
         f = 1 + 0.8 * max(0, s - 100) / (STEPS - 100)
         row["completions/mean_length"] *= f
         row["step_time"] *= f
-    return build_run(train, evals, "throughput_rot_good")
+    return train, evals
 
 
 SCENARIOS: dict[str, Scenario] = {

@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from rlvitals.corpus import Label, LabelledRun, scenario
+from rlvitals.corpus import SUITES, Label, LabelledRun, register_example, scenario
 from rlvitals.corpus.scenarios import _base_spec, _steps_for, build, onset_at
 from rlvitals.corpus.sim import Sim, simulate
 
-__all__ = ["FAMILY", "INJECT", "other_suite"]
+__all__ = ["FAMILY", "INJECT", "other_example", "other_suite"]
 
 FAMILY = {
     "ENTROPY_COLLAPSE": "entropy", "KL_BLOWUP": "kl", "LENGTH_EXPLOSION": "length",
@@ -239,3 +239,52 @@ def other_suite(size: str = "ci", seed: int = 0) -> list[tuple[str, dict[str, An
                                               "view": view, "log_every": k,
                                               "nan_rows": float(rng.choice([0.0, 0.02]))}))
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# Suites per family, and each detector's bad and good run (rlvitals.corpus_other) as examples
+
+
+def _family_suite(family: str) -> Callable[[str, int], list[tuple[str, dict[str, Any]]]]:
+    def make(size: str = "ci", seed: int = 0) -> list[tuple[str, dict[str, Any]]]:
+        return [s for s in other_suite(size, seed) if FAMILY[s[1]["detector"]] == family]
+
+    make.__doc__ = f"The ``{family}`` family's failures from :func:`other_suite`."
+    return make
+
+
+for _family in sorted(set(FAMILY.values())):
+    SUITES.add(_family, _family_suite(_family))
+
+
+@scenario("other_example")
+def other_example(rng: np.random.Generator, detector: str = "KL_BLOWUP",
+                  kind: str = "bad") -> LabelledRun:
+    """A detector's own ``bad`` or ``good`` run from :mod:`rlvitals.corpus_other` as a labelled
+    run (the seed comes from ``rng``)."""
+    from rlvitals.corpus_other import SCENARIOS
+
+    sc = SCENARIOS[detector]
+    train, evals = (sc.bad_rows if kind == "bad" else sc.good_rows)(int(rng.integers(1 << 30)))
+    steps = np.array(sorted(train), dtype=np.int64)
+    keys = sorted({k for row in train.values() for k in row})
+    columns = {k: np.array([train[s].get(k, np.nan) for s in steps.tolist()]) for k in keys}
+    esteps = np.array(sorted(evals), dtype=np.int64)
+    ekeys = sorted({k for row in evals.values() for k in row})
+    ecols = {k: np.array([evals[s].get(k, np.nan) for s in esteps.tolist()]) for k in ekeys}
+    bad = kind == "bad"
+    eval_tol = 20.0 if detector == "REWARD_HACKING" else 3.0
+    return LabelledRun(
+        name=f"{detector.lower()}-{kind}", scenario="other_example", family=FAMILY[detector],
+        steps=steps, columns=columns, eval_steps=esteps, eval_columns=ecols,
+        manifest={"trainer": "trl", "group_size": 8, "kl_coef": 0.04, "reward_min": 0.0,
+                  "reward_max": 1.0},
+        expect=[Label(detector, sc.onset, sc.end, tolerance=eval_tol)] if bad else [],
+        allow=ALLOW.get(detector, set()) if bad else set(), healthy=not bad,
+        formats=("jsonl",),
+    )
+
+
+for _det in FAMILY:
+    register_example(_det, bad=("other_example", {"seed": 0, "detector": _det, "kind": "bad"}),
+                     good=("other_example", {"seed": 0, "detector": _det, "kind": "good"}))
