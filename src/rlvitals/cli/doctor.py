@@ -34,6 +34,7 @@ FAIL_ON = ("info", "warn", "critical", "never")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from rlvitals.examples import EXAMPLES
     from rlvitals.report import ReportFormat
 
     p = sub.add_parser(
@@ -42,7 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("path", nargs="?", help="a run: file or directory any importer reads")
-    src.add_argument("--example", metavar="NAME", help="diagnose a bundled example run")
+    src.add_argument("--example", metavar="NAME",
+                     help=f"diagnose a bundled example run ({', '.join(sorted(EXAMPLES))})")
     fmts = [f.value for f in ReportFormat]
     p.add_argument("--format", "--output-format", dest="report_format", choices=fmts,
                    metavar="{" + ",".join(fmts) + "}",
