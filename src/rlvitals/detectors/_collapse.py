@@ -41,7 +41,7 @@ SATURATION_MIN_PASS = 0.7
 """A collapse below this pass rate is never the run saturating (unless at the ceiling)."""
 EXCESS_JUMP = 0.25
 """An excess-ACR rise into an episode below this means the pass rate explains the collapse."""
-STD_RATIO_MIN = 0.4
+STD_RATIO_MIN = 0.7
 """reward_std / sqrt(p (1 - p)) keeping at least this share of its level: explained."""
 P_FLOOR = 1e-4
 """Floor of p (1 - p) when normalising the reward std."""

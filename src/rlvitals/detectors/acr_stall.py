@@ -12,16 +12,18 @@ above 0.35 step after step, while `reward_mean` goes flat below the ceiling. Eva
 stops improving over the same stretch.
 
 ## How the detector decides
-The ACR is smoothed with a centred running median over :knob:`smooth` logged points, and dips
-of at most two logged points below the threshold are bridged (sampling noise neither makes nor
-breaks a stall); the paper's rule (`rlvitals.signal.stall_spans`) then finds stretches above :knob:`stall_acr` lasting more than :knob:`stall_steps` training
+The ACR is smoothed with a centred running mean over :knob:`smooth` logged points; a stretch
+starts above the threshold and lasts while the smoothed ACR stays within 0.1 below it
+(hysteresis: sampling noise neither makes nor breaks a stall); the paper's rule
+(`rlvitals.signal.stall_spans`) then keeps the stretches above :knob:`stall_acr` lasting more than :knob:`stall_steps` training
 steps. A stretch is not a stall when the reward is still improving — the pass rate (reward
 rescaled to [0, 1]) gains at least :knob:`improve_min` over it (least-squares line)
 (a too-hard start that is being learned) — or when the high ACR is the run saturating: the
 reward at the ceiling (pass rate at least :knob:`ceiling`), or mostly-solved groups at a high
 pass rate that explains the ACR (see SATURATION). A stall is a change: the (smoothed) ACR must
 have jumped into the stretch by 0.15 over its median of the 50 logged steps before (leaving
-out the last 10, where the rise may have begun); an ACR
+out the last 10, where the rise may have begun; a stretch that follows another within 50 logged
+steps is the same stall and keeps its reference); an ACR
 that was already that high (small G makes collapse common) is reported at info level, and so is
 a stretch from the very start of a run that later learned its way out (a hard start).
 
@@ -44,9 +46,9 @@ from rlvitals.detectors._collapse import fmt, reward_state, stretch
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.signal import STALL_ACR, STALL_STEPS, stall_spans
 from rlvitals.vitals import Vitals
-from rlvitals.vitals.spans import compress, find_spans, rolling_median
+from rlvitals.vitals.spans import bool_runs, compress, rolling_mean
 
-SMOOTH = 5
+SMOOTH = 9
 IMPROVE_MIN = 0.08
 CEILING = 0.9
 MIN_GAIN_POINTS = 4
@@ -58,8 +60,7 @@ JUMP_LOOKBACK = 50
 JUMP_SKIP = 10
 JUMP_MIN = 0.15
 MIN_PRE_POINTS = 3
-GAP = 2
-MIN_DENSITY = 0.8
+HYSTERESIS = 0.1
 SATURATION_EASY = 0.6
 
 
@@ -77,7 +78,7 @@ class AcrStall(Detector):
         stall_acr: float = STALL_ACR
         #: A stall lasts more than this many training steps (paper: 50).
         stall_steps: int = STALL_STEPS
-        #: Logged points of the centred running median applied to the ACR first.
+        #: Logged points of the centred running mean applied to the ACR first.
         smooth: int = SMOOTH
         #: Pass-rate gain over the stretch (least-squares line) that means "still improving",
         #: not stalled.
@@ -97,36 +98,48 @@ class AcrStall(Detector):
         steps, acr = compress(vitals.steps, vitals.get("acr"))
         if acr.size < 2:
             return []
-        smooth = rolling_median(acr, k.smooth)
+        smooth = rolling_mean(acr, k.smooth)
         out: list[Finding] = []
         n = int(steps.shape[0])
-        # Bridge dips of at most GAP logged points (sampling noise) before the paper's rule.
+        # Hysteresis before the paper's rule: a stretch starts above stall_acr and lasts while
+        # the smoothed ACR stays above stall_acr - HYSTERESIS (noise dips do not end it).
         above = np.zeros(n, dtype=bool)
-        for sp in find_spans(steps, smooth > k.stall_acr, sustain=1, gap=GAP,
-                             min_density=MIN_DENSITY):
-            above[sp.i0 : sp.i1 + 1] = True
+        enter = smooth > k.stall_acr
+        starts, ends = bool_runs(smooth > k.stall_acr - HYSTERESIS)
+        for a, b in zip(starts.tolist(), ends.tolist()):
+            hit = np.flatnonzero(enter[a : b + 1])
+            if hit.size:
+                above[a + hit[0] : a + hit[-1] + 1] = True
+        prev_last, ref = -(1 << 62), math.nan
         for first, last in stall_spans(above * 1.0, steps, threshold=0.5,
                                        min_steps=k.stall_steps):
-            f = self._judge(vitals, steps, acr, smooth, first, last, n)
+            i0 = int(np.searchsorted(steps, first))
+            if i0 - prev_last > JUMP_LOOKBACK:
+                # The level before the stretch, leaving out the last JUMP_SKIP points (the
+                # stretch may be found a little after the ACR started rising). A stretch that
+                # follows another closely is the same stall: it keeps the first one's reference.
+                # The stretch began where the ACR left the healthy side (hysteresis).
+                while i0 > 0 and smooth[i0 - 1] > k.stall_acr - HYSTERESIS:
+                    i0 -= 1
+                lo, hi = max(0, i0 - JUMP_LOOKBACK), i0 - JUMP_SKIP
+                before = smooth[lo:hi] if hi - lo >= MIN_PRE_POINTS else smooth[lo:i0]
+                ref = float(np.median(before)) if before.size >= MIN_PRE_POINTS else math.nan
+            prev_last = int(np.searchsorted(steps, last))
+            f = self._judge(vitals, steps, acr, ref, first, last, n)
             if f is not None:
                 out.append(f)
             if len(out) >= MAX_SPANS:
                 break
         return out
 
-    def _judge(self, vitals, steps, acr, smooth, first, last, n) -> Finding | None:
+    def _judge(self, vitals, steps, acr, ref, first, last, n) -> Finding | None:
         k = self.knobs
         inside = (steps >= first) & (steps <= last)
         level = float(np.median(acr[inside]))
         gain, p_mid = _reward_gain(vitals, first, last)
         conf = CONFIDENCE
         severity = self.severity
-        # The level before the stretch, leaving out the last JUMP_SKIP points (the stretch may
-        # have been detected a little after the ACR started rising).
-        i0 = int(np.searchsorted(steps, first))
-        lo, hi = max(0, i0 - JUMP_LOOKBACK), i0 - JUMP_SKIP
-        before = smooth[lo:hi] if hi - lo >= MIN_PRE_POINTS else smooth[lo:i0]
-        jump = level - float(np.median(before)) if before.size >= MIN_PRE_POINTS else math.nan
+        jump = level - ref
         why = ""
         if not math.isnan(gain):
             if gain >= k.improve_min or p_mid >= k.ceiling:

@@ -19,6 +19,7 @@ __all__ = [
     "compress",
     "find_spans",
     "healthy_level",
+    "rolling_mean",
     "rolling_median",
     "segment_median",
 ]
@@ -166,6 +167,23 @@ def rolling_median(x: np.ndarray, k: int) -> np.ndarray:
         out[i] = np.median(x[: i + h + 1])
         out[n - 1 - i] = np.median(x[n - 1 - i - h :])
     return out
+
+
+def rolling_mean(x: np.ndarray, k: int) -> np.ndarray:
+    """Centred running mean of window ``k`` (odd; edges use shrunken windows), ``(n,)``.
+
+    >>> rolling_mean(np.array([0.0, 3.0, 0.0, 3.0]), 3).tolist()
+    [1.5, 1.0, 2.0, 1.5]
+    """
+    n = x.shape[0]
+    if n == 0 or k <= 1:
+        return x.astype(np.float64, copy=True)
+    h = (k | 1) // 2
+    c = np.concatenate(([0.0], np.cumsum(x, dtype=np.float64)))
+    i = np.arange(n)
+    lo = np.maximum(i - h, 0)
+    hi = np.minimum(i + h + 1, n)
+    return (c[hi] - c[lo]) / (hi - lo)
 
 
 def healthy_level(x: np.ndarray, k: int, *, high: bool = True) -> float:
