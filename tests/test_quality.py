@@ -23,7 +23,7 @@ def report(tmp_path_factory):
 
 def test_corpus_goes_through_every_importer(report):
     used = {r.fmt for r in report.results}
-    assert FORMATS <= used, used
+    assert used >= FORMATS, used
     assert "memory" not in used
     assert not [r.name for r in report.results if r.errors]
 
