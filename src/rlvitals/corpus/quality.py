@@ -77,6 +77,23 @@ class QualityReport:
         return sum(1 for r in h if r.false_alarms) / len(h) if h else math.nan
 
     @property
+    def false_alarm_rate_all(self) -> float:
+        """Healthy runs with any finding at warn or above, of any family."""
+        h = [r for r in self.results if r.healthy]
+        bad = [r for r in h if any(sev in ("warn", "critical") for _, sev, _, _ in r.findings)]
+        return len(bad) / len(h) if h else math.nan
+
+    def recall_by_id(self) -> dict[str, tuple[int, float]]:
+        """Detector ID → (labels, recall)."""
+        out: dict[str, list[int]] = {}
+        for r in self.results:
+            for det_id, e in r.found.items():
+                a = out.setdefault(det_id, [0, 0])
+                a[0] += 1
+                a[1] += e is not None
+        return {k: (v[0], v[1] / v[0]) for k, v in sorted(out.items())}
+
+    @property
     def onset_errors(self) -> list[float]:
         return [e for r in self.results for e in r.found.values() if e is not None]
 
@@ -119,6 +136,7 @@ class QualityReport:
                 float(np.percentile(self.onset_errors, 90)) if self.onset_errors else math.nan
             ),
             "wrong_diagnosis_rate": _r(self.wrong_diagnosis_rate),
+            "false_alarm_rate_any_family": _r(self.false_alarm_rate_all),
             "seconds": round(sum(r.seconds for r in self.results), 2),
         }
 

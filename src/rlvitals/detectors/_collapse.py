@@ -142,6 +142,9 @@ def episodes(
         prev_end = sp.i1
         if pre_pts.shape[0] < MIN_PRE:
             continue
+        raw_good = (pre_pts > healthy) if low else (pre_pts < healthy)
+        if int(raw_good.sum()) < MIN_PRE:  # cheap test first: most noise spans stop here
+            continue
         sm = rolling_median(pre_pts, SMOOTH_PRE)
         good = sm > healthy if low else sm < healthy
         if int(good.sum()) < MIN_PRE:

@@ -23,7 +23,8 @@ reward at the ceiling (pass rate at least :knob:`ceiling`), or mostly-solved gro
 pass rate that explains the ACR (see SATURATION). A stall is a change: the (smoothed) ACR must
 have jumped into the stretch by 0.15 over its median of the 50 logged steps before (leaving
 out the last 10, where the rise may have begun; a stretch that follows another within 50 logged
-steps is the same stall and keeps its reference); an ACR
+steps is the same stall and keeps its reference) — by 0.3 when no reward is logged, since a
+saturating run's ACR also climbs; an ACR
 that was already that high (small G makes collapse common) is reported at info level, and so is
 a stretch from the very start of a run that later learned its way out (a hard start).
 
@@ -59,6 +60,7 @@ SATURATION_RISE = 0.1
 JUMP_LOOKBACK = 50
 JUMP_SKIP = 10
 JUMP_MIN = 0.15
+JUMP_MIN_NO_REWARD = 0.3
 MIN_PRE_POINTS = 3
 HYSTERESIS = 0.1
 SATURATION_EASY = 0.6
@@ -111,8 +113,13 @@ class AcrStall(Detector):
             if hit.size:
                 above[a + hit[0] : a + hit[-1] + 1] = True
         prev_last, ref = -(1 << 62), math.nan
-        for first, last in stall_spans(above * 1.0, steps, threshold=0.5,
-                                       min_steps=k.stall_steps):
+        spans = []
+        for a, b in zip(*bool_runs(above)):  # the paper's rule, run by run (cheap)
+            if steps[b] - steps[a] + 1 <= k.stall_steps:
+                continue
+            spans += stall_spans(np.ones(b - a + 1), steps[a : b + 1], threshold=0.5,
+                                 min_steps=k.stall_steps)
+        for first, last in spans:
             i0 = int(np.searchsorted(steps, first))
             if i0 - prev_last > JUMP_LOOKBACK:
                 # The level before the stretch, leaving out the last JUMP_SKIP points (the
@@ -158,7 +165,7 @@ class AcrStall(Detector):
                 severity = Severity.INFO
                 why = "; the ACR was this high from the start (a hard or small-G set-up), " \
                     "not a stall after learning"
-        elif jump < JUMP_MIN:
+        elif jump < (JUMP_MIN if not math.isnan(gain) else JUMP_MIN_NO_REWARD):
             severity = Severity.INFO
             why = (f"; the ACR was already {fmt(level - jump)} before (G = "
                    f"{vitals.group_size or '?'} makes collapse common): not a new stall")

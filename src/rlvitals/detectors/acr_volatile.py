@@ -35,6 +35,7 @@ volatility above :knob:`volatility_above`; its onset is where the volatility sta
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,6 +56,7 @@ CONFIDENCE = 0.75
 MAX_EPISODES = 3
 MIN_POINTS_FACTOR = 2
 SIGNIFICANCE = 4.0
+CHUNK = 20000
 
 
 @register
@@ -192,6 +194,9 @@ def _residual_std(x: np.ndarray, idx: np.ndarray, window: int) -> np.ndarray:
         x: ``(n,)`` series; idx: ``(c,)`` window end indices (``>= window - 1``).
     Returns ``(c,)``.
     """
+    if idx.size > CHUNK:  # bounded memory: (c, W) temporaries per chunk
+        return np.concatenate([_residual_std(x, idx[i : i + CHUNK], window)
+                               for i in range(0, idx.size, CHUNK)])
     win = np.lib.stride_tricks.sliding_window_view(x, window)[idx - window + 1]  # (c, W)
     w = window
     total = win.sum(axis=1)
@@ -207,8 +212,12 @@ def _residual_std(x: np.ndarray, idx: np.ndarray, window: int) -> np.ndarray:
     kb = k[best]
     m1 = left[np.arange(win.shape[0]), best] / kb
     m2 = (total - m1 * kb) / (w - kb)
-    after = np.array([np.median(x[i + 1 : i + 1 + w]) if i + 1 < x.shape[0] else np.nan
-                      for i in idx.tolist()])
+    # Median of the (up to) w points after each window; NaN-padded at the end of the run.
+    ext = np.concatenate((x.astype(np.float64, copy=False), np.full(w, np.nan)))
+    nxt = np.lib.stride_tricks.sliding_window_view(ext, w)[idx + 1]
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows at the very end
+        after = np.nanmedian(nxt, axis=1)
     reverted = np.abs(after - m1) < np.abs(after - m2)
     sse_split = np.where(reverted, sst, sse_split)
     # Least-squares line.

@@ -163,10 +163,21 @@ def rolling_median(x: np.ndarray, k: int) -> np.ndarray:
     win = np.lib.stride_tricks.sliding_window_view(x, k)
     out = np.empty(n, dtype=np.float64)
     out[h : n - h] = np.median(win, axis=1)
-    for i in range(h):
-        out[i] = np.median(x[: i + h + 1])
-        out[n - 1 - i] = np.median(x[n - 1 - i - h :])
+    # Edges: shrunken windows, computed together as NaN-padded rows.
+    xf = x.astype(np.float64, copy=False)
+    head = np.concatenate((np.full(h, np.nan), xf[: 2 * h]))
+    tail = np.concatenate((xf[n - 2 * h :], np.full(h, np.nan)))
+    out[:h] = _nan_row_median(np.lib.stride_tricks.sliding_window_view(head, k))
+    out[n - h :] = _nan_row_median(np.lib.stride_tricks.sliding_window_view(tail, k))
     return out
+
+
+def _nan_row_median(rows: np.ndarray) -> np.ndarray:
+    """Median of each row ignoring NaN (rows hold at least one number); ``(r,)``."""
+    srt = np.sort(rows, axis=1)  # NaN last
+    c = np.isfinite(srt).sum(axis=1)
+    r = np.arange(rows.shape[0])
+    return 0.5 * (srt[r, (c - 1) // 2] + srt[r, c // 2])
 
 
 def rolling_mean(x: np.ndarray, k: int) -> np.ndarray:
