@@ -173,3 +173,15 @@ def test_verl_use_external_modules_path():
     sys.modules.pop("rlvitals.integrations.verl")
     import_external_libs(["rlvitals.integrations.verl"])
     assert get_adv_estimator_fn("rlvitals_avspo").rlvitals_estimator == "avspo"
+
+
+def test_knobs_from_the_environment_when_the_config_has_none(monkeypatch):
+    tlr, mask, uids = batch(GROUPS)
+    monkeypatch.setenv("RLVITALS_VERL_CONFIG", '{"eps": 1e-4, "run": "env"}')
+    adv, _ = call("rlvitals_grpo", tlr, mask, uids, AlgoConfig())
+    ref, _ = compute_grpo_outcome_advantage(tlr.clone(), mask, uids, epsilon=1e-4)
+    torch.testing.assert_close(adv, ref, rtol=1e-6, atol=1e-6)
+    assert rv.last_metrics("env")["rlvitals/acr"] == pytest.approx(4 / 7)
+    monkeypatch.setenv("RLVITALS_VERL_CONFIG", "{eps: 1}")
+    with pytest.raises(ValueError, match="RLVITALS_VERL_CONFIG must hold a JSON object"):
+        call("rlvitals_grpo", tlr, mask, uids, AlgoConfig())

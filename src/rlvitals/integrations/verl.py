@@ -24,7 +24,9 @@ config, index (bs,) uids)``):
 Knobs: veRL-compatible defaults (``eps=1e-6``; a lone response gets mean 0 and std 1;
 ``algorithm.norm_adv_by_std_in_grpo=False`` selects Dr. GRPO scaling), overridden by the
 ``algorithm.rlvitals`` mapping (``+algorithm.rlvitals.alpha=0.5`` on the command line), which
-also takes the adapter's own keys:
+also takes the adapter's own keys. Where the config cannot carry an extra mapping, the
+environment variable ``RLVITALS_VERL_CONFIG`` may hold the same knobs as a JSON object (read only
+when ``algorithm.rlvitals`` is absent). Adapter keys:
 
 - ``run`` (str, default "default"): key of the per-run state kept in this process;
 - ``state_file`` (path): the run's state is loaded from it on first use and saved to it
@@ -79,6 +81,8 @@ VERL_EPS = 1e-6
 ADAPTER_KEYS = ("run", "state_file", "record_dir")
 """Keys of ``algorithm.rlvitals`` that configure this adapter, not the estimator."""
 DEFAULT_RUN = "default"
+ENV_CONFIG = "RLVITALS_VERL_CONFIG"
+"""JSON object of knobs, used when the ``algorithm`` config has no ``rlvitals`` mapping."""
 METRIC_PREFIX = "rlvitals/"
 
 
@@ -135,6 +139,11 @@ def _knobs(method: str, config: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         raise ValueError(f"{PREFIX}{method} normalises by the augmented std; it cannot run with "
                          "algorithm.norm_adv_by_std_in_grpo=False")
     user = _plain(_config_get(config, "rlvitals", None))
+    if not user and os.environ.get(ENV_CONFIG):
+        try:
+            user = json.loads(os.environ[ENV_CONFIG])
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{ENV_CONFIG} must hold a JSON object of knobs: {err}") from None
     if not isinstance(user, dict):
         raise ValueError(f"algorithm.rlvitals must be a mapping of knobs, got {user!r}")
     options = {k: user.pop(k) for k in ADAPTER_KEYS if k in user}
