@@ -49,6 +49,8 @@ KIND_SHARE = 0.6
 """Share of collapsed groups (or pass rate) that names the kind: too easy / too hard / flat."""
 KIND_PASS = 0.85
 """Without the split: a pass rate at or above this is "too easy" (at or below 1 - it, "too hard")."""
+MERGE_FRAC = 0.05
+"""Spans separated by at most this share of the previous span's points are one episode."""
 LONG_RUN_POINTS = 2000
 """Runs with more logged points than this need longer episodes (see long_run_sustain)."""
 SMOOTH_PRE = 5
@@ -134,7 +136,7 @@ def episodes(
     cond = (xs < threshold) if low else (xs >= threshold)
     out: list[Episode] = []
     prev_end = -1
-    for sp in find_spans(steps, cond, sustain=sustain, gap=GAP):
+    for sp in _merge_long(find_spans(steps, cond, sustain=sustain, gap=GAP), steps):
         # The healthy stretch may lie before a gradual decline: look back twice as far and
         # take the healthiest running median there.
         lo = max(prev_end + 1, sp.i0 - 2 * LOOKBACK)
@@ -156,6 +158,21 @@ def episodes(
         out.append(Episode(sp, steps, xs, level, pre))
         if len(out) >= MAX_EPISODES:
             break
+    return out
+
+
+def _merge_long(spans: list[Span], steps: np.ndarray) -> list[Span]:
+    """Join spans separated by a short dip relative to the span before it (a long collapse
+    with a few noisy points is one episode): at most ``MERGE_FRAC`` of its points."""
+    out: list[Span] = []
+    for sp in spans:
+        if out:
+            prev = out[-1]
+            if sp.i0 - prev.i1 - 1 <= MERGE_FRAC * prev.n_points:
+                out[-1] = Span(prev.i0, sp.i1, prev.onset_step, sp.end_step,
+                               sp.i1 - prev.i0 + 1, prev.n_hits + sp.n_hits)
+                continue
+        out.append(sp)
     return out
 
 

@@ -17,7 +17,7 @@ is sampling noise: a step with N groups has an ACR standard deviation of about
 sqrt(ACR (1 - ACR) / N) by chance alone, so a run with few groups per step is "volatile"
 without anything being wrong. With :knob:`noise_correction` on, that noise is removed
 (variances subtract, and what is left must exceed 4 standard deviations of a window's sample
-variance); N comes from the per-group rewards, else from the granularity of the logged fraction
+variance, a little more in runs over 2,000 logged steps, which give noise more chances); N comes from the per-group rewards, else from the granularity of the logged fraction
 (values are multiples of 1/N), else the noise is estimated from step-to-step differences.
 Neither a level shift (a collapse starting or ending inside the window, whose new level then
 lasts), a steady ramp, nor a single outlier is volatility: the window is judged on what is left
@@ -35,12 +35,13 @@ volatility above :knob:`volatility_above`; its onset is where the volatility sta
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
-from rlvitals.detectors._collapse import fmt, long_run_sustain
+from rlvitals.detectors._collapse import LONG_RUN_POINTS, fmt, long_run_sustain
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.signal import DEFAULT_WINDOW, acr_volatility
 from rlvitals.vitals import Vitals
@@ -108,7 +109,8 @@ class AcrVolatile(Detector):
                 excess = resid**2 - nv
                 # Sampling noise also makes the window's variance itself noisy: keep only an
                 # excess that is significant (z = SIGNIFICANCE sd of a W-point sample variance).
-                significant = excess > SIGNIFICANCE * nv * np.sqrt(2.0 / (k.window - 1))
+                z = SIGNIFICANCE + 0.5 * math.log2(max(1.0, acr.size / LONG_RUN_POINTS))
+                significant = excess > z * nv * np.sqrt(2.0 / (k.window - 1))
                 rc = np.where(significant, np.sqrt(np.maximum(excess, 0.0)), 0.0)
             else:
                 rc = resid

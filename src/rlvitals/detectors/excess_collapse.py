@@ -21,11 +21,14 @@ failed in proportion to the pass rate.
 Plumbing: an ADV_COLLAPSE episode (same series and default gates) during which the reward
 variance is alive — the group-level `reward_std` at or above :knob:`alive_ratio` of its level
 before the onset, or the ACR at or below :knob:`acr_alive` (a batch-level spread such as veRL's
-score max - min does not count: it stays alive when every group is degenerate). Excess: an episode of
-:knob:`sustain` logged steps with excess ACR (observed - expected) at or above
-:knob:`excess_above`, at least :knob:`excess_rise` above its median before the onset (the
+score max - min does not count: it stays alive when every group is degenerate). Excess: the
+excess ACR (observed - expected) is measured as a share of the room above the expected ACR,
+(observed - expected) / (1 - expected), so small groups at high pass rates (where much collapse
+is expected) are judged fairly; an episode is :knob:`sustain` logged steps with that share at or
+above :knob:`excess_above`, at least :knob:`excess_rise` above its median before the onset (the
 expected ACR assumes alike prompts, so every run carries some excess of its own; only a jump
-counts). The expected ACR needs G (manifest or per-group rewards) and reward_mean.
+counts), with the pass rate below 0.9 (at the ceiling every group is expected to be solved).
+The expected ACR needs G (manifest or per-group rewards) and reward_mean.
 
 ## What to try
 - Plumbing: print rewards and advantages of one step side by side; check the normalisation
@@ -39,6 +42,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from rlvitals.detectors._collapse import (
     Episode,
@@ -57,6 +62,8 @@ ALIVE_RATIO = 0.5
 ACR_ALIVE = 0.5
 EXCESS_ABOVE = 0.5
 EXCESS_RISE = 0.3
+ROOM_FLOOR = 0.1
+CEILING = 0.9
 SUSTAIN = 5
 PLUMBING_CONFIDENCE = 0.85
 EXCESS_CONFIDENCE = 0.75
@@ -76,7 +83,8 @@ class ExcessCollapse(Detector):
         alive_ratio: float = ALIVE_RATIO
         #: ACR at or below this during an advantage collapse means the rewards still vary.
         acr_alive: float = ACR_ALIVE
-        #: Excess ACR (observed - expected) at or above this is an excess collapse.
+        #: Excess ACR as a share of the room above the expected ACR, (observed - expected) /
+        #: (1 - expected), at or above this is an excess collapse.
         excess_above: float = EXCESS_ABOVE
         #: ... and it must exceed its own pre-onset median by at least this much.
         excess_rise: float = EXCESS_RISE
@@ -158,13 +166,18 @@ class ExcessCollapse(Detector):
     def _excess(self, vitals: Vitals) -> list[Finding]:
         k = self.knobs
         out = []
+        acr, exp = vitals.get("acr"), vitals.get("expected_acr")
+        # Excess as a share of the room above the expected ACR: 1 = every group collapsed.
+        norm = (acr - exp) / np.maximum(1.0 - exp, ROOM_FLOOR)
         eps = episodes(
-            vitals, "excess_acr", low=False, threshold=k.excess_above,
+            vitals, "excess_acr", x=norm, low=False, threshold=k.excess_above,
             healthy=k.excess_above, sustain=k.sustain,
         )
         for ep in eps:
             if ep.level - ep.pre < k.excess_rise:
                 continue
+            if median_in(vitals, "pass_rate", ep.onset_step, ep.last_step) >= CEILING:
+                continue  # at the ceiling every group is expected to be solved
             out.append(self._excess_finding(vitals, ep))
         return out
 
@@ -174,13 +187,15 @@ class ExcessCollapse(Detector):
         exp = median_in(vitals, "expected_acr", ep.onset_step, ep.last_step)
         p = median_in(vitals, "pass_rate", ep.onset_step, ep.last_step)
         msg = (
-            f"excess ACR {fmt(ep.level)} >= {fmt(k.excess_above)} "
-            f"{span_text(ep, vitals.log_every)} (before: {fmt(ep.pre)}): ACR {fmt(acr)} but "
-            f"only {fmt(exp)} expected from pass rate {fmt(p)} with G = {vitals.group_size}"
+            f"ACR {fmt(acr)} but only {fmt(exp)} expected from pass rate {fmt(p)} with G = "
+            f"{vitals.group_size} {span_text(ep, vitals.log_every)}: the excess "
+            f"{fmt(acr - exp)} fills {ep.level:.0%} of the room above the expected ACR "
+            f"(>= {k.excess_above:.0%}; before: {ep.pre:.0%})"
         )
         metrics = episode_metrics(ep)
         metrics.update(
-            kind="excess", excess_acr=round(ep.level, 4), threshold=k.excess_above,
+            kind="excess", excess_acr=round(acr - exp, 4), excess_share=round(ep.level, 4),
+            threshold=k.excess_above,
             acr=round(acr, 4), expected_acr=round(exp, 4), pass_rate=round(p, 4),
             group_size=vitals.group_size,
         )

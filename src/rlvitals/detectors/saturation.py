@@ -15,7 +15,11 @@ for the pass rate.
 Over the last :knob:`tail` of the run's logged points (at least :knob:`min_points`), the median
 pass rate (reward rescaled to [0, 1]) must be at or above :knob:`pass_rate_min`, the median
 ACR at or above :knob:`acr_min`, and at least :knob:`easy_share` of the collapsed groups
-solved ones (when the split is known). The onset is the step from which the windowed ACR stayed
+solved ones (when the split is known). Below a pass rate of 0.9 the rise must also be explained
+by the pass rate: compared with the run's first quarter, the excess ACR (observed - expected)
+rose by less than 0.25, or the reward std normalised by sqrt(p (1 - p)) kept 70% of its level
+— otherwise the groups collapsed faster than the reward rose, which is a collapse
+(DEGENERATE_GROUPS), not saturation. The onset is the step from which the windowed ACR stayed
 at or above :knob:`acr_min` to the end. Reported at info level: it never fails a CI run.
 
 ## What to try
@@ -29,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlvitals.detectors._collapse import fmt
+from rlvitals.detectors._collapse import EXCESS_JUMP, P_FLOOR, STD_RATIO_MIN, fmt
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.vitals import Vitals
 from rlvitals.vitals.spans import compress
@@ -40,6 +44,7 @@ PASS_RATE_MIN = 0.8
 ACR_MIN = 0.5
 EASY_SHARE = 0.6
 CONFIDENCE = 0.8
+CEILING = 0.9
 
 
 @register
@@ -97,6 +102,8 @@ class Saturation(Detector):
                 return []
             metrics["easy_share"] = round(easy, 4)
             easy_txt = f", {easy:.0%} of collapsed groups solved by every completion"
+        if p_tail < CEILING and not _explained(vitals, tail, steps[n // 4]):
+            return []  # the ACR rose more than the pass rate explains: a collapse, not this
         w = vitals.get("acr_windowed")
         onset = first
         if w is not None:
@@ -124,3 +131,29 @@ class Saturation(Detector):
                 ],
             )
         ]
+
+
+def _explained(vitals: Vitals, tail: np.ndarray, early_end: int) -> bool:
+    """True when the tail's ACR is explained by its pass rate, compared with the run's first
+    quarter: the excess ACR did not jump, or the normalised reward std kept its level."""
+    early = vitals.steps <= early_end
+
+    def med(x: np.ndarray | None, where: np.ndarray) -> float:
+        if x is None:
+            return float("nan")
+        w = where & np.isfinite(x)
+        return float(np.median(x[w])) if w.any() else float("nan")
+
+    ex = vitals.get("excess_acr")
+    jump = med(ex, tail) - med(ex, early)
+    if jump == jump:
+        return jump < EXCESS_JUMP
+    rs, p = vitals.get("reward_std"), vitals.get("pass_rate")
+    if rs is not None and p is not None:
+        span = vitals.reward_max - vitals.reward_min
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rn = rs / (span * np.sqrt(np.clip(p * (1.0 - p), P_FLOOR, None)))
+        a, b = med(rn, tail), med(rn, early)
+        if b > 0:
+            return a / b >= STD_RATIO_MIN
+    return True
