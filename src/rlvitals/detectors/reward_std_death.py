@@ -54,7 +54,7 @@ from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.vitals import Vitals
 from rlvitals.vitals.spans import healthy_level
 
-DIE_BELOW = 0.1
+DIE_BELOW = 0.2
 HEALTHY_ABOVE = 0.5
 SUSTAIN = 5
 CEILING = 0.9
