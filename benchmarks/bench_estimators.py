@@ -5,8 +5,8 @@ so that AVSPO does its full work: about 60% of the groups are collapsed (solve-a
 solve-none) and every ``avspo`` call starts from ``tau_adapt = 0.5``, so every call triggers and
 augments. Each estimator is timed as the best of ``--repeats`` rounds of ``--calls`` calls
 (``rlvitals.estimate``, config validation included); the estimators take turns within each
-round, so a noisy neighbour slows them alike. numpy float32 and torch float32 (CPU) are both
-measured. The share of a TRL step spent in the estimator is ``benchmarks/bench_trl_step.py``.
+round, and the time is the process's CPU time (one thread), so neighbours on a shared machine
+inflate it less than wall time. numpy float32 and torch float32 (CPU) are both measured. The share of a TRL step spent in the estimator is ``benchmarks/bench_trl_step.py``.
 
 Run: ``python benchmarks/bench_estimators.py`` (``--groups``, ``--group-size``, ``--calls``,
 ``--repeats``, ``--backend numpy|torch|both``). Exits 1 when avspo misses the target.
@@ -45,17 +45,17 @@ def make_step(n_groups: int, group_size: int, seed: int = 0) -> tuple[np.ndarray
 def time_estimators(
     rewards: object, ids: object, *, calls: int, repeats: int, methods: list[str] = METHODS
 ) -> dict[str, float]:
-    """Best-of-``repeats`` seconds per call for each method (turns interleaved per round)."""
+    """Best-of-``repeats`` CPU seconds per call for each method (turns interleaved per round)."""
     best = {m: float("inf") for m in methods}
     for m in methods:  # warm-up (imports, allocator)
         rlvitals.estimate(m, rewards, ids, state=_state(m))
     for _ in range(repeats):
         for m in methods:
             state = _state(m)
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             for _ in range(calls):
                 rlvitals.estimate(m, rewards, ids, state=state)
-            best[m] = min(best[m], (time.perf_counter() - t0) / calls)
+            best[m] = min(best[m], (time.process_time() - t0) / calls)
     return best
 
 
@@ -77,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--groups", type=int, default=4096)
     ap.add_argument("--group-size", type=int, default=16)
-    ap.add_argument("--calls", type=int, default=20)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--backend", choices=["numpy", "torch", "both"], default="both")
     args = ap.parse_args(argv)
 

@@ -177,9 +177,12 @@ def batch_mean(stats: GroupStats) -> float:
 
     NaN when no reward is finite.
     """
-    count = stats.count[stats.scorable]
-    total = float(count.sum())
-    return float((count * stats.mean[stats.scorable]).sum()) / total if total else math.nan
+    total = float(stats.count.sum())  # unscorable groups count 0 (and have a NaN mean)
+    if not total:
+        return math.nan
+    weighted = stats.count * stats.mean
+    torch_in = is_torch(weighted)
+    return float(where(stats.scorable, weighted, 0.0 * stats.count, torch_in).sum()) / total
 
 
 # --------------------------------------------------------------------------------------------

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from rlvitals import signal
 from rlvitals.estimators._base import EstimatorName, register_estimator
 from rlvitals.estimators._common import (
@@ -142,8 +144,36 @@ def reference_advantages(
         ``(advantages (n,), stats, rewards, is_torch)`` with ``rewards`` validated (cast to
         float when it was not).
     """
+    stats, rewards, group_ids, t = prepare(rewards, group_ids, ddof=ddof, tau=tau)
+    adv = advantages_from_stats(rewards, group_ids, stats, scale_rewards=scale_rewards, eps=eps,
+                                ddof=ddof, singleton=singleton)
+    return adv, stats, rewards, t
+
+
+def prepare(rewards: Any, group_ids: Any, *, ddof: int = 1,
+            tau: float = DEFAULT_TAU) -> tuple[signal.GroupStats, Any, Any, bool]:
+    """``(stats, rewards, group_ids, is_torch)``: validated inputs and their group statistics."""
     rewards, group_ids, t = check_inputs(rewards, group_ids)
-    stats = signal.group_stats(rewards, group_ids, ddof=ddof, tau=tau)
+    return signal.group_stats(rewards, group_ids, ddof=ddof, tau=tau), rewards, group_ids, t
+
+
+def advantages_from_stats(
+    rewards: Any,
+    group_ids: Any,
+    stats: signal.GroupStats,
+    *,
+    scale_rewards: str = "group",
+    eps: float = DEFAULT_EPS,
+    ddof: int = 1,
+    singleton: str = "zero",
+) -> Any:
+    """``(n,)`` GRPO-family advantages from given group statistics (see reference_advantages).
+
+    The rows are centred on ``stats.mean`` and, for ``"group"``, scaled by ``stats.std``: AVSPO
+    passes the statistics of its augmented groups here, so every other group goes through the
+    very same arithmetic as ``grpo``.
+    """
+    t = not isinstance(rewards, np.ndarray)
     method = {"group": "grpo", "batch": "batch", "none": "dr_grpo", "rloo": "rloo"}[scale_rewards]
     adv = signal.advantages(rewards, group_ids, method, eps, ddof=ddof, stats=stats)
     if eps == 0 and method in ("grpo", "batch"):
@@ -153,7 +183,7 @@ def reference_advantages(
         if bool(lone.any()):
             lone_adv = rewards / (1.0 + eps) if method == "grpo" else rewards
             adv = where(lone, lone_adv, adv, t)
-    return adv, stats, rewards, t
+    return adv
 
 
 def _metrics(rewards: Any, stats: signal.GroupStats, adv: Any, cfg: Any, t: bool) -> dict:
