@@ -159,12 +159,15 @@ def test_register_twice_raises_and_estimator_checks_config_type():
         pass
 
     name = "test_only_identity"
-    if name not in ESTIMATORS:
-        register_estimator(name, Cfg)(lambda r, g, c, s: (r, {}, None))
-    with pytest.raises(ValueError, match="already registered"):
-        register_estimator(name, Cfg)(lambda r, g, c, s: (r, {}, None))
-    with pytest.raises(TypeError, match="needs a GrpoConfig"):
-        get_estimator("grpo")(np.ones(2), np.zeros(2, dtype=int), Cfg())
+    register_estimator(name, Cfg)(lambda r, g, c, s: (r, {}, None))
+    try:
+        assert get_estimator(name).config_cls is Cfg
+        with pytest.raises(ValueError, match="already registered"):
+            register_estimator(name, Cfg)(lambda r, g, c, s: (r, {}, None))
+        with pytest.raises(TypeError, match="needs a GrpoConfig"):
+            get_estimator("grpo")(np.ones(2), np.zeros(2, dtype=int), Cfg())
+    finally:  # leave the shared registry as the package built it
+        ESTIMATORS._items.pop(name)
 
 
 @pytest.mark.parametrize("method", BUILTINS)
