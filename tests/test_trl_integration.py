@@ -231,7 +231,7 @@ def test_avspo_run_logs_metrics_and_records(tok, tmp_path):
     assert len(events) == 1
     tb = load(events[0].parent)
     np.testing.assert_allclose(tb.series["acr"], [r["rlvitals/acr"] for r in rows])
-    tau = next(v for k, v in tb.series.items() if k.endswith("rlvitals/tau_adapt"))
+    tau = tb.series["tau_adapt"]  # train/rlvitals/tau_adapt maps to the canonical name
     np.testing.assert_allclose(tau, [r["rlvitals/tau_adapt"] for r in rows], rtol=1e-6)
     # The recording: manifest, groups with the advantages trained on, scalars, doctor events.
     run = read_recording(rec)

@@ -44,7 +44,8 @@ CANONICAL: dict[str, Metric] = {
                ("rlvitals/acr_flat",)),
         Metric("acr_residual", "Share of groups whose advantages are still all zero after "
                "mitigation (AVSPO, filters).", ("rlvitals/acr_residual",)),
-        Metric("tau_adapt", "AVSPO's adaptive ACR threshold after this step.",
+        Metric("tau_adapt", "AVSPO's adaptive ACR threshold that this step's gate was "
+               "compared with (before the step's update).",
                ("rlvitals/tau_adapt",)),
         Metric("avspo_triggered", "1 when AVSPO augmented collapsed groups this step.",
                ("rlvitals/avspo_triggered",)),
