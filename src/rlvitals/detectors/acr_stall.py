@@ -26,7 +26,9 @@ out the last 10, where the rise may have begun; a stretch that follows another w
 steps is the same stall and keeps its reference) — by 0.3 when no reward is logged, since a
 saturating run's ACR also climbs; an ACR
 that was already that high (small G makes collapse common) is reported at info level, and so is
-a stretch from the very start of a run that later learned its way out (a hard start).
+a stretch from the very start of a run, unless the run never learned its way out and the ACR
+sat at least 0.15 above the threshold (a hard or small-G set-up, not a stall after learning).
+The stretch's median ACR must itself be above the threshold.
 
 ## What to try
 - Rebalance the prompt set by the split: harder prompts when groups are all solved, a curriculum
@@ -143,6 +145,8 @@ class AcrStall(Detector):
         k = self.knobs
         inside = (steps >= first) & (steps <= last)
         level = float(np.median(acr[inside]))
+        if level <= k.stall_acr:
+            return None  # the hysteresis stretch hovered around the threshold, not above it
         gain, p_mid = _reward_gain(vitals, first, last)
         conf = CONFIDENCE
         severity = self.severity
@@ -161,7 +165,8 @@ class AcrStall(Detector):
         if math.isnan(jump):
             # High from the start: a stall only if the run never learned its way out.
             run_gain, _ = _reward_gain(vitals, int(steps[0]), int(steps[-1]))
-            if math.isnan(run_gain) or run_gain >= k.improve_min:
+            if math.isnan(run_gain) or run_gain >= k.improve_min or level < k.stall_acr + \
+                    JUMP_MIN:
                 severity = Severity.INFO
                 why = "; the ACR was this high from the start (a hard or small-G set-up), " \
                     "not a stall after learning"

@@ -196,11 +196,12 @@ def _rewards_flat(vitals: Vitals, ep: Episode) -> bool:
     advantages are a plumbing bug even at a high pass rate, not saturation)."""
     if vitals.has("acr") and vitals.evidence in ("groups", "zero_std_frac"):
         return median_in(vitals, "acr", ep.onset_step, ep.last_step) >= SAT_ACR
-    rs = vitals.get("reward_std")
-    if rs is not None and not vitals.batch_trap:
-        during = median_in(vitals, "reward_std", ep.onset_step, ep.last_step)
-        healthy = healthy_level(rs[np.isfinite(rs)], 2 * SUSTAIN + 1)
-        return during < SAT_STD_RATIO * healthy
+    for name in ("reward_std", "reward_range"):
+        rs = vitals.get(name)
+        if rs is not None and not (vitals.batch_trap and name == "reward_std"):
+            during = median_in(vitals, name, ep.onset_step, ep.last_step)
+            healthy = healthy_level(rs[np.isfinite(rs)], 2 * SUSTAIN + 1)
+            return during < SAT_STD_RATIO * healthy
     return True
 
 
