@@ -5,6 +5,8 @@ and since which step, and mitigate advantage collapse inside real trainers.
 """
 
 from rlvitals._version import __version__
+from rlvitals.config import load_config
+from rlvitals.doctor import Diagnosis, DoctorConfig, diagnose, diagnose_path
 from rlvitals.errors import InputError, MissingExtraError, RlvitalsError
 from rlvitals.estimators import estimate
 from rlvitals.recording import Event, GroupTable, Manifest, Run, RunBuilder
@@ -26,9 +28,12 @@ from rlvitals.signal import (
     stall_spans,
     windowed_acr,
 )
+from rlvitals.vitals import Vitals, compute_vitals
 
 __all__ = [
     "CollapseSplit",
+    "Diagnosis",
+    "DoctorConfig",
     "Event",
     "GroupStats",
     "GroupTable",
@@ -38,6 +43,7 @@ __all__ = [
     "RlvitalsError",
     "Run",
     "RunBuilder",
+    "Vitals",
     "__version__",
     "acr_100",
     "acr_volatility",
@@ -46,12 +52,16 @@ __all__ = [
     "collapse_mask",
     "collapse_rate",
     "collapse_split",
+    "compute_vitals",
     "cumulative_acr",
+    "diagnose",
+    "diagnose_path",
     "estimate",
     "excess_collapse",
     "expected_acr",
     "expected_collapse",
     "group_stats",
+    "load_config",
     "stall_spans",
     "windowed_acr",
 ]
