@@ -156,8 +156,17 @@ def test_nan_rows_and_reward_range():
     v = compute_vitals(_run(rows, Manifest(reward_min=-1.0, reward_max=4.0)))
     assert v.reward_range_known and v.series["pass_rate"][1] == pytest.approx(0.8)
     assert v.acr_mean == 0.5
-    v = compute_vitals(_run(rows))
+    v = compute_vitals(_run(rows))  # unknown range: taken from what the rewards show
+    assert not v.reward_range_known and (v.reward_min, v.reward_max) == (0.0, 3.0)
+    assert any("taken from the rewards seen" in n for n in v.notes)
+    v = compute_vitals(_run({1: {"reward": 0.4}}))
+    assert (v.reward_min, v.reward_max) == (0.0, 1.0)
     assert any("assumed [0, 1]" in n for n in v.notes)
+    groups = _groups({1: [[-1, -1, 4, 4], [-1, -1, -1, -1]], 2: [[4, 4, 4, 4], [-1, 4, 4, 4]]})
+    v = compute_vitals(_run({}, groups=groups))
+    assert (v.reward_min, v.reward_max) == (-1.0, 4.0)
+    assert v.series["acr_solve_none"].tolist() == [0.5, 0.0]
+    assert v.series["acr_solve_all"].tolist() == [0.0, 0.5]
 
 
 def test_too_short_and_log_every():

@@ -241,7 +241,7 @@ def _base_spec(rng: np.random.Generator, T: int, **over: Any) -> Spec:
         skill1=rng.uniform(0.5, 2.0),
         tau=rng.uniform(0.2, 1.0) * T,
         walk=rng.uniform(0.0, 0.02),
-        reward=str(rng.choice(["binary", "binary", "binary", "partial"])),
+        reward=str(rng.choice(["binary", "binary", "binary", "partial", "scaled"])),
     )
     for key, v in over.items():
         setattr(spec, key, v)
@@ -669,6 +669,6 @@ register_example(
 )
 register_example(
     "SATURATION",
-    bad=("healthy", {"seed": 71, "shape": "saturating", "view": "trl", "steps": 300}),
+    bad=("healthy", {"seed": 74, "shape": "saturating", "view": "trl", "steps": 300}),
     good=("healthy", {"seed": 72, "shape": "learning", "view": "trl", "steps": 300}),
 )

@@ -208,6 +208,12 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
     if not rmax > rmin:
         notes.append(f"reward range [{rmin}, {rmax}] is empty; using [0, 1]")
         rmin, rmax, known_range = 0.0, 1.0, False
+    inferred = False
+    if not known_range:
+        lo, hi = _observed_reward_range(run)
+        if lo < 0.0 or hi > 1.0:
+            rmin, rmax, inferred = min(0.0, lo), max(1.0, hi), True
+            notes.append(f"reward range unknown: taken from the rewards seen, [{rmin:g}, {rmax:g}]")
 
     gs = None
     if run.groups is not None and run.groups.n_groups > 0:
@@ -333,7 +339,7 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
         estimator = "batch"  # centred per group, divided by the batch std: not unit-scaled
     elif estimator is None and m.scale_rewards == "none":
         estimator = "dr_grpo"
-    if not known_range:
+    if not known_range and not inferred:
         notes.append("reward range unknown: assumed [0, 1]")
     kl = m.kl_coef
     if kl is None and _finite_any(series.get("kl_coef")):
@@ -382,6 +388,22 @@ def _batch_trap(scale_rewards: str | None, zsf: np.ndarray, notes: list[str]) ->
             )
             return True
     return False
+
+
+def _observed_reward_range(run: Run) -> tuple[float, float]:
+    """Smallest and largest reward the run shows: exact from per-group rewards, else from the
+    logged reward min/max, else from the mean reward rounded out to whole numbers; (0, 1) when
+    nothing is known."""
+    g = run.groups
+    if g is not None and g.rewards.size and np.isfinite(g.rewards).any():
+        return float(np.nanmin(g.rewards)), float(np.nanmax(g.rewards))
+    lo_s, hi_s = run.series.get("reward_min"), run.series.get("reward_max")
+    if _finite_any(lo_s) and _finite_any(hi_s):
+        return float(np.nanmin(lo_s)), float(np.nanmax(hi_s))
+    mean = run.series.get("reward_mean")
+    if _finite_any(mean):
+        return float(math.floor(np.nanmin(mean))), float(math.ceil(np.nanmax(mean)))
+    return 0.0, 1.0
 
 
 def _mean_group_std(run: Run, steps: np.ndarray) -> np.ndarray:
