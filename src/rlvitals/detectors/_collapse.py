@@ -67,7 +67,8 @@ class Episode:
         span: where it lies (indices into ``steps``/``x``, onset/end steps).
         steps, x: the compressed series (finite points) the span indexes.
         level: median of ``x`` inside the episode.
-        pre: median of ``x`` over the healthy stretch before the onset (NaN for ``total``).
+        pre: the level of the healthy stretch before the onset: median of the running median
+            over the points on the healthy side (NaN for ``total``).
         total: True when every logged point of the run is totally collapsed.
     """
 
@@ -154,7 +155,7 @@ def episodes(
         best = float(sm.max() if low else sm.min())
         level = float(np.median(xs[sp.i0 : sp.i1 + 1]))
         sp = _refine_onset(sp, steps, xs, lo, (best + level) / 2.0, low)
-        pre = float(np.median(xs[max(lo, sp.i0 - LOOKBACK) : sp.i0])) if sp.i0 > lo else best
+        pre = float(np.median(sm[good]))  # the healthy stretch's level
         out.append(Episode(sp, steps, xs, level, pre))
         if len(out) >= MAX_EPISODES:
             break
