@@ -234,8 +234,9 @@ class RewardState:
         return not math.isnan(self.p_span)
 
     def saturated(self, ceiling: float, rise: float, easy_min: float) -> bool:
-        """True when the collapse is the run saturating: mostly solved groups, and the reward
-        at the ceiling, or high and the collapse explained by the pass rate.
+        """True when the collapse is the run saturating: mostly solved groups, the excess ACR
+        (when known) not jumping, and the reward at the ceiling, or high and the collapse
+        explained by the pass rate.
 
         Explained means: the excess ACR did not jump (when the ACR and G are known), else the
         reward std shrank no faster than sqrt(p (1 - p)), else the pass rate rose by ``rise``.
@@ -245,6 +246,8 @@ class RewardState:
         easy = self.easy_share if not math.isnan(self.easy_share) else self.p_span
         if easy < easy_min:
             return False
+        if not math.isnan(self.excess_jump) and self.excess_jump >= EXCESS_JUMP:
+            return False  # far more collapse than even a high pass rate explains
         if self.p_span >= ceiling:
             return True
         if self.p_span < SATURATION_MIN_PASS:

@@ -27,8 +27,7 @@ excess ACR (observed - expected) is measured as a share of the room above the ex
 is expected) are judged fairly; an episode is :knob:`sustain` logged steps with that share at or
 above :knob:`excess_above`, at least :knob:`excess_rise` above its median before the onset (the
 expected ACR assumes alike prompts, so every run carries some excess of its own; only a jump
-counts), with the pass rate below 0.9 (at the ceiling every group is expected to be solved).
-The expected ACR needs G (manifest or per-group rewards) and reward_mean.
+counts). The expected ACR needs G (manifest or per-group rewards) and reward_mean.
 
 ## What to try
 - Plumbing: print rewards and advantages of one step side by side; check the normalisation
@@ -63,7 +62,6 @@ ACR_ALIVE = 0.5
 EXCESS_ABOVE = 0.5
 EXCESS_RISE = 0.3
 ROOM_FLOOR = 0.1
-CEILING = 0.9
 SUSTAIN = 5
 PLUMBING_CONFIDENCE = 0.85
 EXCESS_CONFIDENCE = 0.75
@@ -176,8 +174,6 @@ class ExcessCollapse(Detector):
         for ep in eps:
             if ep.level - ep.pre < k.excess_rise:
                 continue
-            if median_in(vitals, "pass_rate", ep.onset_step, ep.last_step) >= CEILING:
-                continue  # at the ceiling every group is expected to be solved
             out.append(self._excess_finding(vitals, ep))
         return out
 

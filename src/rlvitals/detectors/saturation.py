@@ -15,10 +15,10 @@ for the pass rate.
 Over the last :knob:`tail` of the run's logged points (at least :knob:`min_points`), the median
 pass rate (reward rescaled to [0, 1]) must be at or above :knob:`pass_rate_min`, the median
 ACR at or above :knob:`acr_min`, and at least :knob:`easy_share` of the collapsed groups
-solved ones (when the split is known). Below a pass rate of 0.9 the rise must also be explained
-by the pass rate: compared with the run's first quarter, the excess ACR (observed - expected)
-rose by less than 0.25, or the reward std normalised by sqrt(p (1 - p)) kept 70% of its level
-— otherwise the groups collapsed faster than the reward rose, which is a collapse
+solved ones (when the split is known). The rise must also be explained by the pass rate:
+compared with the run's first quarter, the excess ACR (observed - expected) rose by less than
+0.25, or (below a pass rate of 0.9, when the excess is unknown) the reward std normalised by
+sqrt(p (1 - p)) kept 70% of its level — otherwise the groups collapsed faster than the reward rose, which is a collapse
 (DEGENERATE_GROUPS), not saturation. The onset is the step from which the windowed ACR stayed
 at or above :knob:`acr_min` to the end. Reported at info level: it never fails a CI run.
 
@@ -102,7 +102,7 @@ class Saturation(Detector):
                 return []
             metrics["easy_share"] = round(easy, 4)
             easy_txt = f", {easy:.0%} of collapsed groups solved by every completion"
-        if p_tail < CEILING and not _explained(vitals, tail, steps[n // 4]):
+        if not _explained(vitals, tail, steps[n // 4], p_tail >= CEILING):
             return []  # the ACR rose more than the pass rate explains: a collapse, not this
         w = vitals.get("acr_windowed")
         onset = first
@@ -133,9 +133,10 @@ class Saturation(Detector):
         ]
 
 
-def _explained(vitals: Vitals, tail: np.ndarray, early_end: int) -> bool:
+def _explained(vitals: Vitals, tail: np.ndarray, early_end: int, at_ceiling: bool) -> bool:
     """True when the tail's ACR is explained by its pass rate, compared with the run's first
-    quarter: the excess ACR did not jump, or the normalised reward std kept its level."""
+    quarter: the excess ACR did not jump, or (below the ceiling) the normalised reward std kept
+    its level."""
     early = vitals.steps <= early_end
 
     def med(x: np.ndarray | None, where: np.ndarray) -> float:
@@ -148,6 +149,8 @@ def _explained(vitals: Vitals, tail: np.ndarray, early_end: int) -> bool:
     jump = med(ex, tail) - med(ex, early)
     if jump == jump:
         return jump < EXCESS_JUMP
+    if at_ceiling:
+        return True
     rs, p = vitals.get("reward_std"), vitals.get("pass_rate")
     if rs is not None and p is not None:
         span = vitals.reward_max - vitals.reward_min
