@@ -14,9 +14,11 @@ The test files share one run per process through :func:`shared_grpo_run`.
 
 from __future__ import annotations
 
+import atexit
 import math
 import os
 import random
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -141,7 +143,9 @@ def real_grpo_run(out_dir: Path) -> Path:
 def shared_grpo_run() -> Path:
     """One real GRPO run per process, in a temporary directory the tests must not modify."""
     if "run" not in _SHARED:
-        out = Path(tempfile.mkdtemp(prefix="rlvitals-trl-")) / "grpo-out"
+        tmp = tempfile.mkdtemp(prefix="rlvitals-trl-")
+        atexit.register(shutil.rmtree, tmp, ignore_errors=True)
+        out = Path(tmp) / "grpo-out"
         _SHARED["run"] = real_grpo_run(out)
     return _SHARED["run"]
 
