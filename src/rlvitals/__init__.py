@@ -8,7 +8,6 @@ from rlvitals._version import __version__
 from rlvitals.config import load_config
 from rlvitals.doctor import Diagnosis, DoctorConfig, diagnose, diagnose_path
 from rlvitals.errors import InputError, MissingExtraError, RlvitalsError
-from rlvitals.estimators import estimate
 from rlvitals.recording import Event, GroupTable, Manifest, Run, RunBuilder
 from rlvitals.signal import (
     CollapseSplit,
@@ -65,3 +64,12 @@ __all__ = [
     "stall_spans",
     "windowed_acr",
 ]
+
+
+def __getattr__(name: str):
+    # Estimators load on first use: the log-diagnosis path (the CLI) never needs them.
+    if name == "estimate":
+        from rlvitals.estimators import estimate
+
+        return estimate
+    raise AttributeError(f"module 'rlvitals' has no attribute {name!r}")

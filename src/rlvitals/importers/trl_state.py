@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -275,9 +276,20 @@ def state_hints_near(folder: Path) -> tuple[Path, StateHints] | None:
     return state_path, StateHints.from_state(state, found[1] if found else {})
 
 
+_EVAL_ROW_CACHE: dict[tuple[Any, ...], bool] = {}
+
+
 def _is_eval_row(row: dict[str, Any]) -> bool:
-    metric_keys = [k for k in row if k not in _NOT_METRICS]
-    return bool(metric_keys) and all(is_eval_key(k) for k in metric_keys)
+    """True when every metric key of the row is an eval key (memoised by the row's key set:
+    a log repeats a handful of shapes thousands of times)."""
+    shape = tuple(row)
+    hit = _EVAL_ROW_CACHE.get(shape)
+    if hit is None:
+        metric_keys = [k for k in row if k not in _NOT_METRICS]
+        hit = bool(metric_keys) and all(isinstance(k, str) and is_eval_key(k) for k in metric_keys)
+        if len(_EVAL_ROW_CACHE) < 4096:
+            _EVAL_ROW_CACHE[shape] = hit
+    return hit
 
 
 def load_trl_state(path: Path, progress: Progress | None = None) -> Run:
@@ -302,7 +314,7 @@ def load_trl_state(path: Path, progress: Progress | None = None) -> Run:
     ls = _as_int(state.get("logging_steps"))
     if ls is not None and ls > 0:
         manifest.logging_steps = ls
-    builder = RunBuilder(manifest)
+    builder = RunBuilder(manifest, ignore=("step",))
     add_row = builder.add_row
     bad_steps = 0
     for i, row in enumerate(history):
@@ -323,7 +335,7 @@ def load_trl_state(path: Path, progress: Progress | None = None) -> Run:
         if _is_eval_row(row):
             add_row(step, {k: v for k, v in row.items() if k not in _NOT_METRICS})
         else:
-            add_row(step, {k: v for k, v in row.items() if k != "step"})
+            add_row(step, row)  # the builder ignores "step"
         if progress is not None and i % 4096 == 0:
             progress(total * i // max(len(history), 1), total)
     if bad_steps:
@@ -339,14 +351,18 @@ def load_trl_state(path: Path, progress: Progress | None = None) -> Run:
         manifest.config["args"] = args
         manifest.config["args_source"] = str(args_file)
         _apply_args(manifest, args)
-    _attach_completions(state_path, builder, StateHints.from_state(state, args))
+    _attach_completions(state_path, builder, lambda: StateHints.from_state(state, args))
     if progress is not None:
         progress(total, total)
     return builder.build()
 
 
-def _attach_completions(state_path: Path, builder: RunBuilder, hints: StateHints) -> None:
-    """Add per-group rewards from a ``completions/`` folder next to the run, when present."""
+def _attach_completions(
+    state_path: Path, builder: RunBuilder, hints: Callable[[], StateHints]
+) -> None:
+    """Add per-group rewards from a ``completions/`` folder next to the run, when present.
+
+    ``hints`` is called only when there is such a folder (it scans the whole log)."""
     from rlvitals.importers import trl_completions
 
     root = state_path.parent
@@ -356,7 +372,7 @@ def _attach_completions(state_path: Path, builder: RunBuilder, hints: StateHints
     if not comp.is_dir() or not trl_completions.table_files(comp):
         return
     try:
-        trl_completions.attach_groups(comp, builder, hints)
+        trl_completions.attach_groups(comp, builder, hints())
     except MissingExtraError as e:
         builder.warn(f"{comp}: completion tables not read: {e}")
 

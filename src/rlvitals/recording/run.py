@@ -223,7 +223,8 @@ class RunBuilder:
     ['mystery']
     """
 
-    def __init__(self, manifest: Manifest | None = None):
+    def __init__(self, manifest: Manifest | None = None, *, ignore: tuple[str, ...] = ()):
+        """``ignore``: raw keys that are never series (e.g. ``"step"`` inside each row)."""
         self.manifest = manifest or Manifest()
         self._steps = {False: array("q"), True: array("q")}
         self._cols: dict[bool, dict[str, tuple[array, array]]] = {False: {}, True: {}}
@@ -233,6 +234,8 @@ class RunBuilder:
         self.warnings: list[str] = []
         self.groups: GroupTable | None = None
         self.skipped_values = 0
+        for key in ignore:
+            self._key_cache[key] = [None, False, None]
 
     def add_row(self, step: int, values: dict[str, Any]) -> None:
         """Add one logged row. Train and eval keys of the same row go to their own indexes."""
@@ -244,6 +247,8 @@ class RunBuilder:
             entry = cache.get(raw)
             if entry is None:
                 entry = self._learn_key(raw)
+            elif entry[0] is None:  # an ignored key
+                continue
             t = type(v)
             if t is float:
                 x = v
