@@ -427,3 +427,27 @@ def test_series_validation():
         rlvitals.windowed_acr([0.1], window=0)
     with pytest.raises(ValueError, match="1-D"):
         rlvitals.acr_volatility(np.zeros((2, 2)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sampled_from([0.1, 0.5, math.nan]), min_size=0, max_size=80),
+    st.integers(1, 6),
+    st.integers(1, 10),
+)
+def test_stall_spans_match_a_loop(values, stride, min_steps):
+    acr = np.array(values, dtype=np.float64)
+    steps = np.arange(acr.size) * stride
+    want, i = [], 0
+    kept = [(int(t), v) for t, v in zip(steps, acr) if not math.isnan(v)]
+    while i < len(kept):
+        if kept[i][1] <= 0.35:
+            i += 1
+            continue
+        j = i
+        while j + 1 < len(kept) and kept[j + 1][1] > 0.35:
+            j += 1
+        if kept[j][0] - kept[i][0] + 1 > min_steps:
+            want.append((kept[i][0], kept[j][0]))
+        i = j + 1
+    assert rlvitals.stall_spans(acr, steps, min_steps=min_steps) == want

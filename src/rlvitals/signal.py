@@ -734,17 +734,8 @@ def stall_spans(
         raise ValueError(f"steps and acr differ in length: {s.shape} != {a.shape}")
     keep = ~np.isnan(a)
     a, s = a[keep], s[keep]
-    above = a > threshold
-    spans: list[tuple[int, int]] = []
-    i = 0
-    while i < a.size:
-        if not above[i]:
-            i += 1
-            continue
-        j = i
-        while j + 1 < a.size and above[j + 1]:
-            j += 1
-        if s[j] - s[i] + 1 > min_steps:
-            spans.append((int(s[i]), int(s[j])))
-        i = j + 1
-    return spans
+    # Runs of consecutive points above the threshold, found with one diff (no Python loop).
+    edges = np.diff(np.r_[0, (a > threshold).astype(np.int8), 0])
+    first, last = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1
+    long = s[last] - s[first] + 1 > min_steps
+    return [(int(s[i]), int(s[j])) for i, j in zip(first[long], last[long])]
