@@ -32,6 +32,8 @@ _MODULES: tuple[str, ...] = (
     "zero_grad_steps",
     "reward_hacking",
     "throughput_rot",
+    # the recording itself
+    "recording_loss",
 )
 
 _loaded = False
