@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from rlvitals.vitals import Vitals
 
 __all__ = [
+    "Episode",
     "Points",
     "confidence",
     "episodes",
@@ -24,6 +25,7 @@ __all__ = [
     "first_present",
     "fmt",
     "needs",
+    "point_episodes",
     "points",
     "rnd",
     "rolling_median",
@@ -50,6 +52,14 @@ class Points:
     @property
     def n(self) -> int:
         return int(self.values.shape[0])
+
+    def between(self, first_step: int, last_step: int) -> np.ndarray:
+        """The values logged at steps in ``[first_step, last_step]``; ``(m,)`` float64.
+
+        >>> Points("x", np.array([1, 2, 5, 9]), np.array([1.0, 2, 3, 4])).between(2, 5).tolist()
+        [2.0, 3.0]
+        """
+        return self.values[(self.steps >= first_step) & (self.steps <= last_step)]
 
 
 def points(vitals: Vitals, name: str) -> Points | None:
@@ -179,6 +189,53 @@ def span_steps(p: Points, first: int, last: int) -> tuple[int, int | None]:
     onset = int(p.steps[first])
     end = None if last >= p.n - 1 else int(p.steps[last])
     return onset, end
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One episode of a series' points, from :func:`point_episodes`.
+
+    Attributes:
+        first: index of its first point.
+        last: index of its last point (inclusive).
+        onset: the step of its first point.
+        end: the step of its last point; None when it runs to the series' final point (ongoing).
+    """
+
+    first: int
+    last: int
+    onset: int
+    end: int | None
+
+    @property
+    def n(self) -> int:
+        """How many logged points it lasted."""
+        return self.last - self.first + 1
+
+    def median(self, x: np.ndarray) -> float:
+        """The median of ``x`` (``(n,)``, aligned with the series' points) over the episode."""
+        return float(np.median(x[self.first : self.last + 1]))
+
+
+def point_episodes(
+    p: Points,
+    start: np.ndarray,
+    release: Callable[[int], np.ndarray],
+    sustain: int,
+    max_episodes: int,
+) -> list[Episode]:
+    """:func:`episodes` of the points of ``p``, each with its onset and end step.
+
+    ``start`` and ``release(first)`` are ``(p.n,)`` bool, as for :func:`episodes`.
+
+    >>> p = Points("x", np.arange(10, 140, 10), np.array([0, 0, 5, 5, 5, 5, 2, 0, 0, 0, 5, 5, 5.]))
+    >>> [(e.onset, e.end, e.n) for e in point_episodes(p, p.values > 4, lambda i: p.values < 1, 2, 5)]
+    [(30, 70, 5), (110, None, 3)]
+    """
+    return [
+        Episode(first, last, *span_steps(p, first, last))
+        for first, last in episodes(start, release, sustain, max_episodes)
+    ]
 
 
 def confidence(margin: float, duration: int, sustain: int) -> float:

@@ -35,12 +35,11 @@ import numpy as np
 from rlvitals.detectors._trend import (
     Points,
     confidence,
-    episodes,
     fmt,
+    point_episodes,
     points,
     rnd,
     rolling_median,
-    span_steps,
 )
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 
@@ -87,30 +86,28 @@ class ClipSaturation(Detector):
         if clip is None or clip.n < max(k.min_points, k.sustain):
             return []
         smooth = rolling_median(clip.values, k.smooth)
-        found = episodes(
-            smooth > k.saturated_above, lambda _i: smooth < k.release_below, k.sustain,
+        found = point_episodes(
+            clip, smooth > k.saturated_above, lambda _i: smooth < k.release_below, k.sustain,
             MAX_EPISODES,
         )
         out = []
-        for first, last in found:
-            onset, end = span_steps(clip, first, last)
-            frac = float(np.median(smooth[first : last + 1]))
+        for ep in found:
+            frac = ep.median(smooth)
             msg = (
-                f"{clip.name} {fmt(frac)} > {fmt(k.saturated_above)} for {last - first + 1} "
-                f"logged points since step {onset}" + ("" if end is None else f", until step {end}")
+                f"{clip.name} {fmt(frac)} > {fmt(k.saturated_above)} for {ep.n} logged points "
+                f"since step {ep.onset}" + ("" if ep.end is None else f", until step {ep.end}")
             )
             out.append(
                 self.finding(
                     msg,
-                    onset_step=onset,
-                    end_step=end,
-                    confidence=confidence(frac / k.saturated_above - 1, last - first + 1,
-                                          k.sustain),
+                    onset_step=ep.onset,
+                    end_step=ep.end,
+                    confidence=confidence(frac / k.saturated_above - 1, ep.n, k.sustain),
                     evidence=clip.name,
                     metrics={
                         "clip_frac": rnd(frac),
                         "clip_frac_threshold": k.saturated_above,
-                        "points": last - first + 1,
+                        "points": ep.n,
                     },
                     actions=_ACTIONS,
                 )

@@ -40,13 +40,12 @@ import numpy as np
 
 from rlvitals.detectors._trend import (
     confidence,
-    episodes,
     fmt,
     needs,
+    point_episodes,
     points,
     rnd,
     rolling_median,
-    span_steps,
 )
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 
@@ -102,20 +101,20 @@ class EntropyCollapse(Detector):
             return []
         smooth = rolling_median(values, k.smooth)
         floor = k.collapse_ratio * early
-        found = episodes(
-            smooth < floor, lambda _i: smooth > k.recover_ratio * early, k.sustain, MAX_EPISODES
+        found = point_episodes(
+            ent, smooth < floor, lambda _i: smooth > k.recover_ratio * early, k.sustain,
+            MAX_EPISODES,
         )
         reward = points(vitals, "reward_mean")
         span = float(vitals.reward_max - vitals.reward_min) or 1.0
         out = []
-        for first, last in found:
-            onset, end = span_steps(ent, first, last)
-            low = float(np.median(smooth[first : last + 1]))
-            gain = _reward_gain(reward, ent.steps[first], ent.steps[last], k.sustain)
+        for ep in found:
+            low = ep.median(smooth)
+            gain = _reward_gain(reward, ent.steps[ep.first], ent.steps[ep.last], k.sustain)
             plateau = gain is None or gain / span <= k.plateau_gain
             msg = (
                 f"entropy {fmt(low)} < {fmt(floor)} ({fmt(k.collapse_ratio)} of early "
-                f"{fmt(early)}) for {last - first + 1} logged points since step {onset}"
+                f"{fmt(early)}) for {ep.n} logged points since step {ep.onset}"
             )
             if gain is None:
                 msg += "; no reward series to judge a plateau"
@@ -127,9 +126,9 @@ class EntropyCollapse(Detector):
                 self.finding(
                     msg,
                     severity=self.severity if plateau else Severity.INFO,
-                    onset_step=onset,
-                    end_step=end,
-                    confidence=confidence(1 - low / floor, last - first + 1, k.sustain),
+                    onset_step=ep.onset,
+                    end_step=ep.end,
+                    confidence=confidence(1 - low / floor, ep.n, k.sustain),
                     evidence="entropy,reward_mean" if reward is not None else "entropy",
                     metrics={
                         "entropy_early": rnd(early),
@@ -159,8 +158,7 @@ def _reward_gain(reward, first_step: int, last_step: int, n: int) -> float | Non
     ``n`` points each); None when fewer than two points fall in the span."""
     if reward is None:
         return None
-    inside = (reward.steps >= first_step) & (reward.steps <= last_step)
-    r = reward.values[inside]
+    r = reward.between(first_step, last_step)
     if r.shape[0] < 2:
         return None
     m = min(n, max(1, r.shape[0] // 2))

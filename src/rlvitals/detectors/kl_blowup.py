@@ -38,13 +38,12 @@ import numpy as np
 
 from rlvitals.detectors._trend import (
     confidence,
-    episodes,
     fmt,
     needs,
+    point_episodes,
     points,
     rnd,
     rolling_median,
-    span_steps,
     trailing_median,
 )
 from rlvitals.detectors.base import Detector, Finding, Severity, register
@@ -98,36 +97,33 @@ class KlBlowup(Detector):
         base = np.maximum(trailing_median(kl.values, k.baseline_points), 0.0)
         start = (smooth > k.jump_ratio * base) & (smooth > k.min_kl)
         start[: k.min_history] = False
-        found = episodes(
-            start, lambda i: smooth < k.recover_ratio * base[i], k.sustain, MAX_EPISODES
+        found = point_episodes(
+            kl, start, lambda i: smooth < k.recover_ratio * base[i], k.sustain, MAX_EPISODES
         )
         out = []
-        for first, last in found:
-            onset, end = span_steps(kl, first, last)
-            b = float(base[first])
-            peak = float(np.max(kl.values[first : last + 1]))
-            ratio = float(smooth[first]) / b if b > 0 else float("inf")
+        for ep in found:
+            b = float(base[ep.first])
+            peak = float(np.max(kl.values[ep.first : ep.last + 1]))
+            ratio = float(smooth[ep.first]) / b if b > 0 else float("inf")
             level = max(k.jump_ratio * b, k.min_kl)
             critical = peak >= k.critical_kl
             msg = (
-                f"kl {fmt(float(smooth[first]))} > {fmt(k.jump_ratio)}x its baseline {fmt(b)} "
-                f"at step {onset}; peak {fmt(peak)}"
+                f"kl {fmt(float(smooth[ep.first]))} > {fmt(k.jump_ratio)}x its baseline {fmt(b)} "
+                f"at step {ep.onset}; peak {fmt(peak)}"
                 + (f" >= {fmt(k.critical_kl)}" if critical else "")
-                + ("" if end is None else f"; lasted until step {end}")
+                + ("" if ep.end is None else f"; lasted until step {ep.end}")
             )
             out.append(
                 self.finding(
                     msg,
                     severity=Severity.CRITICAL if critical else self.severity,
-                    onset_step=onset,
-                    end_step=end,
-                    confidence=confidence(
-                        min(ratio, 1e9) / k.jump_ratio - 1, last - first + 1, k.sustain
-                    ),
+                    onset_step=ep.onset,
+                    end_step=ep.end,
+                    confidence=confidence(min(ratio, 1e9) / k.jump_ratio - 1, ep.n, k.sustain),
                     evidence="kl",
                     metrics={
                         "kl_baseline": rnd(b),
-                        "kl_at_onset": rnd(float(smooth[first])),
+                        "kl_at_onset": rnd(float(smooth[ep.first])),
                         "kl_peak": rnd(peak),
                         "kl_threshold": rnd(level),
                         "jump_ratio": k.jump_ratio,

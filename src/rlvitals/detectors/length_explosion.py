@@ -41,13 +41,12 @@ import numpy as np
 
 from rlvitals.detectors._trend import (
     confidence,
-    episodes,
     fmt,
     needs,
+    point_episodes,
     points,
     rnd,
     rolling_median,
-    span_steps,
     trailing_median,
 )
 from rlvitals.detectors.base import Detector, Finding, Severity, register
@@ -95,21 +94,20 @@ class LengthExplosion(Detector):
         base = trailing_median(length.values, k.baseline_points)
         start = (smooth > k.jump_ratio * base) & (base > 0)
         start[: k.min_history] = False
-        found = episodes(
-            start, lambda i: smooth < k.recover_ratio * base[i], k.sustain, MAX_EPISODES
+        found = point_episodes(
+            length, start, lambda i: smooth < k.recover_ratio * base[i], k.sustain, MAX_EPISODES
         )
         lmax = points(vitals, "length_max")
         limit = None if lmax is None else float(np.max(lmax.values))
         trunc = points(vitals, "truncation_frac")
         out = []
-        for first, last in found:
-            onset, end = span_steps(length, first, last)
-            b = float(base[first])
-            high = float(np.median(smooth[first : last + 1]))
+        for ep in found:
+            b = float(base[ep.first])
+            high = ep.median(smooth)
             msg = (
                 f"length_mean {fmt(high)} > {fmt(k.jump_ratio)}x its baseline {fmt(b)} "
-                f"since step {onset}"
-                + ("" if end is None else f" (until step {end})")
+                f"since step {ep.onset}"
+                + ("" if ep.end is None else f" (until step {ep.end})")
             )
             metrics = {
                 "length_baseline": rnd(b),
@@ -120,17 +118,16 @@ class LengthExplosion(Detector):
             if limit is not None:
                 msg += f"; length limit {fmt(limit)}"
                 metrics["length_limit"] = rnd(limit)
-            t = _median_between(trunc, onset, length.steps[last])
+            t = _median_between(trunc, ep.onset, length.steps[ep.last])
             if t is not None:
                 msg += f"; truncated {fmt(t)}"
                 metrics["truncation_frac"] = rnd(t)
             out.append(
                 self.finding(
                     msg,
-                    onset_step=onset,
-                    end_step=end,
-                    confidence=confidence(high / (k.jump_ratio * b) - 1, last - first + 1,
-                                          k.sustain),
+                    onset_step=ep.onset,
+                    end_step=ep.end,
+                    confidence=confidence(high / (k.jump_ratio * b) - 1, ep.n, k.sustain),
                     evidence="length_mean",
                     metrics=metrics,
                     actions=_ACTIONS,
@@ -150,5 +147,5 @@ _ACTIONS = [
 def _median_between(p, first_step: int, last_step: int) -> float | None:
     if p is None:
         return None
-    inside = (p.steps >= first_step) & (p.steps <= last_step)
-    return float(np.median(p.values[inside])) if inside.any() else None
+    inside = p.between(first_step, last_step)
+    return float(np.median(inside)) if inside.size else None

@@ -39,13 +39,12 @@ import numpy as np
 
 from rlvitals.detectors._trend import (
     confidence,
-    episodes,
     fmt,
     needs,
+    point_episodes,
     points,
     rnd,
     rolling_median,
-    span_steps,
 )
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 
@@ -100,19 +99,21 @@ class ThroughputRot(Detector):
         slow = rolling_median(early / p.values if per_token else p.values / early, k.smooth)
         slow[: k.warmup_points + k.early_points] = 1.0
         release = 1 + (k.slowdown - 1) / 2
-        found = episodes(slow >= k.slowdown, lambda _i: slow < release, k.sustain, MAX_EPISODES)
+        found = point_episodes(
+            p, slow >= k.slowdown, lambda _i: slow < release, k.sustain, MAX_EPISODES
+        )
         out = []
-        for first, last in found:
-            onset, end = span_steps(p, first, last)
-            factor = float(np.median(slow[first : last + 1]))
-            level = float(np.median(p.values[first : last + 1]))
+        for ep in found:
+            factor = ep.median(slow)
+            level = ep.median(p.values)
             explained = None if per_token else _length_growth(vitals, early_end=p.steps[
-                k.warmup_points + k.early_points - 1], first=onset, last=int(p.steps[last]))
+                k.warmup_points + k.early_points - 1], first=ep.onset, last=int(p.steps[ep.last]))
             info = explained is not None and explained >= k.explained_share * factor
             what = "throughput fell" if per_token else "step_time grew"
             msg = (
                 f"{what} {fmt(factor)}x (>= {fmt(k.slowdown)}x) from early {fmt(early)} to "
-                f"{fmt(level)} since step {onset}" + ("" if end is None else f", until step {end}")
+                f"{fmt(level)} since step {ep.onset}"
+                + ("" if ep.end is None else f", until step {ep.end}")
             )
             if explained is not None:
                 msg += f"; length_mean grew {fmt(explained)}x over the same steps"
@@ -123,9 +124,9 @@ class ThroughputRot(Detector):
                 self.finding(
                     msg,
                     severity=Severity.INFO if info else self.severity,
-                    onset_step=onset,
-                    end_step=end,
-                    confidence=confidence(factor / k.slowdown - 1, last - first + 1, k.sustain),
+                    onset_step=ep.onset,
+                    end_step=ep.end,
+                    confidence=confidence(factor / k.slowdown - 1, ep.n, k.sustain),
                     evidence=p.name,
                     metrics={
                         "series": p.name,
@@ -162,7 +163,7 @@ def _length_growth(vitals, early_end: int, first: int, last: int) -> float | Non
     if length is None:
         return None
     early = length.values[length.steps <= early_end]
-    during = length.values[(length.steps >= first) & (length.steps <= last)]
+    during = length.between(first, last)
     if early.size == 0 or during.size == 0 or np.median(early) <= 0:
         return None
     return float(np.median(during) / np.median(early))

@@ -35,13 +35,12 @@ import numpy as np
 
 from rlvitals.detectors._trend import (
     confidence,
-    episodes,
     fmt,
     needs,
+    point_episodes,
     points,
     rnd,
     rolling_median,
-    span_steps,
 )
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 
@@ -83,22 +82,20 @@ class Truncation(Detector):
         if tr is None or tr.n < max(k.min_points, k.sustain):
             return []
         smooth = rolling_median(tr.values, k.smooth)
-        found = episodes(
-            smooth > k.max_frac, lambda _i: smooth < k.release_frac, k.sustain, MAX_EPISODES
+        found = point_episodes(
+            tr, smooth > k.max_frac, lambda _i: smooth < k.release_frac, k.sustain, MAX_EPISODES
         )
         lmax = points(vitals, "length_max")
         limit = None if lmax is None else float(np.max(lmax.values))
         out = []
-        for first, last in found:
-            onset, end = span_steps(tr, first, last)
-            frac = float(np.median(smooth[first : last + 1]))
-            from_start = first == 0
+        for ep in found:
+            frac = ep.median(smooth)
+            from_start = ep.first == 0
             msg = (
-                f"truncation_frac {fmt(frac)} > {fmt(k.max_frac)} for {last - first + 1} "
-                f"logged points "
+                f"truncation_frac {fmt(frac)} > {fmt(k.max_frac)} for {ep.n} logged points "
                 + ("from the first step (limit too small for the task?)" if from_start
-                   else f"since step {onset}")
-                + ("" if end is None else f", until step {end}")
+                   else f"since step {ep.onset}")
+                + ("" if ep.end is None else f", until step {ep.end}")
             )
             metrics = {
                 "truncation_frac": rnd(frac),
@@ -111,9 +108,9 @@ class Truncation(Detector):
             out.append(
                 self.finding(
                     msg,
-                    onset_step=onset,
-                    end_step=end,
-                    confidence=confidence(frac / k.max_frac - 1, last - first + 1, k.sustain),
+                    onset_step=ep.onset,
+                    end_step=ep.end,
+                    confidence=confidence(frac / k.max_frac - 1, ep.n, k.sustain),
                     evidence="truncation_frac",
                     metrics=metrics,
                     actions=_ACTIONS,
