@@ -281,6 +281,38 @@ def test_halt_policy_stops_training(tok, tmp_path):
     assert {f.id for _, f in cb2.findings} >= {"DEGENERATE_GROUPS"}
 
 
+def test_avspo_metrics_reach_wandb(tok, tmp_path, monkeypatch):
+    """TRL's own W&B reporter carries the rlvitals metrics; the W&B importer reads them back."""
+    import wandb
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    trainer = _trainer(
+        Capturing, tok, tmp_path / "out", reward_funcs=[H.reward_prompt_parity], max_steps=2,
+        report_to=["wandb"], trainer_kwargs={"estimator": "avspo",
+                                             "estimator_config": {"tau_adapt0": 0.2}},
+    )
+    trainer.train()
+    wandb.finish()
+    rows = _rows(trainer)
+    from rlvitals.importers import load
+
+    (run_dir,) = sorted((tmp_path / "wandb").glob("offline-run-*"))
+    run = load(run_dir)
+    assert run.manifest.format == "wandb"
+    # wandb's step_sync stamps TRL's profiling rows with the last trainer step (0 before the
+    # first log), so W&B, and this importer, show them one step early: keep the training steps.
+    train = np.isin(run.steps, [r["step"] for r in rows])
+    assert train.sum() == 2
+    np.testing.assert_allclose(run.series["acr"][train], [r["rlvitals/acr"] for r in rows])
+    np.testing.assert_allclose(
+        run.series["tau_adapt"][train], [r["rlvitals/tau_adapt"] for r in rows]
+    )
+    np.testing.assert_allclose(run.series["avspo_triggered"][train], [1.0, 1.0])
+
+
 # -- (c) the estimator state survives a checkpoint --------------------------------------------
 
 

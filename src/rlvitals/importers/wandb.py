@@ -26,7 +26,8 @@ hold ``ConfigItem``s (update/remove, same key fields).
 
 **Steps**: ``train/global_step`` (or ``trainer/``, veRL's ``training/``, bare ``global_step``)
 when the row has it — TRL and OpenRLHF log it and let ``_step`` count ``wandb.log`` calls — else
-``_step``, else ``HistoryStep.num``. Nested dicts logged as ``{"a": {"b": x}}`` are named ``a.b`` as in the W&B
+``_step``, else ``HistoryStep.num``. In a run that logs the trainer's step, rows without it
+(TRL's profiling timers) join the next row that has it (the step they happened in). Nested dicts logged as ``{"a": {"b": x}}`` are named ``a.b`` as in the W&B
 UI (``a/b`` when only that spelling is a known metric). Keys starting with ``_`` (``_runtime``,
 ``_timestamp``, ``_wandb``) are dropped; non-numeric values (media, tables, strings) are
 skipped. The config (minus ``_wandb``) becomes ``manifest.config`` and reveals the trainer.
@@ -67,6 +68,8 @@ _GLOBAL_STEP_KEYS = (
     "training/global_step",
     "global_step",
 )
+MAX_HELD_ROWS = 10_000
+"""Rows without a trainer step held back waiting for one; past this the run counts in _step."""
 _MAX_CONFIG_JSON = 1 << 20
 _MAX_LISTED_RUNS = 5
 _RUN_DIR = re.compile(r"^(offline-)?run-(\d{8}_\d{6})-[A-Za-z0-9]+$")
@@ -400,6 +403,9 @@ def load_wandb(path: Path, progress: Progress | None = None) -> Run:
     stats = _Stats()
     rows = 0
     last_step = -1
+    mode = "undecided"  # do the rows carry the trainer's step ("gstep") or only _step ("step")?
+    held: list[tuple[int, dict[str, Any]]] = []
+    last_gstep: int | None = None
     for number, offset, payload in iter_wandb_records(file, stats, progress):
         try:
             rec = decode(payload, _RECORD)
@@ -424,9 +430,28 @@ def load_wandb(path: Path, progress: Progress | None = None) -> Run:
         if step is None:
             step = last_step + 1
         last_step = step
-        if row:
-            builder.add_row(gstep if gstep is not None else step, row)
-            rows += 1
+        if not row:
+            continue
+        rows += 1
+        if gstep is not None:
+            # Rows logged without the trainer's step (TRL's profiling timers call wandb.log
+            # directly) belong to the training step they happened in: the next one logged.
+            mode, last_gstep = "gstep", gstep
+            for _, held_row in held:
+                builder.add_row(gstep, held_row)
+            held.clear()
+            builder.add_row(gstep, row)
+        elif mode == "step":
+            builder.add_row(step, row)
+        else:
+            held.append((step, row))
+            if mode == "undecided" and len(held) > MAX_HELD_ROWS:
+                mode = "step"  # no trainer step in sight: wandb's own _step counts
+                for held_step, held_row in held:
+                    builder.add_row(held_step, held_row)
+                held.clear()
+    for held_step, held_row in held:  # rows after the last trainer step stay with it
+        builder.add_row(last_gstep if mode == "gstep" else held_step, held_row)
     _report(builder, file, stats)
     if rows == 0:
         raise InputError(file, "no numeric history rows (nothing numeric logged with wandb.log)")
