@@ -13,16 +13,15 @@ Seed files come from the real producers: the TRL run of tests/_trl_producer.py (
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import json
 import signal
-import sys
 import tempfile
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import rlvitals_tests_trl_producer as P  # loaded by conftest.py
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -36,21 +35,9 @@ FUZZ = settings(max_examples=40, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-def _producer():
-    name = "rlvitals_tests_trl_producer"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).with_name("_trl_producer.py")
-        )
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
-
-
 @pytest.fixture(scope="session")
 def seeds() -> dict[str, bytes]:
-    run = _producer().shared_grpo_run()
+    run = P.shared_grpo_run()
     table = sorted((run / "completions").glob("completions_*.parquet"))[0]
     rows = [{"step": s, "reward": s / 7, "kl": {"mean": 0.1}, "note": "x"} for s in range(1, 30)]
     df = pd.DataFrame({"step": range(1, 30), "reward": [s / 7 for s in range(1, 30)],

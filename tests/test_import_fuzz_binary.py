@@ -11,17 +11,16 @@ declared lengths must not be allocated (tracemalloc).
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import sqlite3
 import struct
-import sys
 import tracemalloc
 import zlib
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import rlvitals_tests_binary_producers as P  # loaded by conftest.py
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -40,21 +39,6 @@ SETTINGS = settings(
 FORMATS = ("tensorboard", "wandb", "mlflow")
 MEMORY_LIMIT = 64 << 20
 """Peak Python allocation allowed while reading a file that claims gigabytes."""
-
-
-def _producers():
-    name = "rlvitals_tests_binary_producers"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).with_name("_binary_producers.py")
-        )
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
-
-
-P = _producers()
 
 
 class _Seeds(dict):

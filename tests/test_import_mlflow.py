@@ -10,7 +10,6 @@ the importer's output with those values; the SQLite file must come out byte-iden
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import math
 import shutil
 import sqlite3
@@ -19,25 +18,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import rlvitals_tests_binary_producers as P  # loaded by conftest.py
 
 from rlvitals.errors import InputError
 from rlvitals.importers import load, sniff
 from rlvitals.importers import mlflow as ml
-
-
-def _producers():
-    name = "rlvitals_tests_binary_producers"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).with_name("_binary_producers.py")
-        )
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
-
-
-P = _producers()
 
 
 @pytest.fixture(scope="module")

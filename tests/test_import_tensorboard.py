@@ -10,7 +10,6 @@ checksum → record skipped with a warning, bad length checksum → InputError w
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import shutil
@@ -20,26 +19,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import rlvitals_tests_binary_producers as P  # loaded by conftest.py
 
 from rlvitals.errors import InputError
 from rlvitals.importers import load, sniff
 from rlvitals.importers import tensorboard as tb
 from rlvitals.importers._crc32c import crc32c, crc32c_many, mask
-
-
-def _producers():
-    name = "rlvitals_tests_binary_producers"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).with_name("_binary_producers.py")
-        )
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
-
-
-P = _producers()
 
 
 @pytest.fixture(scope="module")

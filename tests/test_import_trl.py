@@ -8,7 +8,6 @@ The 20,000-step log is written by ``transformers.TrainerState.save_to_json``.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import shutil
@@ -17,24 +16,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import rlvitals_tests_trl_producer as P  # loaded by conftest.py
 
 from rlvitals import InputError, MissingExtraError, Run
 from rlvitals.importers import load, sniff
-
-
-def _producer():
-    name = "rlvitals_tests_trl_producer"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).with_name("_trl_producer.py")
-        )
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
-
-
-P = _producer()
 
 
 @pytest.fixture(scope="session")

@@ -9,37 +9,21 @@ compare the importer's output with those values, and check damaged copies.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import shutil
 import struct
-import sys
 import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
+import rlvitals_tests_binary_producers as P  # loaded by conftest.py
 
 from rlvitals.errors import InputError
 from rlvitals.importers import load, sniff
 from rlvitals.importers import wandb as wb
 
 BLOCK = 32768
-
-
-def _producers():
-    name = "rlvitals_tests_binary_producers"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).with_name("_binary_producers.py")
-        )
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
-
-
-P = _producers()
 
 
 @pytest.fixture(scope="module")

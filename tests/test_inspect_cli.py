@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import subprocess
@@ -10,27 +9,16 @@ import sys
 from pathlib import Path
 
 import pytest
+import rlvitals_tests_trl_producer as P  # loaded by conftest.py
 
 from rlvitals.cli import main
 from rlvitals.importers import _progress, load
 from rlvitals.importers._progress import ProgressBar, progress_enabled
 
 
-def _producer():
-    name = "rlvitals_tests_trl_producer"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).with_name("_trl_producer.py")
-        )
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
-
-
 @pytest.fixture(scope="session")
 def grpo_run() -> Path:
-    return _producer().shared_grpo_run()
+    return P.shared_grpo_run()
 
 
 @pytest.fixture

@@ -1,0 +1,38 @@
+"""The helper modules beside the tests, loaded once per process under stable names.
+
+The suite runs with ``--import-mode=importlib``, so tests/ is not on ``sys.path`` (putting it
+there would also let the tests/verl folder pass for the ``verl`` package), and a test file cannot
+``import _binary_producers``. pytest imports this file before any test module below it; it loads
+each helper from its file and registers it in ``sys.modules``, so a test file writes
+``import rlvitals_tests_binary_producers as P``. One module object per process also means one
+cache of produced files (one real TRL run, one set of binary logs) per process.
+
+The helpers import only the standard library at import time (TRL, torch, wandb... are imported
+inside their functions), so loading them here is cheap and has no side effects.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+HELPERS = {
+    "rlvitals_tests_trl_harness": "trl_ddp_script.py",
+    "rlvitals_tests_trl_producer": "_trl_producer.py",
+    "rlvitals_tests_binary_producers": "_binary_producers.py",
+}
+"""Module name -> file in tests/; in load order (the TRL producer uses the TRL harness)."""
+
+
+def _load(name: str, filename: str) -> None:
+    if name in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(filename))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+
+
+for _name, _filename in HELPERS.items():
+    _load(_name, _filename)
