@@ -9,7 +9,8 @@ calls ``TrainerState.save_to_json``). TRL 1.16 itself writes the completions tab
 ``synthetic_state(path, n_steps)`` writes a long GRPO-shaped log with the real writer,
 ``transformers.TrainerState.save_to_json``.
 
-The test files share one run per process through :func:`shared_grpo_run`.
+The test files share one run per process through :func:`shared_grpo_run`. The tiny tokenizer,
+model and prompts are the TRL harness's (tests/trl_ddp_script.py, loaded by tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import random
 import shutil
 import tempfile
 from pathlib import Path
+
+import rlvitals_tests_trl_harness as H  # loaded by conftest.py
 
 __all__ = ["ARGS_NAME", "GRPO", "real_grpo_run", "shared_grpo_run", "synthetic_state"]
 
@@ -39,30 +42,16 @@ GRPO = {
 }
 
 ARGS_NAME = "training_args.json"
-_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789 +=?"
 _SHARED: dict[str, Path] = {}
 
 
-def _tokenizer():
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {"<pad>": 0, "<eos>": 1, "<unk>": 2}
-    for ch in _ALPHABET:
-        vocab[ch] = len(vocab)
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>"
-    )
-
-
+# Own names: TRL names the reward columns and metrics after the functions (tests read them).
 def _reward_has_digit(completions, **kwargs):
-    return [float(any(c.isdigit() for c in text)) for text in completions]
+    return H.reward_has_digit(completions)
 
 
 def _reward_short(completions, **kwargs):
-    return [1.0 if len(text) < 4 else 0.0 for text in completions]
+    return H.reward_short(completions)
 
 
 def real_grpo_run(out_dir: Path) -> Path:
@@ -71,26 +60,15 @@ def real_grpo_run(out_dir: Path) -> Path:
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     import torch
     from datasets import Dataset
-    from transformers import Qwen2Config, Qwen2ForCausalLM
     from trl import GRPOConfig, GRPOTrainer
 
-    torch.manual_seed(0)
-    tok = _tokenizer()
-    model = Qwen2ForCausalLM(
-        Qwen2Config(
-            vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-            num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
-            pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
-            bos_token_id=tok.eos_token_id, tie_word_embeddings=True,
-        )
-    )
-    model.generation_config.pad_token_id = tok.pad_token_id
-    model.generation_config.eos_token_id = tok.eos_token_id
+    tok = H.tiny_tokenizer()
+    model = H.tiny_model(tok, seed=0)
     # With beta > 0 TRL loads the reference model from the policy's path: save it first.
     model_dir = Path(out_dir).parent / "tiny-qwen2"
     model.save_pretrained(model_dir)
     tok.save_pretrained(model_dir)
-    prompts = [f"{a}+{b}=" for a in range(6) for b in range(4)]
+    prompts = H.PROMPTS
     train = Dataset.from_dict({"prompt": prompts})
     evald = Dataset.from_dict({"prompt": prompts[:2]})
     args = GRPOConfig(
