@@ -69,3 +69,35 @@ def test_file_logger_jsonl_from_verl_tracking(verl_logs):
     run = load(jsonl)
     # orjson writes NaN as null: the file logger's NaN comes back as NaN (not logged)
     _check(run)
+
+
+def test_rollout_dumps_from_verl_trainer_writer(tmp_path):
+    """veRL's trainer writes ``<step>.jsonl`` rollout dumps with ``_write_generations``; the
+    ``verl_rollouts`` importer groups their rows by prompt into per-group rewards."""
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    dump = tmp_path / "rollouts"
+    prompts = ["What is 2+2?", "Name a prime.", "Spell cat."]
+    g = 4
+    scores_by_step = {
+        1: [1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0],
+        2: [1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+    }
+    for step, scores in scores_by_step.items():
+        inputs = [p for p in prompts for _ in range(g)]
+        outputs = [f"answer {i}" for i in range(len(inputs))]
+        RayPPOTrainer._write_generations(
+            inputs, outputs, ["gt"] * len(inputs), scores, {"acc": scores}, str(dump), step
+        )
+    assert sniff(dump).name == "verl_rollouts"
+    run = load(dump)
+    groups = run.groups
+    assert groups.n_groups == 6 and sorted(set(groups.step.tolist())) == [1, 2]
+    assert groups.sizes().tolist() == [g] * 6
+    for step, scores in scores_by_step.items():
+        got = sorted(
+            tuple(groups.rewards[groups.offsets[i]:groups.offsets[i + 1]].tolist())
+            for i in np.flatnonzero(groups.step == step)
+        )
+        want = sorted(tuple(scores[j * g:(j + 1) * g]) for j in range(len(prompts)))
+        assert got == want
