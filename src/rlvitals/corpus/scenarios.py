@@ -52,11 +52,13 @@ ACR_VIEWS = ("trl", "full", "groups", "zero_std_frac")
 NO_REWARD_VIEWS = ("zero_std_frac", "adv_std", "adv_zero_frac", "reward_std_only", "loss_grad")
 """Views that carry no reward: a saturating run cannot be told from a collapse in them."""
 FORMATS = {
-    "trl": ("trl_state",),
-    "full": ("jsonl", "csv"),
-    "groups": ("groups_jsonl",),
-    "verl": ("verl_console",),
+    "trl": ("trl_state", "tensorboard"),
+    "full": ("jsonl", "csv", "tensorboard", "openrlhf_console"),
+    "groups": ("groups_jsonl", "recording"),
+    "verl": ("verl_console", "verl_file"),
 }
+"""View → the writers that can express its runs (the quality bar cycles through them); other
+views go to ``jsonl`` and ``csv``. wandb and mlflow (slow) are in no rotation."""
 _TRL_KEYS = {
     "reward_mean": "reward", "reward_std": "reward_std", "zero_std_frac": "frac_reward_zero_std",
     "loss": "loss", "grad_norm": "grad_norm", "learning_rate": "learning_rate",

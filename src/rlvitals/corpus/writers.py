@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import math
 import time
 from pathlib import Path
@@ -293,12 +294,17 @@ def write_tensorboard(lr: LabelledRun, dest: Path) -> Path:
     rows = [*_rows(lr), *_eval_rows(lr)]
     rows.sort(key=lambda r: r[0])
     writer = SummaryWriter(logdir=str(logdir), flush_secs=3600)
+    # tensorboardX warns once per NaN it is given; TRL logs NaN as is, so they are expected
+    noisy = logging.getLogger("tensorboardX.x2num")
+    level = noisy.level
+    noisy.setLevel(logging.ERROR)
     try:
         writer.add_text("args", json.dumps(_trl_args(lr, dest), indent=2))
         for s, row in rows:
             for k, v in row.items():
                 writer.add_scalar(_hf_tag(k), v, s)
     finally:
+        noisy.setLevel(level)
         writer.close()
     return logdir
 
