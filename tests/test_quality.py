@@ -13,7 +13,10 @@ from rlvitals.corpus.quality import evaluate
 from rlvitals.corpus.scenarios import collapse_suite
 
 SEED = 7  # not a seed the detectors were tuned on
-FORMATS = {"trl_state", "jsonl", "csv", "groups_jsonl", "verl_console"}
+FORMATS = {
+    "trl_state", "jsonl", "csv", "groups_jsonl", "verl_console", "verl_file", "openrlhf_console",
+    "tensorboard", "recording",
+}
 
 
 @pytest.fixture(scope="module")
