@@ -6,8 +6,9 @@ median onset error <= 3 logged steps.
 Every run of the corpus (:func:`rlvitals.corpus.scenarios.collapse_suite`, ``full`` size: every
 collapse mechanism x onset (early, middle, late, transient, gradual) x evidence view, healthy
 runs of every shape through every view, logging every 1, 5 or 10 steps) is written to disk in
-its format (TRL trainer_state.json, JSONL, CSV, per-group JSONL, veRL console) and read back
-through the importers, then diagnosed. Several seeds: the detectors are judged on runs they
+one of the formats that can express it, cycling (TRL trainer_state.json, TensorBoard via
+tensorboardX, JSONL, CSV, OpenRLHF console, per-group JSONL, rlvitals recording, veRL console,
+veRL file logger) and read back through the importers, then diagnosed. Several seeds: the detectors are judged on runs they
 were not tuned on.
 
 Run: ``python benchmarks/quality.py`` (``--seeds 1 2 3``, ``--size ci`` for a quick look,

@@ -7,8 +7,9 @@ A :class:`LabelledRun` holds per-step columns under trainer key names, optional 
 rewards, the manifest facts, and its labels: which detector IDs must fire and since when.
 
 Writers (:mod:`rlvitals.corpus.writers`) put a labelled run on disk in a real input format
-(TRL ``trainer_state.json``, generic JSONL / CSV, per-group JSONL, veRL console lines), so the
-quality bar reads it back through the importers like a user's file.
+(TRL ``trainer_state.json``, generic JSONL / CSV, per-group JSONL, veRL console and file-logger
+lines, OpenRLHF console, TensorBoard, the rlvitals recording, W&B, MLflow), so the quality bar
+reads it back through the importers like a user's file.
 
 >>> lr = generate("collapse_identical", seed=1, onset_kind="middle", view="zero_std_frac")
 >>> [(lab.id, lab.onset) for lab in lr.expect]  # doctest: +ELLIPSIS
