@@ -187,7 +187,7 @@ def write_verl_console(lr: LabelledRun, dest: Path) -> Path:
             if int(s) in evals:
                 e = evals[int(s)]
                 val = float(lr.eval_columns["eval_reward"][e])
-                parts.append(f"val-core/math/reward/mean@1:{val:.3f}")
+                parts.append(f"{VERL_VAL_KEY}:{val:.3f}")
             f.write("(TaskRunner pid=4242) " + " - ".join(parts) + "\n")
     return path
 
