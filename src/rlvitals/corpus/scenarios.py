@@ -138,7 +138,12 @@ def build(
             columns["epoch"] = steps / max(T, 1) * 3.0
             columns["rewards/accuracy_reward/mean"] = columns["reward"].copy()
         if nan_rows > 0 and columns:
-            _poke_nans(columns, rng, nan_rows)
+            # The labelled onset stays visible: a NaN there would move the true onset.
+            protect = np.zeros(steps.shape[0], dtype=bool)
+            for label in expect or ():
+                if label.onset is not None:
+                    protect[min(int(np.searchsorted(steps, label.onset)), steps.shape[0] - 1)] = True
+            _poke_nans(columns, rng, nan_rows, protect)
     groups = None
     if view == "groups":
         r = sim.rewards
@@ -191,14 +196,17 @@ def build(
     )
 
 
-def _poke_nans(columns: dict[str, np.ndarray], rng: np.random.Generator, frac: float) -> None:
-    """NaN a few values (a metric the trainer could not compute) and a few whole rows."""
+def _poke_nans(
+    columns: dict[str, np.ndarray], rng: np.random.Generator, frac: float, protect: np.ndarray
+) -> None:
+    """NaN a few values (a metric the trainer could not compute) and a few whole rows, never
+    in the ``protect``-ed rows."""
     n = next(iter(columns.values())).shape[0]
     names = sorted(columns)
     for name in names:
-        hit = rng.random(n) < frac / 2
+        hit = (rng.random(n) < frac / 2) & ~protect
         columns[name] = np.where(hit, np.nan, columns[name])
-    rows = rng.random(n) < frac / 4
+    rows = (rng.random(n) < frac / 4) & ~protect
     for name in names:
         columns[name] = np.where(rows, np.nan, columns[name])
 
