@@ -155,12 +155,13 @@ def test_finding_carries_numbers_next_to_thresholds():
     assert f.metrics["threshold"] == pytest.approx(0.1)
 
 
-def test_loss_and_grad_exactly_zero_is_adv_collapse():
+@pytest.mark.parametrize("loss_key", ["loss", "policy_loss"])  # OpenRLHF logs only the latter
+def test_loss_and_grad_exactly_zero_is_adv_collapse(loss_key):
     b = RunBuilder(Manifest(kl_coef=0.0))
     rng = np.random.default_rng(0)
     for s in range(1, 101):
         z = s >= 70
-        b.add_row(s, {"loss": 0.0 if z else rng.normal(0, 0.01),
+        b.add_row(s, {loss_key: 0.0 if z else rng.normal(0, 0.01),
                       "grad_norm": 0.0 if z else rng.uniform(0.1, 0.5)})
     hits = _found(diagnose(b.build()), "ADV_COLLAPSE")
     assert hits and hits[0].onset_step == 70 and hits[0].evidence == "loss_grad_zero"

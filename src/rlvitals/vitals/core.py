@@ -7,7 +7,8 @@ The collapse evidence follows the fallback chain of DESIGN.md 3.6, best first:
 2. ``zero_std_frac``: the trainer's zero-variance group fraction (TRL ``frac_reward_zero_std``);
 3. ``advantages``: adv_std / adv_zero_frac, or veRL ``critic/advantages/max == min == 0``;
 4. ``reward_std``: the step's reward std (or veRL's score max - min) with reward_mean and G;
-5. ``loss_grad_zero``: loss and grad_norm exactly 0 on a step (every advantage was zero);
+5. ``loss_grad_zero``: loss (else pg_loss) and grad_norm exactly 0 on a step (every advantage
+   was zero);
 6. ``none``.
 
 Every canonical series of the run is kept, aligned on one step index (NaN = not logged); the
@@ -298,7 +299,9 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
         notes.append("collapse evidence: reward variance (no ACR; expected collapse from G)")
 
     # ---- tier 5: exactly-zero updates ----------------------------------------------------------
-    loss, gn = series.get("loss"), series.get("grad_norm")
+    # The total loss when logged, else the policy-gradient loss (OpenRLHF logs only that).
+    loss = series.get("loss") if _finite_any(series.get("loss")) else series.get("pg_loss")
+    gn = series.get("grad_norm")
     if _finite_any(loss) and _finite_any(gn):
         with np.errstate(invalid="ignore"):
             z = (np.abs(loss) <= ZERO_ATOL) & (np.abs(gn) <= ZERO_ATOL)
