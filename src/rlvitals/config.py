@@ -6,7 +6,7 @@ Keys (all optional)::
     select = ["ALL"]              # detector IDs or families to run (default: all)
     ignore = ["ACR_VOLATILE"]     # detector IDs or families to skip
     fail-on = "warn"              # info | warn | critical | never  (fail_on also accepted)
-    tau = 1e-6                    # collapse tolerance on a group's reward range
+    tau = 1e-6                    # collapse tolerance on a group's reward std
     window = 25                   # window W for windowed ACR and volatility
 
     [detectors.ADV_COLLAPSE]      # [tool.rlvitals.detectors.ADV_COLLAPSE] in pyproject.toml

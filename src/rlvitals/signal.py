@@ -12,9 +12,10 @@ Conventions, said once:
 - ``std`` is the unbiased (N - 1) standard deviation unless ``ddof=0`` is passed.
 - A NaN reward means "unscorable": it is left out of its group's statistics and its advantage is
   0 (TRL's convention). A group with no finite reward is *unscorable* and is left out of ACR.
-- A group is collapsed when ``max - min <= tau * max(1, max|r|)``: an absolute tolerance for
-  rewards in [-1, 1], relative above, so float32 round-off (``0.1 + 0.2`` vs ``0.3``) never splits
-  a group that is really homogeneous. A group with one scorable reward is collapsed.
+- A group is collapsed when its unbiased std is ``<= tau * max(1, |mean|)``: an absolute
+  tolerance for rewards in [-1, 1], relative above, so float32 round-off (``0.6f + 0.1f`` vs
+  ``0.7f``) never splits a group that is really homogeneous. A group with one scorable reward is
+  collapsed.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ __all__ = [
 ]
 
 DEFAULT_TAU = 1e-6
-"""Collapse tolerance on a group's reward range (DESIGN.md 3.1)."""
+"""Collapse tolerance on a group's reward std (DESIGN.md 3.1)."""
 DEFAULT_EPS = 1e-4
 """GRPO denominator epsilon, as TRL (veRL uses 1e-6)."""
 ADV_ZERO_ATOL = 1e-8

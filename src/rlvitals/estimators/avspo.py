@@ -114,7 +114,7 @@ class AvspoConfig:
 
     Attributes:
         eps (float, default 1e-4): std epsilon of the advantages (TRL's; veRL uses 1e-6).
-        tau (float, default 1e-6): collapse tolerance on a group's reward range (paper).
+        tau (float, default 1e-6): collapse tolerance on a group's reward std (paper).
         ddof (int, default 1): std form over the augmented set and for ordinary groups; 1 =
             unbiased (TRL, veRL), 0 = population.
         r_min (float, default 0.0), r_max (float, default 1.0): the achievable reward range;

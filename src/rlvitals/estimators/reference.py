@@ -48,7 +48,7 @@ class GrpoConfig:
     Attributes:
         eps (float, default 1e-4): added to the std in the denominator. 1e-4 is TRL's value;
             veRL's ``compute_grpo_outcome_advantage`` uses ``epsilon=1e-6``.
-        tau (float, default 1e-6): collapse tolerance on a group's reward range (DESIGN.md 3.1);
+        tau (float, default 1e-6): collapse tolerance on a group's reward std (DESIGN.md 3.1);
             decides ACR only, never the advantages.
         ddof (int, default 1): 1 = unbiased std (TRL ``nanstd``, veRL ``torch.std``); 0 =
             population std.

@@ -190,7 +190,7 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
 
     Args:
         run: any run an importer produced.
-        tau: collapse tolerance on a group's reward range (DESIGN.md 3.1).
+        tau: collapse tolerance on a group's reward std (DESIGN.md 3.1).
         window: W for windowed ACR and ACR volatility.
 
     >>> from rlvitals.recording import RunBuilder
