@@ -64,26 +64,22 @@ class Points:
 
 def points(vitals: Vitals, name: str) -> Points | None:
     """The finite points of train series ``name``, or None when the series is absent or empty."""
-    x = vitals.get(name)
-    if x is None:
-        return None
-    x = np.asarray(x, dtype=np.float64)
-    mask = np.isfinite(x)
-    if not mask.any():
-        return None
-    return Points(name, np.asarray(vitals.steps)[mask].astype(np.int64), x[mask])
+    return _finite_points(name, vitals.steps, vitals.get(name))
 
 
 def eval_points(vitals: Vitals, name: str) -> Points | None:
     """The finite points of eval series ``name`` (``eval/...``) on the eval step index."""
-    x = vitals.eval_series.get(name)
+    return _finite_points(name, vitals.eval_steps, vitals.eval_series.get(name))
+
+
+def _finite_points(name: str, steps: np.ndarray, x: np.ndarray | None) -> Points | None:
     if x is None:
         return None
     x = np.asarray(x, dtype=np.float64)
     mask = np.isfinite(x)
     if not mask.any():
         return None
-    return Points(name, np.asarray(vitals.eval_steps)[mask].astype(np.int64), x[mask])
+    return Points(name, np.asarray(steps)[mask].astype(np.int64), x[mask])
 
 
 def rolling_median(x: np.ndarray, window: int) -> np.ndarray:
