@@ -47,8 +47,8 @@ def ref_advantages(rewards, ids, method="grpo", eps=1e-4):
     bstd = statistics.stdev(allv) if len(allv) > 1 else 0.0
     for members in ref_groups(rewards, ids).values():
         vals = [v for _, v in members if not math.isnan(v)]
-        if len(vals) <= 1:
-            continue
+        if len(vals) <= 1 or ref_collapsed(vals):
+            continue  # nothing to learn: a lone member, or rewards equal within tau
         mean = sum(vals) / len(vals)
         std = statistics.stdev(vals)
         for i, v in members:
@@ -451,3 +451,18 @@ def test_stall_spans_match_a_loop(values, stride, min_steps):
             want.append((kept[i][0], kept[j][0]))
         i = j + 1
     assert rlvitals.stall_spans(acr, steps, min_steps=min_steps) == want
+
+
+@pytest.mark.parametrize("method", sig.ADVANTAGE_METHODS)
+def test_collapsed_groups_get_exact_zero_on_both_backends(method):
+    # Found by hypothesis in CI: torch sums six float32 0.3s in another order than numpy, the
+    # mean is 1 ulp off, and GRPO turned that round-off into advantages of 3e-4 on torch only.
+    r = np.array([0.0, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3], dtype=np.float32)
+    g = np.array([0, 1, 1, 1, 1, 1, 1])
+    assert rlvitals.advantages(r, g, method=method).tolist() == [0.0] * 7
+    assert rlvitals.advantages(torch.tensor(r), torch.tensor(g), method=method).tolist() == [0.0] * 7
+    # Rewards within tau of each other are one value; tau=0 keeps their (tiny) differences.
+    near = np.array([0.5, 0.5 + 1e-9, 1.0, 0.0])
+    ids = np.array([0, 0, 1, 1])
+    assert rlvitals.advantages(near, ids, method=method)[:2].tolist() == [0.0, 0.0]
+    assert rlvitals.advantages(near, ids, method=method, tau=0.0)[1] > 0

@@ -480,6 +480,7 @@ def advantages(
     eps: float = DEFAULT_EPS,
     *,
     ddof: int = 1,
+    tau: float = DEFAULT_TAU,
     stats: GroupStats | None = None,
 ) -> Any:
     """Per-completion advantages ``(n,)``, same kind, device and dtype as ``rewards``.
@@ -491,8 +492,13 @@ def advantages(
         ``rloo``: ``r - mean of the other scorable members``, i.e. ``c/(c-1) (r - mean_j)``.
 
     NaN rewards are left out of every statistic and get advantage 0. A group with a single
-    scorable member gets 0 (its std is undefined; it teaches nothing). Pass ``stats`` (from
-    :func:`group_stats` on the same inputs and ``ddof``) to skip recomputing them.
+    scorable member gets 0 (its std is undefined; it teaches nothing), and so does every
+    collapsed group (:func:`group_stats`, tolerance ``tau``): its reward differences are
+    round-off, and centring them on a mean rounded differently by numpy and torch would give
+    GRPO advantages of ~3e-4 (1 ulp / eps) that depend on the backend and count as signal.
+    With ``tau=0`` only exactly equal rewards are zeroed, which matches TRL and veRL bit for bit
+    where their means round alike. Pass ``stats`` (from :func:`group_stats` on the same inputs,
+    ``ddof`` and ``tau``) to skip recomputing them.
 
     >>> advantages(np.array([1.0, 1.0, 1.0, 0.0]), np.zeros(4, dtype=int)).round(3).tolist()
     [0.5, 0.5, 0.5, -1.5]
@@ -502,13 +508,13 @@ def advantages(
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps < 0:
         raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
     if stats is None:
-        stats = group_stats(rewards, group_ids, ddof=ddof)
+        stats = group_stats(rewards, group_ids, ddof=ddof, tau=tau)
     ops = stats._ops
     t = ops.torch
     rewards = stats._rewards
     r = ops.view(rewards)
     count = stats.count
-    teaches = count > 1  # a single scorable member (or none) gets 0
+    teaches = (count > 1) & ~stats.collapsed  # lone members and collapsed groups get 0
     if method == "grpo":
         std = _where(teaches, stats.std, 0.0, t)
         scale = 1.0 / (std + eps) if eps > 0 else 1.0 / _where(std > 0, std, 1.0, t)

@@ -344,6 +344,7 @@ def _advantages_augmented(
         stats,
         mean=where(augment, mean, stats.mean, torch_in),
         std=where(augment, std, stats.std, torch_in),
+        collapsed=stats.collapsed & ~augment,  # augmented groups have a spread now
     )
     adv = advantages_from_stats(rewards, group_ids, swapped, eps=eps, ddof=ddof)
     lone = augment & (stats.count == 1)
