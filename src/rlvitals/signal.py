@@ -133,6 +133,8 @@ def _check_inputs(rewards: Any, group_ids: Any) -> tuple[Any, Any, bool, bool]:
 
 _COMPACT_SPAN = 4
 """Integer ids spanning at most this many slots per row are binned directly (no sort)."""
+_DENSE_PROBE = 4096
+"""Rows of ids read first when deciding whether a batch is dense."""
 
 
 class _Ops:
@@ -162,26 +164,37 @@ class _Ops:
             self._numpy_index(group_ids)
 
     def _dense_size(self, ids: Any) -> int | None:
+        """G when the ids come in G-sized runs of strictly increasing values, else None.
+
+        The run length is read from a prefix and the layout checked on a prefix of whole rows
+        first, so a shuffled batch is turned down without a full pass over its ids.
+        """
         n = self.n
         if n == 1:
             return 1
-        if self.torch:
-            change = (ids[1:] != ids[:-1]).nonzero()
-            g = int(change[0, 0]) + 1 if change.numel() else n
-            if n % g:
+        if not self.torch and ids.dtype.kind not in "iub":
+            return None
+        g = None
+        for span in (_DENSE_PROBE, n):
+            head = ids[: min(n, span)]
+            diff = head[1:] != head[:-1]
+            change = diff.nonzero(as_tuple=True)[0] if self.torch else diff.nonzero()[0]
+            if change.shape[0]:
+                g = int(change[0]) + 1
+                break
+            if head.shape[0] == n:
+                return n
+        if g is None or n % g:
+            return None
+        rows_in_probe = max(1, _DENSE_PROBE // g)
+        for part in (ids[: rows_in_probe * g], ids):
+            rows = part.reshape(-1, g)
+            ok = (rows == rows[:, :1]).all() and (rows[1:, 0] > rows[:-1, 0]).all()
+            if not bool(ok):
                 return None
-            rows = ids.reshape(-1, g)
-            ok = bool((rows == rows[:, :1]).all()) and bool((rows[1:, 0] > rows[:-1, 0]).all())
-            return g if ok else None
-        if ids.dtype.kind not in "iub":
-            return None
-        change = np.flatnonzero(ids[1:] != ids[:-1])
-        g = int(change[0]) + 1 if change.size else n
-        if n % g:
-            return None
-        rows = ids.reshape(-1, g)
-        ok = (rows == rows[:, :1]).all() and (rows[1:, 0] > rows[:-1, 0]).all()
-        return g if ok else None
+            if part.shape[0] == n:
+                break
+        return g
 
     def _numpy_index(self, ids: np.ndarray) -> None:
         if ids.dtype.kind in "iub":
@@ -290,6 +303,10 @@ class GroupStats:
     index: Any
     _ops: Any = None
     _rewards: Any = None
+    _dev: Any = None
+    """Rows minus their group mean (0 for NaN rows), kept for :func:`advantages`; valid only
+    while ``mean`` is the object it was computed from (``dataclasses.replace`` may swap it)."""
+    _dev_mean: Any = None
 
     @property
     def n_groups(self) -> int:
@@ -389,6 +406,8 @@ def group_stats(
         index=ops.index,
         _ops=ops,
         _rewards=rewards,
+        _dev=dev,
+        _dev_mean=mean,
     )
 
 
@@ -530,7 +549,11 @@ def advantages(
         denom = bstd + eps
         scale = _full_like(count, 1.0 / denom if denom > 0 else 0.0)
     scale = _where(teaches, scale, 0.0, t)
-    adv = ops.flat((r - ops.spread(stats.mean)) * ops.spread(scale))
+    if stats._dev is not None and stats._dev_mean is stats.mean:
+        dev = stats._dev  # computed by group_stats: saves a pass (and a gather when ragged)
+    else:
+        dev = r - ops.spread(stats.mean)
+    adv = ops.flat(dev * ops.spread(scale))
     if bool((count != stats.size).any()):  # NaN rewards (and all-NaN groups) get 0
         adv = _where(~(adv.isnan() if t else np.isnan(adv)), adv, 0.0, t)
     return adv
