@@ -14,6 +14,7 @@ inside their functions), so loading them here is cheap and has no side effects.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -36,3 +37,16 @@ def _load(name: str, filename: str) -> None:
 
 for _name, _filename in HELPERS.items():
     _load(_name, _filename)
+
+
+# Hypothesis: random examples on a developer's machine (new ones every run, to find bugs), the
+# same examples on every CI run (``.ci/run`` sets RLVITALS_HYPOTHESIS=ci), so a landing is
+# decided by the code and not by the draw. Profiles set here are inherited by the tests'
+# own ``@settings(max_examples=...)``. The veRL venv does not install hypothesis.
+try:
+    from hypothesis import settings as _hyp_settings
+except ImportError:  # pragma: no cover - the veRL venv
+    pass
+else:
+    _hyp_settings.register_profile("ci", derandomize=True, print_blob=True)
+    _hyp_settings.load_profile(os.environ.get("RLVITALS_HYPOTHESIS", "default"))
