@@ -157,6 +157,26 @@ def test_doctor_on_a_garbage_file_is_one_line(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and str(bad) in err
 
 
+@pytest.mark.parametrize("rows, says", [
+    ('{"step": 1, "my/custom_reward": 0.5}\n{"step": 2, "my/custom_reward": 0.7}\n',
+     "keys not understood: my/custom_reward"),
+    ('{"step": 1, "loss": "n/a"}\n', "non-numeric"),
+    ('{"step": 1}\n{"step": 2}\n', "0 step row(s)"),
+])
+def test_doctor_refuses_a_file_with_no_known_metric(tmp_path, capsys, rows, says):
+    # "no findings" would read as a healthy run; nothing was judged, so it is bad input.
+    path = tmp_path / "custom.jsonl"
+    path.write_text(rows)
+    assert main(["doctor", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(path) in err and "no metric rlvitals knows" in err
+    assert says in err
+    # One known metric is enough to diagnose (and what the detectors cannot judge is listed).
+    path.write_text('{"step": 1, "loss": 0.5}\n')
+    assert main(["doctor", str(path), "--fail-on", "never"]) == 0
+    assert "not judged" in capsys.readouterr().out
+
+
 def test_detectors_lists_the_catalogue(capsys):
     from rlvitals.detectors import catalogue
 
