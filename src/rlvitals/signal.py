@@ -227,15 +227,35 @@ class _Ops:
         return per_group[:, None] if self.G is not None else per_group[self.index]
 
     # -- reductions over views -------------------------------------------------------------------
-    def sum(self, v: Any) -> Any:
-        if self.G is not None:
-            return v.sum(dim=1) if self.torch else v.sum(axis=1)
+    def sum(self, v: Any, *, wide: bool = False) -> Any:
+        """Per-group sums ``(k,)``, accumulated in float64.
+
+        numpy and torch sum in different orders; in float32 that moves a group mean by an ulp,
+        and centring on it turns into a visible difference in the advantages. Accumulated in
+        float64 and rounded once, both give the same float32 statistics. Returned in ``v``'s
+        dtype, or in the accumulation dtype when ``wide``.
+        """
         if self.torch:
             import torch
 
-            out = torch.zeros(self.k, dtype=v.dtype, device=v.device)
-            return out.index_add_(0, self.index, v)
-        return np.bincount(self.index, weights=v, minlength=self.k).astype(v.dtype, copy=False)
+            acc = _wide_dtype(v)
+            if self.G is not None:
+                out = v.sum(dim=1, dtype=acc)
+            else:
+                out = torch.zeros(self.k, dtype=acc, device=v.device)
+                out.index_add_(0, self.index, v.to(acc))
+            return out if wide else out.to(v.dtype)
+        if self.G is not None:
+            out = np.einsum("ij->i", v, dtype=np.float64)  # faster than sum(dtype=) here
+        else:
+            out = np.bincount(self.index, weights=v, minlength=self.k)
+        return out if wide else out.astype(v.dtype, copy=False)
+
+    def sum_squares(self, v: Any) -> Any:
+        """Per-group sums of ``v * v`` ``(k,)`` in the accumulation dtype (see :meth:`sum`)."""
+        if self.G is not None and not self.torch:
+            return np.einsum("ij,ij->i", v, v, dtype=np.float64)  # no (n,) temporary
+        return self.sum(v * v, wide=True)
 
     def extreme(self, v: Any, how: str) -> Any:
         if self.G is not None:
@@ -265,6 +285,18 @@ class _Ops:
         if self._sizes is None:
             self._sizes = np.bincount(self.index, minlength=self.k)
         return self._sizes.astype(like.dtype)
+
+
+def _wide_dtype(v: Any) -> Any:
+    """float64 to accumulate torch sums in, except on devices without it (Apple MPS)."""
+    import torch
+
+    return v.dtype if v.device.type == "mps" else torch.float64
+
+
+def _cast(x: Any, like: Any, torch_in: bool) -> Any:
+    """``x`` in the dtype of ``like``."""
+    return x.to(like.dtype) if torch_in else x.astype(like.dtype, copy=False)
 
 
 def _where(c: Any, a: Any, b: float, torch_in: bool) -> Any:
@@ -381,20 +413,25 @@ def group_stats(
     else:
         valid, filled, count = None, r, size
     scorable = count > 0
-    mean = ops.sum(filled) / _where(scorable, count, 1.0, t)
+    # Statistics in float64 (see _Ops.sum), rounded once to the rewards' dtype.
+    sums = ops.sum(filled, wide=True)
+    cnt = _cast(count, sums, t)
+    mean_w = sums / _where(scorable, cnt, 1.0, t)
+    mean = _cast(mean_w, rewards, t)
     dev = filled - ops.spread(mean)
     if valid is not None:
         dev = _where(valid, dev, 0.0, t)
-    ss = ops.sum(dev * dev)
+    ss = ops.sum_squares(dev)
     # The collapse test always uses the unbiased std, whatever ddof the caller reports.
-    n1 = count - 1
+    n1 = cnt - 1
     unbiased = (ss / _where(n1 > 0, n1, 1.0, t)) ** 0.5
-    amean = abs(mean)
+    amean = abs(mean_w)
     collapsed = (unbiased <= tau * _where(amean > 1.0, amean, 1.0, t)) & scorable
     if ddof == 1:
         std = _where(n1 > 0, unbiased, math.nan, t)
     else:
-        std = _where(scorable, (ss / _where(scorable, count, 1.0, t)) ** 0.5, math.nan, t)
+        std = _where(scorable, (ss / _where(scorable, cnt, 1.0, t)) ** 0.5, math.nan, t)
+    std = _cast(std, rewards, t)
     mean = _where(scorable, mean, math.nan, t)
     return GroupStats(
         count=count,
@@ -545,7 +582,8 @@ def advantages(
         ok = ~(rewards.isnan() if t else np.isnan(rewards))
         valid = rewards[ok]
         m = int(valid.shape[0])
-        bstd = float((((valid - valid.mean()) ** 2).sum() / (m - ddof)) ** 0.5) if m > ddof else 0.0
+        v64 = valid.double() if t else valid.astype(np.float64)
+        bstd = float((((v64 - v64.mean()) ** 2).sum() / (m - ddof)) ** 0.5) if m > ddof else 0.0
         denom = bstd + eps
         scale = _full_like(count, 1.0 / denom if denom > 0 else 0.0)
     scale = _where(teaches, scale, 0.0, t)
