@@ -177,6 +177,23 @@ def test_doctor_refuses_a_file_with_no_known_metric(tmp_path, capsys, rows, says
     assert "not judged" in capsys.readouterr().out
 
 
+def test_doctor_metric_flag_maps_custom_keys(tmp_path, capsys):
+    path = tmp_path / "custom.jsonl"
+    path.write_text("".join(f'{{"step": {i}, "my/zero": {0.1 if i <= 40 else 0.95}}}\n'
+                            for i in range(1, 81)))
+    assert main(["doctor", str(path)]) == 2
+    assert "--metric KEY=NAME" in capsys.readouterr().err
+    assert main(["doctor", str(path), "--metric", "my/zero=frac_reward_zero_std",
+                 "--format", "json"]) == 1
+    d = json.loads(capsys.readouterr().out)
+    assert [f["onset_step"] for f in d["findings"] if f["id"] == "DEGENERATE_GROUPS"] == [41]
+    for bad, says in ((["--metric", "my/zero"], "KEY=NAME"),
+                      (["--metric", "my/zero=nope"], "no such metric")):
+        assert main(["doctor", str(path), *bad]) == 2
+        err = capsys.readouterr().err.strip()
+        assert says in err and len(err.splitlines()) == 1
+
+
 def test_detectors_lists_the_catalogue(capsys):
     from rlvitals.detectors import catalogue
 

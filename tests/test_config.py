@@ -88,6 +88,9 @@ def test_no_config_gives_defaults_and_search_stops_at_project_root(tmp_path):
         ("select = 3\n", r"'select' must be a list of detector IDs, got 3"),
         ("detectors = 3\n", r"'detectors' must be a table"),
         ("x = [\n", r"invalid TOML"),
+        ("metrics = 3\n", r"'metrics' must be a table"),
+        ("[metrics]\n'my/r' = 'reward_avg'\n",
+         r"\[metrics\]: metric name 'my/r' -> 'reward_avg': no such metric \(closest: .*reward_mean"),
     ],
 )
 def test_errors_name_the_file_and_list_valid_values(tmp_path, text, pattern):
@@ -119,3 +122,38 @@ def test_config_changes_the_diagnosis(tmp_path):
     assert diagnose(run).by_id("DEGENERATE_GROUPS")
     p = _write(tmp_path / "rlvitals.toml", "[detectors.DEGENERATE_GROUPS]\nenabled = false\n")
     assert not diagnose(run, load_config(p)).by_id("DEGENERATE_GROUPS")
+
+
+def test_metrics_table_maps_custom_keys_onto_metrics(tmp_path):
+    from rlvitals.doctor import diagnose
+    from rlvitals.recording.run import RunBuilder
+
+    b = RunBuilder()
+    for step in range(1, 81):  # zero-variance groups jump from 10% to 95% at step 41
+        b.add_row(step, {"my/zero": 0.1 if step <= 40 else 0.95, "my/pass": 0.6,
+                         "eval_my/pass": 0.5})
+    run = b.build()
+    assert not diagnose(run).findings  # nothing known: nothing judged
+    p = _write(tmp_path / "rlvitals.toml",
+               '[metrics]\n"my/zero" = "frac_reward_zero_std"\n"my/pass" = "reward_mean"\n')
+    cfg = load_config(p)
+    assert cfg.metrics == {"my/zero": "zero_std_frac", "my/pass": "reward_mean"}
+    d = diagnose(run, cfg)
+    assert d.by_id("DEGENERATE_GROUPS")[0].onset_step == 41
+    assert d.run.unknown_keys == [] and "eval/reward_mean" in d.run.eval_series
+    assert "my/zero" in run.series  # the run handed in is not modified
+    pp = _write(tmp_path / "pyproject.toml", '[tool.rlvitals.metrics]\n"my/zero" = "acr"\n')
+    assert load_config(pp).metrics == {"my/zero": "acr"}
+
+
+def test_a_mapped_key_fills_only_the_missing_steps_and_absent_keys_are_noted():
+    import numpy as np
+
+    from rlvitals.recording.run import RunBuilder
+
+    b = RunBuilder()
+    b.add_row(1, {"reward": 0.2, "my/r": 0.9})
+    b.add_row(2, {"my/r": 0.7})
+    run = b.build().with_metric_names({"my/r": "reward_mean", "typo": "kl"})
+    np.testing.assert_array_equal(run.series["reward_mean"], [0.2, 0.7])
+    assert "my/r" not in run.series and any("'typo'" in w for w in run.warnings)

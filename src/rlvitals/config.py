@@ -9,6 +9,9 @@ Keys (all optional)::
     tau = 1e-6                    # collapse tolerance on a group's reward std
     window = 25                   # window W for windowed ACR and volatility
 
+    [metrics]                     # keys your trainer logs under custom names -> rlvitals metric
+    "my/pass_rate" = "reward_mean"      # (names and aliases: the metrics page; eval twins too)
+
     [detectors.ADV_COLLAPSE]      # [tool.rlvitals.detectors.ADV_COLLAPSE] in pyproject.toml
     collapse_below = 0.05         # any knob of the detector (rlvitals explain ADV_COLLAPSE)
     enabled = false               # switch one detector off
@@ -42,7 +45,7 @@ __all__ = ["CONFIG_NAMES", "TOP_KEYS", "config_from_dict", "find_config", "load_
 
 CONFIG_NAMES = ("rlvitals.toml", ".rlvitals.toml")
 """Dedicated config files, in order of preference within one directory."""
-TOP_KEYS = ("select", "ignore", "fail-on", "fail_on", "tau", "window", "detectors")
+TOP_KEYS = ("select", "ignore", "fail-on", "fail_on", "tau", "window", "metrics", "detectors")
 """Valid keys at the top of the rlvitals table."""
 _MAX_CONFIG_BYTES = 1 << 20
 
@@ -170,6 +173,17 @@ def config_from_dict(table: dict[str, Any], source: str | None = None, where: st
         if isinstance(w, bool) or not isinstance(w, int) or w < 1:
             raise InputError(source, f"window must be an integer >= 1, got {w!r}", where)
         cfg.window = w
+    if "metrics" in table:
+        from rlvitals.recording.metrics import metric_names
+
+        m = table["metrics"]
+        t = f"{where[:-1]}.metrics]" if where.startswith("[") else "[metrics]"
+        if not isinstance(m, dict):
+            raise InputError(source, "'metrics' must be a table of \"run key\" = \"metric\"", where)
+        try:
+            cfg.metrics = metric_names(m)
+        except ValueError as e:
+            raise InputError(source, str(e), t) from None
     dets = table.get("detectors", {})
     if not isinstance(dets, dict):
         raise InputError(source, "'detectors' must be a table of detector tables", where)

@@ -53,6 +53,8 @@ class DoctorConfig:
         disabled: detector IDs switched off by the config file (``enabled = false``).
         tau: collapse tolerance for the vitals (DESIGN.md 3.1).
         window: W for windowed ACR and volatility.
+        metrics: the run's own key → canonical metric, for keys logged under custom names
+            (applied with :meth:`Run.with_metric_names` before the vitals).
         source: the config file this came from, when any (for error messages).
     """
 
@@ -63,6 +65,7 @@ class DoctorConfig:
     disabled: list[str] = field(default_factory=list)
     tau: float = DEFAULT_TAU
     window: int = DEFAULT_WINDOW
+    metrics: dict[str, str] = field(default_factory=dict)
     source: str | None = None
 
     def validate(self) -> None:
@@ -192,6 +195,8 @@ def diagnose(run: Run, config: DoctorConfig | None = None) -> Diagnosis:
     """
     config = config or DoctorConfig()
     classes = select_detectors(config)
+    if config.metrics:
+        run = run.with_metric_names(config.metrics)
     vitals = compute_vitals(run, tau=config.tau, window=config.window)
     findings: list[Finding] = []
     skipped: dict[str, str] = {}

@@ -63,6 +63,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run only these detectors (comma-separated IDs or families, ALL)")
     p.add_argument("--ignore", action="append", metavar="IDS",
                    help="skip these detectors (comma-separated IDs or families)")
+    p.add_argument("--metric", action="append", metavar="KEY=NAME",
+                   help="read the run's KEY as the rlvitals metric NAME (repeatable; the "
+                   "config's [metrics] table does the same), e.g. my/pass_rate=reward_mean")
     p.add_argument("--config", metavar="FILE",
                    help="rlvitals.toml or pyproject.toml to read (default: search from the "
                    "current directory upward)")
@@ -76,6 +79,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _ids(values: list[str] | None) -> list[str]:
     return [v.strip() for item in values or [] for v in item.split(",") if v.strip()]
+
+
+def _metric_args(values: list[str]) -> dict[str, str]:
+    from rlvitals.recording.metrics import metric_names
+
+    pairs = {}
+    for v in values:
+        key, sep, name = v.rpartition("=")
+        if not sep or not key.strip() or not name.strip():
+            raise InputError(None, f"--metric wants KEY=NAME, got {v!r}")
+        pairs[key.strip()] = name.strip()
+    try:
+        return metric_names(pairs)
+    except ValueError as e:
+        raise InputError(None, f"--metric: {e}") from None
 
 
 def _check_something_read(run: Any, path: Path) -> None:
@@ -100,7 +118,7 @@ def _check_something_read(run: Any, path: Path) -> None:
     for warning in run.warnings[:1]:  # e.g. "... 3 non-numeric values ignored"
         detail += "; " + warning.removeprefix(f"{path}: ")
     raise InputError(path, f"no metric rlvitals knows in {run.n_steps} step row(s){detail} "
-                           "(names and aliases: the metrics page of the docs)")
+                           "(map a custom key with --metric KEY=NAME; names: the metrics page)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -118,6 +136,8 @@ def run(args: argparse.Namespace) -> int:
         config.ignore = [*config.ignore, *_ids(args.ignore)]
     if args.fail_on:
         config.fail_on = args.fail_on
+    if args.metric:
+        config.metrics = {**config.metrics, **_metric_args(args.metric)}
     try:
         config.validate()
     except ValueError as e:

@@ -170,6 +170,8 @@ def render_text(info: dict[str, Any]) -> str:
     if info["unknown_keys"]:
         lines.append(f"\nunknown keys ({len(info['unknown_keys'])}, kept under their raw names)")
         lines += _listed(info["unknown_keys"])
+        lines.append("  (one that is a metric under another name: rlvitals doctor RUN "
+                     "--metric KEY=NAME, or a [metrics] table in rlvitals.toml)")
     if info["warnings"]:
         lines.append(f"\nwarnings ({len(info['warnings'])})")
         lines += _listed(info["warnings"])

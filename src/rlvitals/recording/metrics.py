@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["ALIASES", "CANONICAL", "Metric", "canonical_key", "is_eval_key"]
+__all__ = ["ALIASES", "CANONICAL", "Metric", "canonical_key", "is_eval_key", "metric_names"]
 
 
 @dataclass(frozen=True)
@@ -160,3 +160,29 @@ def canonical_key(raw: str) -> tuple[str, bool, bool]:
     if low.startswith("rewards/") and low.count("/") == 2:
         return "reward/" + key.split("/", 1)[1], False, True
     return key, False, False
+
+
+def metric_names(mapping: dict[str, str]) -> dict[str, str]:
+    """Validate a user's ``{run key: metric}`` map; targets may be canonical names or aliases.
+
+    Raises ValueError naming the bad entry, with the closest canonical names.
+
+    >>> metric_names({"my/pass_rate": "reward_mean", "my/zero": "frac_reward_zero_std"})
+    {'my/pass_rate': 'reward_mean', 'my/zero': 'zero_std_frac'}
+    >>> metric_names({"x": "reward_avg"})
+    Traceback (most recent call last):
+    ValueError: metric name 'x' -> 'reward_avg': no such metric (closest: reward_max, reward_mean, reward_std, ...)
+    """
+    import difflib
+
+    out: dict[str, str] = {}
+    for raw, target in mapping.items():
+        if not isinstance(raw, str) or not raw.strip() or not isinstance(target, str):
+            raise ValueError(f"metric names map a run key to a metric name, got {raw!r} -> {target!r}")
+        name = ALIASES.get(target.strip().lower())
+        if name is None:
+            close = difflib.get_close_matches(target, list(CANONICAL), n=3, cutoff=0.5)
+            hint = f"closest: {', '.join(close)}, ..." if close else "see the metrics page"
+            raise ValueError(f"metric name {raw!r} -> {target!r}: no such metric ({hint})")
+        out[raw.strip()] = name
+    return out

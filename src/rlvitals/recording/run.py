@@ -11,6 +11,7 @@ off, and merges rows that share a step (later values win).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from array import array
 from dataclasses import dataclass, field
@@ -205,6 +206,45 @@ class Run:
 
     def series_names(self) -> list[str]:
         return sorted(self.series) + sorted(self.eval_series)
+
+    def with_metric_names(self, names: dict[str, str]) -> Run:
+        """A copy in which the run's own keys ``names`` maps are read as canonical metrics.
+
+        For keys logged under custom names (``{"my/pass_rate": "reward_mean"}``): the key, as
+        listed in :attr:`unknown_keys`, becomes the canonical series; its ``eval/`` twin becomes
+        the eval series. Where the canonical series already exists, the mapped key fills only
+        its missing steps. A mapped key the run does not hold is noted in :attr:`warnings`.
+        Nothing is modified in place.
+
+        >>> b = RunBuilder()
+        >>> b.add_row(1, {"my/pass_rate": 0.25, "eval_my/pass_rate": 0.5})
+        >>> run = b.build().with_metric_names({"my/pass_rate": "reward_mean"})
+        >>> run.series["reward_mean"].tolist(), run.eval_series["eval/reward_mean"].tolist()
+        ([0.25], [0.5])
+        >>> run.unknown_keys
+        []
+        """
+        series, eval_series = dict(self.series), dict(self.eval_series)
+        unknown, warnings = list(self.unknown_keys), list(self.warnings)
+        for raw, name in names.items():
+            found = False
+            for table, key, target in ((series, raw, name),
+                                       (eval_series, f"eval/{raw}", f"eval/{name}")):
+                values = table.pop(key, None)
+                if values is None or key == target:
+                    if values is not None:
+                        table[key] = values
+                    continue
+                found = True
+                old = table.get(target)
+                table[target] = values if old is None else np.where(np.isnan(old), values, old)
+            if found:
+                unknown = [k for k in unknown
+                           if k != raw and canonical_key(k)[0] != f"eval/{raw}"]
+            else:
+                warnings.append(f"metric name {raw!r} (mapped to {name}) is not in this run")
+        return dataclasses.replace(self, series=series, eval_series=eval_series,
+                                   unknown_keys=unknown, warnings=warnings)
 
 
 class RunBuilder:

@@ -257,6 +257,11 @@ def metrics_page() -> str:
         "(`eval_`, `eval/`, `val/`, `val-core/`, `test/`, ...) keep an `eval/` prefix and map "
         "their remainder the same way. A key that matches nothing is kept under its raw name.",
         "",
+        "Keys your trainer logs under names of its own are mapped onto these with a `[metrics]` "
+        "table in `rlvitals.toml` (`\"my/pass_rate\" = \"reward_mean\"`; its `eval` twin "
+        "follows) or `rlvitals doctor RUN --metric my/pass_rate=reward_mean`. The doctor "
+        "refuses (exit 2) a file in which no key maps onto a metric below.",
+        "",
         "| canonical name | aliases | meaning |",
         "|---|---|---|",
     ]
