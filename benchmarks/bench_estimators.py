@@ -45,12 +45,13 @@ def make_step(n_groups: int, group_size: int, seed: int = 0) -> tuple[np.ndarray
 def time_estimators(
     rewards: object, ids: object, *, calls: int, repeats: int, methods: list[str] = METHODS
 ) -> dict[str, float]:
-    """Best-of-``repeats`` CPU seconds per call for each method (turns interleaved per round)."""
+    """Best-of-``repeats`` CPU seconds per call for each method (interleaved, order rotated per round)."""
     best = {m: float("inf") for m in methods}
     for m in methods:  # warm-up (imports, allocator)
         rlvitals.estimate(m, rewards, ids, state=_state(m))
-    for _ in range(repeats):
-        for m in methods:
+    for rnd in range(repeats):
+        shift = rnd % len(methods)  # no estimator always runs first (or after the same one)
+        for m in methods[shift:] + methods[:shift]:
             state = _state(m)
             t0 = time.process_time()
             for _ in range(calls):
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--groups", type=int, default=4096)
     ap.add_argument("--group-size", type=int, default=16)
     ap.add_argument("--calls", type=int, default=10)
-    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--backend", choices=["numpy", "torch", "both"], default="both")
     args = ap.parse_args(argv)
 
