@@ -624,9 +624,11 @@ def advantage_stats(adv: Any, rewards: Any = None) -> tuple[float, float]:
         r = rewards if t else np.asarray(rewards)
         if r.shape != a.shape:
             raise ValueError(f"rewards shape {tuple(r.shape)} != advantages {tuple(a.shape)}")
-        a = a[~(r.isnan() if t else np.isnan(r))]
-        if a.shape[0] == 0:
-            return math.nan, math.nan
+        nan = r.isnan() if t else np.isnan(r)
+        if bool(nan.any()):  # a boolean gather is the dearest op here (torch: ~5x a reduction)
+            a = a[~nan]
+            if a.shape[0] == 0:
+                return math.nan, math.nan
     a64 = a.double() if t else a.astype(np.float64)
     mu = a64.mean()
     std = float(((a64 - mu) ** 2).mean() ** 0.5)
