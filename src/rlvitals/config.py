@@ -177,7 +177,7 @@ def config_from_dict(table: dict[str, Any], source: str | None = None, where: st
         from rlvitals.recording.metrics import metric_names
 
         m = table["metrics"]
-        t = f"{where[:-1]}.metrics]" if where.startswith("[") else "[metrics]"
+        t = _subtable(where, "metrics")
         if not isinstance(m, dict):
             raise InputError(source, "'metrics' must be a table of \"run key\" = \"metric\"", where)
         try:
@@ -189,7 +189,7 @@ def config_from_dict(table: dict[str, Any], source: str | None = None, where: st
         raise InputError(source, "'detectors' must be a table of detector tables", where)
     valid_ids = DETECTORS.names()
     for det_id, knobs in dets.items():
-        t = f"{where[:-1]}.detectors.{det_id}]" if where.startswith("[") else f"[detectors.{det_id}]"
+        t = _subtable(where, f"detectors.{det_id}")
         if det_id not in DETECTORS:
             raise InputError(
                 source, f"unknown detector {det_id!r}; valid: {', '.join(valid_ids)}", t
@@ -210,6 +210,11 @@ def config_from_dict(table: dict[str, Any], source: str | None = None, where: st
     except ValueError as e:
         raise InputError(source, str(e), where) from None
     return cfg
+
+
+def _subtable(where: str, name: str) -> str:
+    """How errors name table ``name`` of the rlvitals table found at ``where``."""
+    return f"{where[:-1]}.{name}]" if where.startswith("[") else f"[{name}]"
 
 
 def _is_number(v: Any) -> bool:

@@ -6,10 +6,11 @@ Detectors, estimators, importers and renderers all use this shape.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-__all__ = ["Registry"]
+__all__ = ["Plugins", "Registry"]
 
 T = TypeVar("T")
 
@@ -60,3 +61,29 @@ class Registry(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+class Plugins:
+    """Modules of ``package`` whose import registers things, imported together on first use.
+
+    Keeps ``import rlvitals.<package>`` cheap: the catalogue is read only when asked for. The
+    set counts as loaded while it loads, so a module that asks for the catalogue during its own
+    import does not recurse; a failed import leaves it unloaded (modules that did import are
+    cached by Python and not registered twice).
+    """
+
+    def __init__(self, package: str, modules: tuple[str, ...]):
+        self.package = package
+        self.modules = modules
+        self._loaded = False
+
+    def load(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
+        try:
+            for name in self.modules:
+                importlib.import_module(f"{self.package}.{name}")
+        except BaseException:
+            self._loaded = False
+            raise

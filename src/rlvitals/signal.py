@@ -166,35 +166,27 @@ class _Ops:
     def _dense_size(self, ids: Any) -> int | None:
         """G when the ids come in G-sized runs of strictly increasing values, else None.
 
-        The run length is read from a prefix and the layout checked on a prefix of whole rows
-        first, so a shuffled batch is turned down without a full pass over its ids.
+        G is read from a prefix, and the layout is checked on a prefix of whole rows before the
+        whole array, so a shuffled batch is turned down without a full pass over its ids.
         """
         n = self.n
-        if n == 1:
-            return 1
         if not self.torch and ids.dtype.kind not in "iub":
             return None
-        g = None
-        for span in (_DENSE_PROBE, n):
-            head = ids[: min(n, span)]
-            diff = head[1:] != head[:-1]
-            change = diff.nonzero(as_tuple=True)[0] if self.torch else diff.nonzero()[0]
-            if change.shape[0]:
-                g = int(change[0]) + 1
-                break
-            if head.shape[0] == n:
-                return n
-        if g is None or n % g:
+        g = self._first_run(ids[:_DENSE_PROBE]) or self._first_run(ids) or n
+        if n % g:
             return None
-        rows_in_probe = max(1, _DENSE_PROBE // g)
-        for part in (ids[: rows_in_probe * g], ids):
+        probe = ids[: max(1, _DENSE_PROBE // g) * g]
+        for part in (probe, ids) if probe.shape[0] < n else (ids,):
             rows = part.reshape(-1, g)
-            ok = (rows == rows[:, :1]).all() and (rows[1:, 0] > rows[:-1, 0]).all()
-            if not bool(ok):
+            if not bool((rows == rows[:, :1]).all() and (rows[1:, 0] > rows[:-1, 0]).all()):
                 return None
-            if part.shape[0] == n:
-                break
         return g
+
+    def _first_run(self, ids: Any) -> int | None:
+        """Length of the leading run of equal ids, or None when every id is the same."""
+        diff = ids[1:] != ids[:-1]
+        change = diff.nonzero(as_tuple=True)[0] if self.torch else diff.nonzero()[0]
+        return int(change[0]) + 1 if change.shape[0] else None
 
     def _numpy_index(self, ids: np.ndarray) -> None:
         if ids.dtype.kind in "iub":

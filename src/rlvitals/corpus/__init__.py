@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from rlvitals.recording.run import GroupTable, Manifest, Run, RunBuilder
-from rlvitals.registry import Registry
+from rlvitals.registry import Plugins, Registry
 
 __all__ = [
     "EXAMPLES",
@@ -126,17 +126,7 @@ def register_example(det_id: str, bad: Spec, good: Spec) -> None:
     EXAMPLES[det_id] = (bad, good)
 
 
-_loaded = False
-
-
-def _ensure_loaded() -> None:
-    global _loaded
-    if not _loaded:
-        import importlib
-
-        _loaded = True
-        for m in _MODULES:
-            importlib.import_module(f"rlvitals.corpus.{m}")
+_ensure_loaded = Plugins(__name__, _MODULES).load
 
 
 def example_pair(det_id: str) -> tuple[LabelledRun, LabelledRun]:

@@ -6,9 +6,8 @@ imported on first use of :func:`catalogue`, so ``import rlvitals.detectors`` sta
 
 from __future__ import annotations
 
-import importlib
-
 from rlvitals.detectors.base import DETECTORS, Detector, Finding, Severity, register
+from rlvitals.registry import Plugins
 
 __all__ = ["DETECTORS", "Detector", "Finding", "Severity", "catalogue", "load_all", "register"]
 
@@ -36,17 +35,12 @@ _MODULES: tuple[str, ...] = (
     "recording_loss",
 )
 
-_loaded = False
+_PLUGINS = Plugins(__name__, _MODULES)
 
 
 def load_all() -> None:
     """Import every detector module in :data:`_MODULES` (idempotent)."""
-    global _loaded
-    if _loaded:
-        return
-    for name in _MODULES:
-        importlib.import_module(f"rlvitals.detectors.{name}")
-    _loaded = True
+    _PLUGINS.load()
 
 
 def catalogue() -> list[type[Detector]]:

@@ -7,7 +7,6 @@ modules listed in :data:`_MODULES` are imported lazily on first use.
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ from pathlib import Path
 
 from rlvitals.errors import InputError
 from rlvitals.recording.run import Run
-from rlvitals.registry import Registry
+from rlvitals.registry import Plugins, Registry
 
 __all__ = ["IMPORTERS", "Importer", "Progress", "formats", "load", "sniff"]
 
@@ -50,15 +49,7 @@ _MODULES = (
     "groups_jsonl", "verl", "openrlhf", "trl_state", "trl_completions", "generic", "recording",
     "tensorboard", "wandb", "mlflow",
 )
-_loaded = False
-
-
-def _ensure_loaded() -> None:
-    global _loaded
-    if not _loaded:
-        for m in _MODULES:
-            importlib.import_module(f"rlvitals.importers.{m}")
-        _loaded = True
+_ensure_loaded = Plugins(__name__, _MODULES).load
 
 
 def register(importer: Importer) -> Importer:

@@ -27,7 +27,6 @@ __all__ = [
     "Message",
     "ProtobufError",
     "decode",
-    "iter_fields",
     "read_varint",
 ]
 
@@ -114,55 +113,6 @@ def read_varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
             raise ProtobufError("varint longer than 10 bytes", start)
 
 
-def iter_fields(buf: bytes, start: int = 0, end: int | None = None):
-    """Yield ``(field_number, wire_type, value, offset)`` for each field of one message.
-
-    ``value`` is the raw integer for varint, fixed32 and fixed64 fields, and a ``(start, end)``
-    pair of positions in ``buf`` for length-delimited fields (nothing is copied). ``offset`` is
-    where the field's tag starts. Groups (wire types 3 and 4) are not supported.
-    """
-    if end is None:
-        end = len(buf)
-    pos = start
-    while pos < end:
-        tag_at = pos
-        b = buf[pos]
-        if b < 0x80:
-            tag = b
-            pos += 1
-        else:
-            tag, pos = read_varint(buf, pos, end)
-        number, wire = tag >> 3, tag & 7
-        if number == 0:
-            raise ProtobufError("field number 0", tag_at)
-        if wire == WIRE_VARINT:
-            b = buf[pos] if pos < end else 0x80
-            if b < 0x80:
-                value: Any = b
-                pos += 1
-            else:
-                value, pos = read_varint(buf, pos, end)
-        elif wire == WIRE_LEN:
-            n, pos = read_varint(buf, pos, end)
-            if n > end - pos:
-                raise ProtobufError(f"field {number} declares {n} bytes, {end - pos} left", tag_at)
-            value = (pos, pos + n)
-            pos += n
-        elif wire == WIRE_FIXED64:
-            if pos + 8 > end:
-                raise ProtobufError(f"truncated fixed64 field {number}", tag_at)
-            value = int.from_bytes(buf[pos : pos + 8], "little")
-            pos += 8
-        elif wire == WIRE_FIXED32:
-            if pos + 4 > end:
-                raise ProtobufError(f"truncated fixed32 field {number}", tag_at)
-            value = int.from_bytes(buf[pos : pos + 4], "little")
-            pos += 4
-        else:
-            raise ProtobufError(f"unsupported wire type {wire} (field {number})", tag_at)
-        yield number, wire, value, tag_at
-
-
 def _signed(v: int, bits: int) -> int:
     v &= (1 << bits) - 1
     return v - (1 << bits) if v >> (bits - 1) else v
@@ -215,7 +165,7 @@ def decode(
     fields = schema.fields
     out: dict[str, Any] = {}
     pos = start
-    # The field loop of iter_fields, inlined: this is the hot path of every binary importer.
+    # One pass over the fields, inlined: this is the hot path of every binary importer.
     while pos < end:
         at = pos
         b = buf[pos]

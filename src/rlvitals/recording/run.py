@@ -230,12 +230,10 @@ class Run:
             found = False
             for table, key, target in ((series, raw, name),
                                        (eval_series, f"eval/{raw}", f"eval/{name}")):
-                values = table.pop(key, None)
-                if values is None or key == target:
-                    if values is not None:
-                        table[key] = values
+                if key == target or key not in table:
                     continue
                 found = True
+                values = table.pop(key)
                 old = table.get(target)
                 table[target] = values if old is None else np.where(np.isnan(old), values, old)
             if found:

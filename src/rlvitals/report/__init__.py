@@ -11,12 +11,11 @@ the built-in names). ``render(diagnosis, "md")`` returns the report as a string.
 from __future__ import annotations
 
 import enum
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rlvitals.registry import Registry
+from rlvitals.registry import Plugins, Registry
 
 if TYPE_CHECKING:
     from rlvitals.doctor import Diagnosis
@@ -67,15 +66,7 @@ class Renderer:
 RENDERERS: Registry[Renderer] = Registry("report format")
 
 _MODULES = ("text", "json_report", "markdown", "html_page")
-_loaded = False
-
-
-def _ensure_loaded() -> None:
-    global _loaded
-    if not _loaded:
-        for m in _MODULES:
-            importlib.import_module(f"rlvitals.report.{m}")
-        _loaded = True
+_ensure_loaded = Plugins(__name__, _MODULES).load
 
 
 def register(renderer: Renderer) -> Renderer:
