@@ -9,7 +9,7 @@ Targets (issue 4):
 
 How it measures:
 1. writes the logs into a temporary directory (deleted at the end): the TRL state is a labelled
-   corpus run (:mod:`rlvitals.corpus`, identical-completion collapse from step 15,000, 1% NaN
+   corpus run (:mod:`rlvitals_corpus`, identical-completion collapse from step 15,000, 1% NaN
    rows, eval rows) written as ``TrainerState.save_to_json`` does (``indent=2``, bare NaN);
    the JSONL holds TRL-named keys, a collapse in its last quarter;
 2. in a fresh subprocess, times ``json.loads(path.read_text())`` and then
@@ -32,6 +32,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dev"))  # rlvitals_corpus: dev only
 
 RATIO_TARGET = 3.0
 PROCESS_TARGET_S = 1.5
@@ -75,8 +77,8 @@ print(json.dumps({"peak_mb": peak, "seconds": secs, "steps": d.vitals.n_steps,
 
 
 def write_trl_state(folder: Path, steps: int) -> Path:
-    from rlvitals.corpus import generate
-    from rlvitals.corpus.writers import write
+    from rlvitals_corpus import generate
+    from rlvitals_corpus.writers import write
 
     lr = generate("collapse_identical", seed=0, view="trl", steps=steps,
                   onset=int(steps * 0.75), nan_rows=0.01)

@@ -5,7 +5,7 @@
 
 Speed is printed as a ratio to parsing the same JSONL log with ``json.loads`` in this process
 (the baseline the doctor's speed target uses). Quality: recall and median onset error per family
-on ``rlvitals.corpus.other`` failures, and the share of the collapse corpus's healthy runs on
+on ``rlvitals_corpus.other`` failures, and the share of the collapse corpus's healthy runs on
 which any of these detectors warns (false alarms).
 """
 
@@ -13,21 +13,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dev"))  # rlvitals_corpus: dev only
+
 import numpy as np
 
-from rlvitals.corpus import generate, to_run
-from rlvitals.corpus.other import FAMILY, other_suite
-from rlvitals.corpus.quality import evaluate
-from rlvitals.corpus.scenarios import collapse_suite
 from rlvitals.detectors import DETECTORS, Severity, load_all
 from rlvitals.doctor import Diagnosis
 from rlvitals.importers import load
 from rlvitals.report import render
 from rlvitals.vitals import compute_vitals
+from rlvitals_corpus import generate, to_run
+from rlvitals_corpus.other import FAMILY, other_suite
+from rlvitals_corpus.quality import evaluate
+from rlvitals_corpus.scenarios import collapse_suite
 
 IDS = sorted(FAMILY)
 STEPS = 20_000

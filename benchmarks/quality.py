@@ -3,7 +3,7 @@
 Targets (issue 4), for the collapse family: recall >= 0.95, false alarms on healthy runs <= 5%,
 median onset error <= 3 logged steps.
 
-Every run of the corpus (:func:`rlvitals.corpus.scenarios.collapse_suite`, ``full`` size: every
+Every run of the corpus (:func:`rlvitals_corpus.scenarios.collapse_suite`, ``full`` size: every
 collapse mechanism x onset (early, middle, late, transient, gradual) x evidence view, healthy
 runs of every shape through every view, logging every 1, 5 or 10 steps) is written to disk in
 one of the formats that can express it, cycling (TRL trainer_state.json, TensorBoard via
@@ -20,6 +20,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dev"))  # rlvitals_corpus: dev only
 
 RECALL_TARGET = 0.95
 FALSE_ALARM_TARGET = 0.05
@@ -27,8 +30,8 @@ ONSET_TARGET = 3.0
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rlvitals.corpus.quality import evaluate
-    from rlvitals.corpus.scenarios import collapse_suite
+    from rlvitals_corpus.quality import evaluate
+    from rlvitals_corpus.scenarios import collapse_suite
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--size", default="full", choices=("ci", "full"))

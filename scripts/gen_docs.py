@@ -5,9 +5,11 @@
 
 Pages: ``docs/detectors/<ID>.md`` per detector (its docstring, a header and its knob table),
 ``docs/detectors/index.md`` (the catalogue) and ``docs/metrics.md`` (every canonical metric and
-alias). ``--check`` also fails when a detector's page names a knob that does not exist, a knob
-is undocumented, a section is missing, or ``docs/detectors/`` holds a page for a detector that
-is gone.
+alias). Pictures: ``docs/detectors/img/<ID>.svg``, the detector's ``bad`` test run from its pair
+(``dev/rlvitals_corpus/fixtures.py``, development only) with what the detector found on it.
+``--check`` also fails when a detector's page names a knob that does not exist, a knob is
+undocumented, a section is missing, a picture is missing or stale, or ``docs/detectors/`` holds
+a page for a detector that is gone.
 """
 
 from __future__ import annotations
@@ -18,17 +20,59 @@ import re
 import sys
 from pathlib import Path
 
-from rlvitals.detectors import catalogue
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dev"))  # rlvitals_corpus: dev only
+
+from rlvitals.detectors import Detector, catalogue
+from rlvitals.report._common import plot_series, thresholds
+from rlvitals.report._svg import Marker, line_plot
 from rlvitals.report.pages import (
     GENERATED,
-    bad_run_picture,
     catalogue_page,
     detector_page,
     metrics_page,
     page_problems,
 )
+from rlvitals.vitals import compute_vitals
+from rlvitals_corpus.fixtures import PAIRS
 
 ROOT = Path(__file__).resolve().parents[1]
+FALLBACK_SERIES = ("reward_mean",)
+"""Drawn when a finding names no series the run has (RECORDING_LOSS reads events)."""
+
+_STYLE = ("<style>.ptitle{font:600 12px monospace}.frame{fill:none;stroke:#e5e7eb}"
+          ".grid{stroke:#f1f5f9}.ytick,.xtick{font-size:10px;fill:#6b7280;font-family:sans-serif}"
+          ".ytick{text-anchor:end}.xtick{text-anchor:middle}.series{fill:none;stroke:#334155;"
+          "stroke-width:1.4}.onset{stroke-width:1.5;stroke-dasharray:5 3}.end{stroke-width:1.5;"
+          "stroke-dasharray:2 3}.thr{stroke-width:1.2;stroke-dasharray:2 2}"
+          ".thrlabel{font-size:10px;text-anchor:end;font-family:sans-serif}</style>")
+"""The report's plot styles, inlined: the SVG is a file of its own on the docs site."""
+
+
+def bad_run_picture(cls: type[Detector]) -> str | None:
+    """An SVG plot of the detector's ``bad`` test run (its pair in ``rlvitals_corpus.fixtures``)
+    with what the detector found on it, or None when it has no pair or finds nothing there."""
+    pair = PAIRS.get(cls.id)
+    if pair is None:
+        return None
+    vitals = compute_vitals(pair.bad_run())
+    findings = [f.to_dict() for f in cls().check(vitals)]
+    if not findings:
+        return None
+    available = {n for n in vitals.series if vitals.get(n) is not None}
+    available |= {n for n in vitals.eval_series if vitals.get(n) is not None}
+    names = plot_series(findings[0], tuple(cls.key_metrics), available)
+    names = names or [n for n in FALLBACK_SERIES if n in available]
+    if not names:
+        return None
+    name = names[0]
+    steps, values = ((vitals.eval_steps, vitals.eval_series[name]) if name.startswith("eval/")
+                     else (vitals.steps, vitals.series[name]))
+    markers = [Marker(f["onset_step"] or 0, f["end_step"], f["severity"],
+                      f"{cls.id}: {f['message']}", thresholds(f, name, [name]))
+               for f in findings]
+    svg = line_plot(f"{name} in the bad test run", steps, values, markers)
+    return svg.replace('<svg class="plot"', '<svg xmlns="http://www.w3.org/2000/svg" class="plot"',
+                       1).replace(">", ">" + _STYLE, 1)
 
 
 @functools.cache

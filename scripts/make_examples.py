@@ -6,11 +6,14 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 
-OUT = Path(__file__).resolve().parents[1] / "src" / "rlvitals" / "examples"
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "src" / "rlvitals" / "examples"
+sys.path.insert(0, str(ROOT / "dev"))  # rlvitals_corpus: development only, not in the wheel
 
 
 def collapse_groups(path: Path, steps: int = 120, groups: int = 8, g: int = 8) -> None:
@@ -29,7 +32,7 @@ def collapse_groups(path: Path, steps: int = 120, groups: int = 8, g: int = 8) -
 def length_explosion(path: Path, steps: int = 200, onset: int = 120) -> None:
     """A TRL-style per-step JSONL log whose completions jump from ~330 to ~850 tokens at step 120:
     truncation follows, the reward drops (LENGTH_EXPLOSION, TRUNCATION)."""
-    from rlvitals.corpus_other import healthy_rows
+    from rlvitals_corpus.families import healthy_rows
 
     train, evals = healthy_rows(20261201, steps=steps)
     rng = np.random.default_rng(20261202)

@@ -9,6 +9,10 @@ cache of produced files (one real TRL run, one set of binary logs) per process.
 
 The helpers import only the standard library at import time (TRL, torch, wandb... are imported
 inside their functions), so loading them here is cheap and has no side effects.
+
+The labelled corpus and the detectors' test runs are the package ``rlvitals_corpus`` in the
+repository's ``dev/`` folder (development only: the wheel does not ship it); ``dev/`` goes on
+``sys.path`` here, so test files write ``from rlvitals_corpus.fixtures import PAIRS``.
 """
 
 from __future__ import annotations
@@ -17,6 +21,11 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
+
+DEV = Path(__file__).resolve().parents[1] / "dev"
+"""Where ``rlvitals_corpus`` lives."""
+if str(DEV) not in sys.path:
+    sys.path.insert(0, str(DEV))
 
 HELPERS = {
     "rlvitals_tests_trl_harness": "trl_ddp_script.py",

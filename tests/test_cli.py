@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from rlvitals.cli import COMMANDS, build_parser, main
-from rlvitals.corpus_other import SCENARIOS, healthy_rows
+from rlvitals_corpus.families import healthy_rows
+from rlvitals_corpus.fixtures import PAIRS
 
 
 def _subparsers() -> dict:
@@ -57,7 +58,7 @@ def healthy_file(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def length_file(tmp_path_factory) -> Path:
     """The LENGTH_EXPLOSION bad run written as a generic JSONL log."""
-    run = SCENARIOS["LENGTH_EXPLOSION"].bad(seed=0)
+    run = PAIRS["LENGTH_EXPLOSION"].bad_run(seed=0)
     path = tmp_path_factory.mktemp("runs") / "length.jsonl"
     keys = {"length_mean": "completions/mean_length", "truncation_frac": "completions/clipped_ratio",
             "length_max": "completions/max_length", "reward_mean": "reward"}

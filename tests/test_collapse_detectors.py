@@ -9,10 +9,11 @@ import re
 import numpy as np
 import pytest
 
-from rlvitals.corpus import example_pair, generate, to_run
 from rlvitals.detectors import DETECTORS, Severity, load_all
 from rlvitals.doctor import DoctorConfig, diagnose
 from rlvitals.recording import Manifest, RunBuilder
+from rlvitals_corpus import generate, to_run
+from rlvitals_corpus.fixtures import PAIRS
 
 COLLAPSE = ["ADV_COLLAPSE", "DEGENERATE_GROUPS", "REWARD_STD_DEATH", "ACR_STALL",
             "ACR_VOLATILE", "EXCESS_COLLAPSE", "SATURATION"]
@@ -27,7 +28,7 @@ def _found(diag, det_id, severity=None):
 
 @pytest.mark.parametrize("det_id", COLLAPSE)
 def test_bad_run_fires_and_good_run_stays_silent(det_id):
-    bad, good = example_pair(det_id)
+    bad, good = PAIRS[det_id].bad(), PAIRS[det_id].good()
     d = diagnose(to_run(bad))
     hits = _found(d, det_id)
     assert hits, [(f.id, f.severity, f.onset_step) for f in d.findings]

@@ -115,8 +115,8 @@ def test_select_as_comma_string_and_missing_file(tmp_path):
 
 
 def test_config_changes_the_diagnosis(tmp_path):
-    from rlvitals.corpus import generate, to_run
     from rlvitals.doctor import diagnose
+    from rlvitals_corpus import generate, to_run
 
     run = to_run(generate("collapse_floor", seed=3, view="zero_std_frac", steps=200, onset=100))
     assert diagnose(run).by_id("DEGENERATE_GROUPS")

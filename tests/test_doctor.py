@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from rlvitals.corpus import generate, to_run
-from rlvitals.corpus.writers import write
 from rlvitals.detectors import Detector, Finding, Severity
 from rlvitals.doctor import JSON_SCHEMA, Diagnosis, DoctorConfig, diagnose, diagnose_path
 from rlvitals.errors import InputError
 from rlvitals.recording import RunBuilder
+from rlvitals_corpus import generate, to_run
+from rlvitals_corpus.writers import write
 
 
 @pytest.fixture(scope="module")

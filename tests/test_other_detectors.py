@@ -1,4 +1,5 @@
-"""The non-collapse detector families against their bad and good runs (rlvitals.corpus_other)."""
+"""The non-collapse detector families against their bad and good runs (the hand-written runs of
+``rlvitals_corpus.families``, registered in ``rlvitals_corpus.fixtures.PAIRS``)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ import math
 import numpy as np
 import pytest
 
-from rlvitals.corpus_other import ONSET, SCENARIOS, STEPS, build_run, healthy_rows
 from rlvitals.detectors import DETECTORS, Severity
 from rlvitals.recording.run import Run, RunBuilder
 from rlvitals.vitals import compute_vitals
+from rlvitals_corpus.families import ONSET, STEPS, build_run, healthy_rows
+from rlvitals_corpus.fixtures import PAIRS
+from rlvitals_corpus.other import FAMILY
 
-IDS = sorted(SCENARIOS)
+IDS = sorted(FAMILY)
+"""The detectors of the non-collapse families (their pairs are hand-written runs)."""
 SEEDS = (0, 1, 2)
 ONSET_TOLERANCE = 3
 """Largest onset error, in logged points of the series the detector reads."""
@@ -41,7 +45,7 @@ def _subsample(run: Run, every: int) -> Run:
 
 @pytest.fixture(scope="module")
 def runs() -> dict[tuple[str, str, int], Run]:
-    return {(i, kind, seed): getattr(SCENARIOS[i], kind)(seed=seed)
+    return {(i, kind, seed): getattr(PAIRS[i], f"{kind}_run")(seed=seed)
             for i in IDS for kind in ("bad", "good") for seed in SEEDS}
 
 
@@ -53,7 +57,7 @@ def _tolerance(det_id: str, log_every: int = 1) -> int:
 @pytest.mark.parametrize("det_id", IDS)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_bad_run_fires_at_its_onset(runs, det_id, seed):
-    sc = SCENARIOS[det_id]
+    sc = PAIRS[det_id]
     found = _findings(det_id, runs[(det_id, "bad", seed)])
     assert found, f"{det_id} silent on its bad run (seed {seed})"
     f = found[0]
@@ -96,7 +100,7 @@ def test_onset_when_logging_every_5_steps(runs, det_id):
     run = _subsample(runs[(det_id, "bad", 0)], 5)
     found = _findings(det_id, run)
     assert found, det_id
-    assert abs(found[0].onset_step - SCENARIOS[det_id].onset) <= _tolerance(det_id, 5)
+    assert abs(found[0].onset_step - PAIRS[det_id].onset) <= _tolerance(det_id, 5)
 
 
 @pytest.mark.parametrize("det_id", IDS)
@@ -153,7 +157,7 @@ def test_entropy_collapse_while_reward_rises_is_info():
 
 
 def test_entropy_logged_as_negative_loss():
-    run = SCENARIOS["ENTROPY_COLLAPSE"].bad(seed=0)
+    run = PAIRS["ENTROPY_COLLAPSE"].bad_run(seed=0)
     series = dict(run.series, entropy=-run.series["entropy"])
     (f,) = _findings("ENTROPY_COLLAPSE", dataclasses.replace(run, series=series))
     assert f.onset_step == ONSET
@@ -257,14 +261,14 @@ def test_throughput_rot_from_step_time_explained_by_length_is_info():
     assert f.severity == Severity.WARN
 
 
-# --- the labelled corpus (rlvitals.corpus.other on the corpus simulator) ----------------------
+# --- the labelled corpus (rlvitals_corpus.other on the corpus simulator) ----------------------
 
 
 def test_quality_bar_on_the_labelled_corpus():
     """Every failure of the other families, at early/middle/late/transient onsets, through the
     TRL, full and veRL views, logged every 1, 5 or 10 steps: recall and onset error."""
-    from rlvitals.corpus.other import FAMILY, other_suite
-    from rlvitals.corpus.quality import evaluate
+    from rlvitals_corpus.other import other_suite
+    from rlvitals_corpus.quality import evaluate
 
     suite = other_suite("ci", seed=1)
     for family in sorted(set(FAMILY.values())):
@@ -281,8 +285,8 @@ def test_quality_bar_on_the_labelled_corpus():
 def test_silent_on_the_corpus_healthy_runs():
     """The collapse corpus's healthy runs (saturating, too hard, noisy grad norms, KL growth, NaN
     rows, eval rows, sparse logging, ...): no warning from these detectors."""
-    from rlvitals.corpus import generate, to_run
-    from rlvitals.corpus.scenarios import collapse_suite
+    from rlvitals_corpus import generate, to_run
+    from rlvitals_corpus.scenarios import collapse_suite
 
     loud = []
     for name, params in collapse_suite("ci", seed=2):
@@ -299,12 +303,12 @@ def test_silent_on_the_corpus_healthy_runs():
 
 @pytest.mark.parametrize("det_id", IDS)
 def test_examples_through_the_whole_doctor(det_id):
-    """The registered corpus examples through ``diagnose`` (every detector of the catalogue):
-    the bad run fires at its onset with only allowed companions; the good run raises nothing."""
-    from rlvitals.corpus import example_pair, to_run
+    """The detector's pair through ``diagnose`` (every detector of the catalogue): the bad run
+    fires at its onset with only allowed companions; the good run raises nothing."""
     from rlvitals.doctor import diagnose
+    from rlvitals_corpus import to_run
 
-    bad, good = example_pair(det_id)
+    bad, good = PAIRS[det_id].bad(), PAIRS[det_id].good()
     d = diagnose(to_run(bad))
     hits = [f for f in d.by_id(det_id) if Severity(f.severity).rank >= Severity.WARN.rank]
     assert hits and abs(hits[0].onset_step - bad.expect[0].onset) <= bad.expect[0].tolerance

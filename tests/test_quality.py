@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from rlvitals.corpus.quality import evaluate
-from rlvitals.corpus.scenarios import collapse_suite
+from rlvitals_corpus.quality import evaluate
+from rlvitals_corpus.scenarios import collapse_suite
 
 SEED = 7  # not a seed the detectors were tuned on
 FORMATS = {

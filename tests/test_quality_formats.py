@@ -2,7 +2,7 @@
 (by the real producer library where there is one: tensorboardX, wandb, mlflow, the rlvitals
 recorder), loaded through content sniffing, and diagnosed like a user's file.
 
-For each format in :data:`rlvitals.corpus.writers.WRITERS`: a healthy run (with eval rows where
+For each format in :data:`rlvitals_corpus.writers.WRITERS`: a healthy run (with eval rows where
 the format carries them) raises nothing at warn or above; a transient collapse, a late collapse
 and (where the format can express it) one failure of another family fire their labelled IDs
 with onsets within 3 logged steps (the label's own tolerance where it is larger: reward hacking
@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from rlvitals.corpus import LabelledRun, generate
-from rlvitals.corpus.writers import WRITERS, write
 from rlvitals.detectors import DETECTORS, Severity, load_all
 from rlvitals.doctor import diagnose
 from rlvitals.importers import load, sniff
+from rlvitals_corpus import LabelledRun, generate
+from rlvitals_corpus.writers import WRITERS, write
 
 ONSET_LOGGED = 3.0
 STEPS = 200

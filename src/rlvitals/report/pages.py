@@ -22,7 +22,6 @@ from rlvitals.recording.metrics import CANONICAL
 
 __all__ = [
     "SECTIONS",
-    "bad_run_picture",
     "catalogue_page",
     "detector_doc",
     "detector_page",
@@ -137,40 +136,6 @@ def _default(value: object) -> str:
     return f"`{value!r}`"
 
 
-def bad_run_picture(cls: type[Detector]) -> str | None:
-    """An SVG plot of the detector's ``bad`` test run (:mod:`rlvitals.corpus_other`) with what
-    the detector found on it, or None when the detector has no such run."""
-    from rlvitals.corpus_other import SCENARIOS
-    from rlvitals.report._common import plot_series, thresholds
-    from rlvitals.report._svg import Marker, line_plot
-    from rlvitals.vitals import compute_vitals
-
-    sc = SCENARIOS.get(cls.id)
-    if sc is None:
-        return None
-    vitals = compute_vitals(sc.bad(seed=0))
-    findings = [f.to_dict() for f in cls().check(vitals)]
-    if not findings:
-        return None
-    available = {n for n in vitals.series if vitals.get(n) is not None}
-    available |= {n for n in vitals.eval_series if vitals.get(n) is not None}
-    name = plot_series(findings[0], tuple(cls.key_metrics), available)[0]
-    steps, values = ((vitals.eval_steps, vitals.eval_series[name]) if name.startswith("eval/")
-                     else (vitals.steps, vitals.series[name]))
-    markers = [Marker(f["onset_step"] or 0, f["end_step"], f["severity"],
-                      f"{cls.id}: {f['message']}", thresholds(f, name, [name]))
-               for f in findings]
-    svg = line_plot(f"{name} in the bad test run", steps, values, markers)
-    style = ("<style>.ptitle{font:600 12px monospace}.frame{fill:none;stroke:#e5e7eb}"
-             ".grid{stroke:#f1f5f9}.ytick,.xtick{font-size:10px;fill:#6b7280;font-family:sans-serif}"
-             ".ytick{text-anchor:end}.xtick{text-anchor:middle}.series{fill:none;stroke:#334155;"
-             "stroke-width:1.4}.onset{stroke-width:1.5;stroke-dasharray:5 3}.end{stroke-width:1.5;"
-             "stroke-dasharray:2 3}.thr{stroke-width:1.2;stroke-dasharray:2 2}"
-             ".thrlabel{font-size:10px;text-anchor:end;font-family:sans-serif}</style>")
-    return svg.replace('<svg class="plot"', '<svg xmlns="http://www.w3.org/2000/svg" class="plot"',
-                       1).replace(">", ">" + style, 1)
-
-
 def detector_page(cls: type[Detector], links: bool = True, picture: str | None = None) -> str:
     """The Markdown page of a detector; ``links`` turns knob references into links to the
     knob table (for the docs site) rather than plain code (for the terminal); ``picture`` is the
@@ -194,8 +159,8 @@ def detector_page(cls: type[Detector], links: bool = True, picture: str | None =
             f"![{cls.id} on its bad test run]({picture})",
             "",
             f"The shaded span is what `{cls.id}` reports on its `bad` run; its `good` run must "
-            f"stay silent (`rlvitals.corpus_other.SCENARIOS[\"{cls.id}\"]`, tested in "
-            "`tests/test_other_detectors.py`).",
+            f"stay silent (`PAIRS[\"{cls.id}\"]` in `dev/rlvitals_corpus/fixtures.py`, tested "
+            "in `tests/test_fixtures.py`).",
             "",
         ]
     out += ["## Knobs", ""]

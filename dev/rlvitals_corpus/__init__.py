@@ -1,12 +1,18 @@
 """A labelled corpus of synthetic runs: runs whose failures (and their onsets) are known.
 
-Tests, benchmarks and the quality bar share it. A *scenario* is a function
-``(rng, **params) -> LabelledRun`` registered under a name with :func:`scenario`; the families
-of detectors each add theirs (the collapse family's live in :mod:`rlvitals.corpus.scenarios`).
-A :class:`LabelledRun` holds per-step columns under trainer key names, optional per-group
-rewards, the manifest facts, and its labels: which detector IDs must fire and since when.
+Development only: it lives in ``dev/`` beside the tests, outside the package that ships, and
+its writers import tracker libraries (tensorboardX, wandb, mlflow) the product never needs.
+Tests, benchmarks, the quality bar and the docs generator share it.
 
-Writers (:mod:`rlvitals.corpus.writers`) put a labelled run on disk in a real input format
+A *scenario* is a function ``(rng, **params) -> LabelledRun`` registered under a name with
+:func:`scenario`; the families of detectors each add theirs (the collapse family's live in
+:mod:`rlvitals_corpus.scenarios`, the others' in :mod:`rlvitals_corpus.other`).
+A :class:`LabelledRun` holds per-step columns under trainer key names, optional per-group
+rewards, events, the manifest facts, and its labels: which detector IDs must fire and since
+when. Every detector's own ``bad`` and ``good`` run is in one registry,
+:data:`rlvitals_corpus.fixtures.PAIRS`.
+
+Writers (:mod:`rlvitals_corpus.writers`) put a labelled run on disk in a real input format
 (TRL ``trainer_state.json``, generic JSONL / CSV, per-group JSONL, veRL console and file-logger
 lines, OpenRLHF console, TensorBoard, the rlvitals recording, W&B, MLflow), so the quality bar
 reads it back through the importers like a user's file.
@@ -24,18 +30,15 @@ from typing import Any
 
 import numpy as np
 
-from rlvitals.recording.run import GroupTable, Manifest, Run, RunBuilder
+from rlvitals.recording.run import Event, GroupTable, Manifest, Run, RunBuilder
 from rlvitals.registry import Plugins, Registry
 
 __all__ = [
-    "EXAMPLES",
     "SCENARIOS",
     "SUITES",
     "Label",
     "LabelledRun",
-    "example_pair",
     "generate",
-    "register_example",
     "scenario",
     "suite",
     "to_run",
@@ -70,6 +73,7 @@ class LabelledRun:
         columns: trainer key → ``(n,)`` float (NaN = not logged on that row).
         groups: per-group rewards (all training steps), or None.
         eval_steps, eval_columns: evaluation rows (keys like ``eval_reward``).
+        events: events of the run (alerts, halts, the recorder's ``dropped`` reports).
         manifest: facts a real source would carry (group size, scale_rewards, ...).
         expect: labels that must fire; ``allow``: other IDs that may fire at warn or above
             without being a false alarm (``"*"`` allows any).
@@ -89,6 +93,7 @@ class LabelledRun:
     groups: GroupTable | None = None
     eval_steps: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     eval_columns: dict[str, np.ndarray] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
     manifest: dict[str, Any] = field(default_factory=dict)
     expect: list[Label] = field(default_factory=list)
     allow: set[str] = field(default_factory=set)
@@ -106,12 +111,9 @@ Spec = tuple[str, dict[str, Any]]
 """``(scenario name, params)``; params may hold ``seed``."""
 SUITES: Registry[Callable[[str, int], list[Spec]]] = Registry("suite")
 """Family name → ``(size, seed) -> [(scenario, params), ...]`` ("ci" or "full" size)."""
-EXAMPLES: dict[str, tuple[Spec, Spec]] = {}
-"""Detector ID → its ``bad`` (must fire) and ``good`` (must stay silent) run."""
-
 _MODULES: tuple[str, ...] = ("scenarios", "other")
-"""Modules under ``rlvitals.corpus`` whose import registers scenarios, suites and examples:
-the collapse family's, then the other families'."""
+"""Modules under ``rlvitals_corpus`` whose import registers scenarios and suites: the collapse
+family's, then the other families'."""
 
 
 def scenario(name: str) -> Callable[[Scenario], Scenario]:
@@ -119,30 +121,7 @@ def scenario(name: str) -> Callable[[Scenario], Scenario]:
     return SCENARIOS.register(name)
 
 
-def register_example(det_id: str, bad: Spec, good: Spec) -> None:
-    """Name the ``bad`` and ``good`` runs of detector ``det_id`` (its tests and its picture)."""
-    if det_id in EXAMPLES:
-        raise ValueError(f"examples for {det_id!r} are already registered")
-    EXAMPLES[det_id] = (bad, good)
-
-
 _ensure_loaded = Plugins(__name__, _MODULES).load
-
-
-def example_pair(det_id: str) -> tuple[LabelledRun, LabelledRun]:
-    """The ``(bad, good)`` labelled runs of detector ``det_id``."""
-    _ensure_loaded()
-    try:
-        (bn, bp), (gn, gp) = EXAMPLES[det_id]
-    except KeyError:
-        valid = ", ".join(sorted(EXAMPLES))
-        raise KeyError(f"no examples for {det_id!r}; valid: {valid}") from None
-    return _gen(bn, bp), _gen(gn, gp)
-
-
-def _gen(name: str, params: dict[str, Any]) -> LabelledRun:
-    p = dict(params)
-    return generate(name, seed=p.pop("seed", 0), **p)
 
 
 def suite(size: str = "ci", seed: int = 0, families: list[str] | None = None) -> list[Spec]:
@@ -181,5 +160,7 @@ def to_run(lr: LabelledRun) -> Run:
     ecols = list(lr.eval_columns.items())
     for i, s in enumerate(lr.eval_steps.tolist()):
         b.add_row(int(s), {k: float(v[i]) for k, v in ecols})
+    for e in lr.events:
+        b.add_event(e)
     b.groups = lr.groups
     return b.build()

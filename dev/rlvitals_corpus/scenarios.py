@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from rlvitals.corpus import SUITES, Label, LabelledRun, register_example, scenario
-from rlvitals.corpus.sim import Sim, Spec, schedule, simulate
 from rlvitals.recording.run import GroupTable
+from rlvitals_corpus import SUITES, Label, LabelledRun, scenario
+from rlvitals_corpus.sim import Sim, Spec, schedule, simulate
 
 __all__ = ["CORE_ID", "VIEWS", "build", "collapse_suite", "onset_at"]
 
@@ -640,45 +640,3 @@ def _pick_k(rng: np.random.Generator, view: str) -> int:
     if view == "groups":
         return 1
     return int(rng.choice([1, 1, 1, 1, 5, 10]))
-
-
-# --------------------------------------------------------------------------------------------
-# Each detector's bad and good run (its tests and the picture on its docs page)
-
-_T = 200
-register_example(
-    "ADV_COLLAPSE",
-    bad=("plumbing", {"seed": 11, "view": "adv_std", "steps": _T, "onset": 60, "end": 139}),
-    good=("healthy", {"seed": 12, "shape": "dr_grpo", "view": "adv_std", "steps": _T}),
-)
-register_example(
-    "DEGENERATE_GROUPS",
-    bad=("collapse_identical", {"seed": 21, "view": "groups", "steps": _T, "onset": 60,
-                                "end": 139}),
-    good=("healthy", {"seed": 22, "shape": "saturating", "view": "groups", "steps": _T}),
-)
-register_example(
-    "REWARD_STD_DEATH",
-    bad=("collapse_floor", {"seed": 31, "view": "reward_std", "steps": _T, "onset": 120}),
-    good=("healthy", {"seed": 32, "shape": "learning", "view": "reward_std", "steps": _T}),
-)
-register_example(
-    "ACR_STALL",
-    bad=("acr_stall", {"seed": 41, "view": "trl", "steps": 300}),
-    good=("healthy", {"seed": 42, "shape": "too_hard", "view": "trl", "steps": 300}),
-)
-register_example(
-    "ACR_VOLATILE",
-    bad=("acr_volatile", {"seed": 51, "view": "groups", "steps": 300}),
-    good=("healthy", {"seed": 52, "shape": "learning", "view": "groups", "steps": 300}),
-)
-register_example(
-    "EXCESS_COLLAPSE",
-    bad=("collapse_identical", {"seed": 61, "view": "trl", "steps": _T, "onset": 90}),
-    good=("healthy", {"seed": 62, "shape": "bimodal", "view": "trl", "steps": _T}),
-)
-register_example(
-    "SATURATION",
-    bad=("healthy", {"seed": 74, "shape": "saturating", "view": "trl", "steps": 300}),
-    good=("healthy", {"seed": 72, "shape": "learning", "view": "trl", "steps": 300}),
-)

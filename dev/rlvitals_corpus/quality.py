@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from rlvitals.corpus import LabelledRun, generate, to_run
 from rlvitals.detectors import DETECTORS, Severity, load_all
+from rlvitals_corpus import LabelledRun, generate, to_run
 
 __all__ = ["MATCH_LOGGED", "QualityReport", "RunResult", "evaluate", "run_one"]
 
@@ -172,8 +172,8 @@ def run_one(
     fmt = fmt or lr.formats[0]
     t0 = time.perf_counter()
     if via_files and _importable(fmt):
-        from rlvitals.corpus.writers import write
         from rlvitals.importers import load
+        from rlvitals_corpus.writers import write
 
         with tempfile.TemporaryDirectory(dir=tmpdir) as d:
             run = load(write(lr, fmt, d), fmt)

@@ -1,4 +1,4 @@
-"""Write a :class:`~rlvitals.corpus.LabelledRun` in a real input format, as its producer would.
+"""Write a :class:`~rlvitals_corpus.LabelledRun` in a real input format, as its producer would.
 
 ====================  ========================================================================
 format                what is written
@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from rlvitals.corpus import LabelledRun
+from rlvitals_corpus import LabelledRun
 
 __all__ = ["SLOW", "WRITERS", "write"]
 

@@ -3,9 +3,9 @@
 ``other_failure`` takes a healthy simulated run (random G, N, difficulty, reward kind) and injects
 one failure of one detector at an onset of the requested kind (early, middle, late, transient),
 seen through a trainer view and a logging interval like every other corpus run. The failure
-shapes follow :mod:`rlvitals.corpus_other` (the detectors' own bad runs), randomised.
+shapes follow :mod:`rlvitals_corpus.families` (the detectors' own bad runs), randomised.
 
->>> from rlvitals.corpus import generate
+>>> from rlvitals_corpus import generate
 >>> lr = generate("other_failure", seed=3, detector="KL_BLOWUP", onset_kind="middle")
 >>> [lab.id for lab in lr.expect], lr.family
 (['KL_BLOWUP'], 'kl')
@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from rlvitals.corpus import SUITES, Label, LabelledRun, register_example, scenario
-from rlvitals.corpus.scenarios import _base_spec, _steps_for, build, onset_at
-from rlvitals.corpus.sim import Sim, simulate
+from rlvitals_corpus import SUITES, Label, LabelledRun, scenario
+from rlvitals_corpus.scenarios import _base_spec, _steps_for, build, onset_at
+from rlvitals_corpus.sim import Sim, simulate
 
-__all__ = ["FAMILY", "INJECT", "other_example", "other_suite"]
+__all__ = ["ALLOW", "FAMILY", "INJECT", "other_suite"]
 
 FAMILY = {
     "ENTROPY_COLLAPSE": "entropy", "KL_BLOWUP": "kl", "LENGTH_EXPLOSION": "length",
@@ -242,7 +242,7 @@ def other_suite(size: str = "ci", seed: int = 0) -> list[tuple[str, dict[str, An
 
 
 # --------------------------------------------------------------------------------------------
-# Suites per family, and each detector's bad and good run (rlvitals.corpus_other) as examples
+# Suites per family
 
 
 def _family_suite(family: str) -> Callable[[str, int], list[tuple[str, dict[str, Any]]]]:
@@ -255,36 +255,3 @@ def _family_suite(family: str) -> Callable[[str, int], list[tuple[str, dict[str,
 
 for _family in sorted(set(FAMILY.values())):
     SUITES.add(_family, _family_suite(_family))
-
-
-@scenario("other_example")
-def other_example(rng: np.random.Generator, detector: str = "KL_BLOWUP",
-                  kind: str = "bad") -> LabelledRun:
-    """A detector's own ``bad`` or ``good`` run from :mod:`rlvitals.corpus_other` as a labelled
-    run (the seed comes from ``rng``)."""
-    from rlvitals.corpus_other import SCENARIOS
-
-    sc = SCENARIOS[detector]
-    train, evals = (sc.bad_rows if kind == "bad" else sc.good_rows)(int(rng.integers(1 << 30)))
-    steps = np.array(sorted(train), dtype=np.int64)
-    keys = sorted({k for row in train.values() for k in row})
-    columns = {k: np.array([train[s].get(k, np.nan) for s in steps.tolist()]) for k in keys}
-    esteps = np.array(sorted(evals), dtype=np.int64)
-    ekeys = sorted({k for row in evals.values() for k in row})
-    ecols = {k: np.array([evals[s].get(k, np.nan) for s in esteps.tolist()]) for k in ekeys}
-    bad = kind == "bad"
-    eval_tol = 20.0 if detector == "REWARD_HACKING" else 3.0
-    return LabelledRun(
-        name=f"{detector.lower()}-{kind}", scenario="other_example", family=FAMILY[detector],
-        steps=steps, columns=columns, eval_steps=esteps, eval_columns=ecols,
-        manifest={"trainer": "trl", "group_size": 8, "kl_coef": 0.04, "reward_min": 0.0,
-                  "reward_max": 1.0},
-        expect=[Label(detector, sc.onset, sc.end, tolerance=eval_tol)] if bad else [],
-        allow=ALLOW.get(detector, set()) if bad else set(), healthy=not bad,
-        formats=("jsonl",),
-    )
-
-
-for _det in FAMILY:
-    register_example(_det, bad=("other_example", {"seed": 0, "detector": _det, "kind": "bad"}),
-                     good=("other_example", {"seed": 0, "detector": _det, "kind": "good"}))

@@ -1,25 +1,24 @@
-"""Synthetic runs for the non-collapse detector families: a ``bad`` run that must fire and a
-``good`` run that must stay silent for every detector, with the true onset of each bad run.
+"""Hand-written runs for the non-collapse detector families: for every detector a ``bad`` run
+that must fire at :data:`ONSET` (its true onset) and a ``good`` run that must stay silent.
 
-Every scenario starts from one healthy GRPO-like run (:func:`healthy_rows`) and changes one
-thing. Series use TRL's key names, so the runs go through the same alias table as real logs.
+Every run starts from one healthy GRPO-like run (:func:`healthy_rows`) and changes one thing;
+each detector has a ``<name>_bad`` and a ``<name>_good`` function ``(seed) -> (train_rows,
+eval_rows)``. Series use TRL's key names, so the runs go through the same alias table as real
+logs. :mod:`rlvitals_corpus.fixtures` registers them as the detectors' pairs.
 
->>> s = SCENARIOS["KL_BLOWUP"]
->>> run = s.bad(seed=0)
->>> run.n_steps, s.onset
-(300, 180)
+>>> train, evals = kl_bad(seed=0)
+>>> run = build_run(train, evals, "kl_blowup_bad")
+>>> run.n_steps, run.eval_steps[:3].tolist(), bool(train[ONSET + 10]["kl"] > 10 * train[ONSET - 1]["kl"])
+(300, [20, 40, 60], True)
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 
-__all__ = ["SCENARIOS", "Scenario", "build_run", "healthy_rows"]
+__all__ = ["EVAL_EVERY", "ONSET", "STEPS", "Rows", "build_run", "healthy_rows"]
 
 STEPS = 300
 """Length of every scenario run."""
@@ -99,32 +98,11 @@ def _ramp(n: int, a: float, b: float, over: int) -> np.ndarray:
     return a + (b - a) * x
 
 
-@dataclass(frozen=True)
-class Scenario:
-    """A detector's pictures: ``bad(seed) -> Run`` must fire at ``onset`` (± a few logged
-    steps); ``good(seed) -> Run`` must stay silent; ``end`` is the step the bad condition cleared,
-    None when it lasts to the end of the run. ``bad_rows`` / ``good_rows`` give the same runs as
-    ``(train_rows, eval_rows)``."""
-
-    detector: str
-    bad_rows: Callable[[int], tuple[Rows, Rows]]
-    good_rows: Callable[[int], tuple[Rows, Rows]]
-    onset: int
-    end: int | None = None
-    about: str = ""
-
-    def bad(self, seed: int = 0) -> Run:
-        return build_run(*self.bad_rows(seed), f"{self.detector.lower()}_bad")
-
-    def good(self, seed: int = 0) -> Run:
-        return build_run(*self.good_rows(seed), f"{self.detector.lower()}_good")
-
-
 # ---------------------------------------------------------------------------------------------
 # Entropy collapse: entropy falls to ~3% of its early level from step ONSET and reward plateaus.
 
 
-def _entropy_bad(seed: int = 0) -> tuple[Rows, Rows]:
+def entropy_bad(seed: int = 0) -> tuple[Rows, Rows]:
     train, evals = healthy_rows(seed)
     rng = np.random.default_rng(seed + 1)
     n = STEPS - ONSET + 1
@@ -135,7 +113,7 @@ def _entropy_bad(seed: int = 0) -> tuple[Rows, Rows]:
     return train, evals
 
 
-def _entropy_good(seed: int = 0) -> tuple[Rows, Rows]:
+def entropy_good(seed: int = 0) -> tuple[Rows, Rows]:
     """Entropy falls 70% over the run while reward keeps rising: spent, not collapsed."""
     train, evals = healthy_rows(seed)
     for s, row in train.items():
@@ -146,7 +124,7 @@ def _entropy_good(seed: int = 0) -> tuple[Rows, Rows]:
 # KL blow-up: KL multiplies ~30x within ten steps from ONSET, and settles back at step 220.
 
 
-def _kl_bad(seed: int = 0) -> tuple[Rows, Rows]:
+def kl_bad(seed: int = 0) -> tuple[Rows, Rows]:
     train, evals = healthy_rows(seed)
     rng = np.random.default_rng(seed + 2)
     n = 40
@@ -156,7 +134,7 @@ def _kl_bad(seed: int = 0) -> tuple[Rows, Rows]:
     return train, evals
 
 
-def _kl_good(seed: int = 0) -> tuple[Rows, Rows]:
+def kl_good(seed: int = 0) -> tuple[Rows, Rows]:
     """KL grows steadily to ~0.6 with multiplicative noise: drift, not a blow-up."""
     train, evals = healthy_rows(seed)
     for s, row in train.items():
@@ -167,7 +145,7 @@ def _kl_good(seed: int = 0) -> tuple[Rows, Rows]:
 # Length explosion: mean length jumps from ~340 to ~900 tokens from ONSET.
 
 
-def _length_bad(seed: int = 0) -> tuple[Rows, Rows]:
+def length_bad(seed: int = 0) -> tuple[Rows, Rows]:
     train, evals = healthy_rows(seed)
     rng = np.random.default_rng(seed + 3)
     n = STEPS - ONSET + 1
@@ -177,7 +155,7 @@ def _length_bad(seed: int = 0) -> tuple[Rows, Rows]:
     return train, evals
 
 
-def _length_good(seed: int = 0) -> tuple[Rows, Rows]:
+def length_good(seed: int = 0) -> tuple[Rows, Rows]:
     """Length doubles over the run, steadily (the policy learns to reason longer)."""
     train, evals = healthy_rows(seed)
     for s, row in train.items():
@@ -188,7 +166,7 @@ def _length_good(seed: int = 0) -> tuple[Rows, Rows]:
 # Truncation: 25-35% of completions hit the limit from ONSET to 240, then it clears.
 
 
-def _trunc_bad(seed: int = 0) -> tuple[Rows, Rows]:
+def trunc_bad(seed: int = 0) -> tuple[Rows, Rows]:
     train, evals = healthy_rows(seed)
     rng = np.random.default_rng(seed + 4)
     n = 60
@@ -196,7 +174,7 @@ def _trunc_bad(seed: int = 0) -> tuple[Rows, Rows]:
     return train, evals
 
 
-def _trunc_good(seed: int = 0) -> tuple[Rows, Rows]:
+def trunc_good(seed: int = 0) -> tuple[Rows, Rows]:
     """Truncation noisy around 3% with single-step bursts to 20%."""
     train, evals = healthy_rows(seed)
     rng = np.random.default_rng(seed + 5)
@@ -210,7 +188,7 @@ def _trunc_good(seed: int = 0) -> tuple[Rows, Rows]:
 # Clip saturation: ~35% of tokens clipped from ONSET.
 
 
-def _clip_bad(seed: int = 0) -> tuple[Rows, Rows]:
+def clip_bad(seed: int = 0) -> tuple[Rows, Rows]:
     train, evals = healthy_rows(seed)
     rng = np.random.default_rng(seed + 6)
     n = STEPS - ONSET + 1
@@ -218,7 +196,7 @@ def _clip_bad(seed: int = 0) -> tuple[Rows, Rows]:
     return train, evals
 
 
-def _clip_good(seed: int = 0) -> tuple[Rows, Rows]:
+def clip_good(seed: int = 0) -> tuple[Rows, Rows]:
     """Several PPO epochs per batch: clipping around 8-12%, normal for reused rollouts."""
     train, evals = healthy_rows(seed)
     rng = np.random.default_rng(seed + 7)
@@ -230,7 +208,7 @@ def _clip_good(seed: int = 0) -> tuple[Rows, Rows]:
 # Gradient: inf at ONSET, then grad_norm and loss go NaN for the rest of the run.
 
 
-def _nonfinite_bad(seed: int = 0) -> tuple[Rows, Rows]:
+def nonfinite_bad(seed: int = 0) -> tuple[Rows, Rows]:
     train, evals = healthy_rows(seed)
     train[ONSET]["grad_norm"] = float("inf")
     for s in range(ONSET + 1, STEPS + 1):
@@ -239,7 +217,7 @@ def _nonfinite_bad(seed: int = 0) -> tuple[Rows, Rows]:
     return train, evals
 
 
-def _nonfinite_good(seed: int = 0) -> tuple[Rows, Rows]:
+def nonfinite_good(seed: int = 0) -> tuple[Rows, Rows]:
     """Scattered NaN rows (a flaky logger): isolated missing values, never a block."""
     train, evals = healthy_rows(seed)
     rng = np.random.default_rng(seed + 8)
@@ -252,14 +230,14 @@ def _nonfinite_good(seed: int = 0) -> tuple[Rows, Rows]:
 # Gradient spikes at ONSET, ONSET + 30 and ONSET + 60; the middle one is above the severe ratio
 
 
-def _spike_bad(seed: int = 0) -> tuple[Rows, Rows]:
+def spike_bad(seed: int = 0) -> tuple[Rows, Rows]:
     train, evals = healthy_rows(seed)
     for j, mult in ((0, 40.0), (30, 400.0), (60, 25.0)):
         train[ONSET + j]["grad_norm"] *= mult
     return train, evals
 
 
-def _spike_good(seed: int = 0) -> tuple[Rows, Rows]:
+def spike_good(seed: int = 0) -> tuple[Rows, Rows]:
     """Noisy, heavy-ish tailed gradient norms (log-normal, sigma 0.5) and a slow drift."""
     train, evals = healthy_rows(seed)
     rng = np.random.default_rng(seed + 9)
@@ -271,7 +249,7 @@ def _spike_good(seed: int = 0) -> tuple[Rows, Rows]:
 # Zero-gradient steps: from ONSET every third step has grad_norm and loss exactly 0.
 
 
-def _zero_bad(seed: int = 0) -> tuple[Rows, Rows]:
+def zero_bad(seed: int = 0) -> tuple[Rows, Rows]:
     train, evals = healthy_rows(seed)
     for s in range(ONSET, STEPS + 1, 3):
         train[s]["grad_norm"] = 0.0
@@ -279,7 +257,7 @@ def _zero_bad(seed: int = 0) -> tuple[Rows, Rows]:
     return train, evals
 
 
-def _zero_good(seed: int = 0) -> tuple[Rows, Rows]:
+def zero_good(seed: int = 0) -> tuple[Rows, Rows]:
     """Loss crosses zero now and then (GRPO loss is centred) but never with a zero gradient."""
     train, evals = healthy_rows(seed)
     for s in range(10, STEPS + 1, 25):
@@ -290,7 +268,7 @@ def _zero_good(seed: int = 0) -> tuple[Rows, Rows]:
 # Reward hacking: eval peaks at ONSET and falls while the training reward keeps rising.
 
 
-def _hack_bad(seed: int = 0) -> tuple[Rows, Rows]:
+def hack_bad(seed: int = 0) -> tuple[Rows, Rows]:
     train, evals = healthy_rows(seed)
     rng = np.random.default_rng(seed + 10)
     for s, row in train.items():
@@ -304,7 +282,7 @@ def _hack_bad(seed: int = 0) -> tuple[Rows, Rows]:
     return train, evals
 
 
-def _hack_good(seed: int = 0) -> tuple[Rows, Rows]:
+def hack_good(seed: int = 0) -> tuple[Rows, Rows]:
     """Evaluation tracks the training reward, with evaluation noise."""
     train, evals = healthy_rows(seed)
     rng = np.random.default_rng(seed + 11)
@@ -316,7 +294,7 @@ def _hack_good(seed: int = 0) -> tuple[Rows, Rows]:
 # Throughput rot: from ONSET each step takes twice as long for the same tokens.
 
 
-def _rot_bad(seed: int = 0) -> tuple[Rows, Rows]:
+def rot_bad(seed: int = 0) -> tuple[Rows, Rows]:
     train, evals = healthy_rows(seed)
     for s, row in train.items():
         if s >= ONSET:
@@ -325,7 +303,7 @@ def _rot_bad(seed: int = 0) -> tuple[Rows, Rows]:
     return train, evals
 
 
-def _rot_good(seed: int = 0) -> tuple[Rows, Rows]:
+def rot_good(seed: int = 0) -> tuple[Rows, Rows]:
     """Step time grows 1.8x because completions grow 1.8x; tokens per second stay level."""
     train, evals = healthy_rows(seed)
     for s, row in train.items():
@@ -333,31 +311,3 @@ def _rot_good(seed: int = 0) -> tuple[Rows, Rows]:
         row["completions/mean_length"] *= f
         row["step_time"] *= f
     return train, evals
-
-
-SCENARIOS: dict[str, Scenario] = {
-    s.detector: s
-    for s in [
-        Scenario("ENTROPY_COLLAPSE", _entropy_bad, _entropy_good, ONSET,
-                 about="entropy to ~3% of early while reward plateaus"),
-        Scenario("KL_BLOWUP", _kl_bad, _kl_good, ONSET, end=ONSET + 39,
-                 about="KL x30 within ten steps, settles after 40"),
-        Scenario("LENGTH_EXPLOSION", _length_bad, _length_good, ONSET,
-                 about="mean length 340 -> 900 tokens"),
-        Scenario("TRUNCATION", _trunc_bad, _trunc_good, ONSET, end=ONSET + 59,
-                 about="30% truncated for 60 steps"),
-        Scenario("CLIP_SATURATION", _clip_bad, _clip_good, ONSET,
-                 about="35% of tokens clipped"),
-        Scenario("GRAD_NONFINITE", _nonfinite_bad, _nonfinite_good, ONSET,
-                 about="inf grad norm, then NaN"),
-        Scenario("GRAD_SPIKE", _spike_bad, _spike_good, ONSET, end=ONSET + 60,
-                 about="three 25-150x grad-norm spikes"),
-        Scenario("ZERO_GRAD_STEPS", _zero_bad, _zero_good, ONSET,
-                 about="every third step has zero gradient and loss"),
-        Scenario("REWARD_HACKING", _hack_bad, _hack_good, ONSET,
-                 about="eval falls while train reward rises"),
-        Scenario("THROUGHPUT_ROT", _rot_bad, _rot_good, ONSET,
-                 about="steps take twice as long from the onset"),
-    ]
-}
-"""Detector ID → its scenario."""
