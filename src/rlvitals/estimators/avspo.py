@@ -44,7 +44,6 @@ where c is its common value.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
@@ -53,26 +52,18 @@ from typing import Any
 import numpy as np
 
 from rlvitals import signal
+from rlvitals._array import as_mask, ceil, where
 from rlvitals.estimators._base import EstimatorName, register_estimator
 from rlvitals.estimators._common import (
     DEFAULT_R_MAX,
     DEFAULT_R_MIN,
-    batch_mean,
-    ceil,
     check_choice,
     check_int,
     check_number,
     check_range,
     common_metrics,
-    has_nan_rows,
-    isnan,
-    nan_to_zero,
-    per_row,
-    row_view,
-    sqrt,
-    where,
 )
-from rlvitals.estimators.reference import advantages_from_stats, prepare
+from rlvitals.estimators.reference import reference_advantages
 from rlvitals.signal import DEFAULT_EPS, DEFAULT_TAU
 
 __all__ = [
@@ -299,74 +290,6 @@ def _stratified_moments(k: Any, r_min: float, r_max: float) -> tuple[Any, Any]:
     return r_min + d * (k + 1) / (2 * k), d * d * (k * k - 1) / (12 * k)
 
 
-def _combined(
-    stats: signal.GroupStats, k: Any, mean_v: Any, ss_v: Any, ddof: int, torch_in: bool
-) -> tuple[Any, Any]:
-    """``(mean', std')`` per group of the real rewards joined by ``k`` virtual ones.
-
-    The virtual rewards are given by their count ``k``, mean ``mean_v`` and sum of squared
-    deviations ``ss_v`` (scalars or ``(k,)`` arrays); the parallel-variance formula combines
-    them with the real rewards' count, mean and squared deviations, so no virtual value is ever
-    materialised as a row.
-    """
-    c = stats.count
-    real_ss = where(c > ddof, stats.std * stats.std * (c - ddof), 0.0 * c, torch_in)
-    n = c + k
-    mean = (c * stats.mean + k * mean_v) / n
-    gap = stats.mean - mean_v
-    ss = real_ss + ss_v + c * k / n * gap * gap
-    return mean, sqrt(ss / (n - ddof), torch_in)
-
-
-def _advantages_augmented(
-    rewards: Any,
-    group_ids: Any,
-    stats: signal.GroupStats,
-    augment: Any,
-    k: Any,
-    mean_v: Any,
-    ss_v: Any,
-    *,
-    eps: float,
-    ddof: int,
-    torch_in: bool,
-) -> Any:
-    """``(n,)`` advantages: groups in ``augment`` ((k,) bool) against their augmented mean and
-    std, every other group exactly as ``grpo``.
-
-    The augmented groups' mean and std replace theirs in the statistics handed to the GRPO
-    formula (DESIGN.md 3.5 step 5), so one pass over the rows serves both kinds of group. GRPO
-    gives a group of one scorable member 0; augmented, such a group has a std, so its rows are
-    redone separately (rare).
-    """
-    mean, std = _combined(stats, k, mean_v, ss_v, ddof, torch_in)
-    swapped = dataclasses.replace(
-        stats,
-        mean=where(augment, mean, stats.mean, torch_in),
-        std=where(augment, std, stats.std, torch_in),
-        collapsed=stats.collapsed & ~augment,  # augmented groups have a spread now
-    )
-    adv = advantages_from_stats(rewards, group_ids, swapped, eps=eps, ddof=ddof)
-    lone = augment & (stats.count == 1)
-    if bool(lone.any()):
-        inv = 1.0 / (std + eps)
-        rows = (row_view(stats, rewards) - per_row(stats, mean)) * per_row(stats, inv)
-        if eps == 0:
-            rows = nan_to_zero(rows, torch_in)
-        adv = _merge(stats, rewards, lone, rows, adv, torch_in)
-    return adv
-
-
-def _merge(stats: signal.GroupStats, rewards: Any, augment: Any, aug: Any, adv: Any, t: bool) -> Any:
-    """``(n,)``: ``aug`` (a :func:`row_view` array) on scorable rows of ``augment`` groups, else
-    ``adv``."""
-    rows = per_row(stats, augment)
-    view = row_view(stats, rewards)
-    if has_nan_rows(stats):
-        rows = rows & ~isnan(view, t)
-    return where(rows, aug, row_view(stats, adv), t).reshape(-1)
-
-
 def advantages_with_virtual(
     rewards: Any,
     group_ids: Any,
@@ -399,21 +322,13 @@ def advantages_with_virtual(
     if v.ndim != 1 or v.size == 0 or not np.all(np.isfinite(v)):
         raise ValueError(f"virtual must be a non-empty 1-D sequence of finite rewards, got {v!r}")
     check_number("eps", eps, lo=0.0)
-    stats, rewards, group_ids, t = prepare(rewards, group_ids, ddof=ddof, tau=tau)
-    if augment is None:
-        augment = stats.collapsed
-    elif t:
-        import torch
-
-        augment = torch.as_tensor(augment, dtype=torch.bool, device=rewards.device)
-    else:
-        augment = np.asarray(augment, dtype=bool)
+    stats = signal.group_stats(rewards, group_ids, ddof=ddof, tau=tau)
+    augment = stats.collapsed if augment is None else as_mask(augment, stats.rewards, stats.torch)
     if tuple(augment.shape) != (stats.n_groups,):
         raise ValueError(f"augment must be ({stats.n_groups},) bool, got {tuple(augment.shape)}")
     mean_v = float(v.mean())
     ss_v = float(((v - mean_v) ** 2).sum())
-    return _advantages_augmented(rewards, group_ids, stats, augment & stats.scorable,
-                                 float(v.size), mean_v, ss_v, eps=eps, ddof=ddof, torch_in=t)
+    return reference_advantages(stats.with_virtual(augment, float(v.size), mean_v, ss_v), eps=eps)
 
 
 # --------------------------------------------------------------------------------------------
@@ -453,7 +368,8 @@ def _sign(x: float) -> float:
 def avspo(rewards: Any, group_ids: Any, config: AvspoConfig, state: Any = None) -> tuple:
     """AVSPO advantages ``(n,)``, metrics and the next :class:`AvspoState` (see module doc)."""
     state = _coerce_state(state, config)
-    stats, rewards, group_ids, t = prepare(rewards, group_ids, ddof=config.ddof, tau=config.tau)
+    stats = signal.group_stats(rewards, group_ids, ddof=config.ddof, tau=config.tau)
+    t = stats.torch
     n_groups = int(stats.scorable.sum())
     n_collapsed = int(stats.collapsed.sum())
     acr_t = n_collapsed / n_groups if n_groups else math.nan
@@ -478,21 +394,20 @@ def avspo(rewards: Any, group_ids: Any, config: AvspoConfig, state: Any = None) 
         k = where(k < 1, 1.0 + 0.0 * k, k, t)
         k = where(k > c, c, k, t)
         mean_v, ss_v = _stratified_moments(k, config.r_min, config.r_max)
-        adv = _advantages_augmented(rewards, group_ids, stats, stats.collapsed, k, mean_v, ss_v,
-                                    eps=config.eps, ddof=config.ddof, torch_in=t)
+        aug = stats.with_virtual(stats.collapsed, k, mean_v, ss_v)
+        adv = reference_advantages(aug, eps=config.eps)
         k_mean = float((k * stats.collapsed).sum()) / n_aug
     else:
-        adv = advantages_from_stats(rewards, group_ids, stats, eps=config.eps, ddof=config.ddof)
+        adv = reference_advantages(stats, eps=config.eps)
 
     # Step 6: adaptive threshold, moved by the sign of the change of J.
-    delta_j, j_now = _next_j(config, state, batch_mean(stats))
+    delta_j, j_now = _next_j(config, state, stats.batch_mean())
     new_tau = tau_adapt
     if n_groups:
         moved = tau_adapt + config.eta * _sign(delta_j) * (gate - tau_adapt)
         new_tau = min(config.tau_adapt_max, max(config.tau_adapt_min, moved))
 
-    metrics = common_metrics(rewards, stats, adv, tau=config.tau, r_min=config.r_min,
-                             r_max=config.r_max, torch_in=t)
+    metrics = common_metrics(stats, adv, tau=config.tau, r_min=config.r_min, r_max=config.r_max)
     metrics.update(
         tau_adapt=float(tau_adapt),
         avspo_k=k_mean,
@@ -513,15 +428,14 @@ def avspo_released(
     rewards: Any, group_ids: Any, config: AvspoReleasedConfig, state: Any = None
 ) -> tuple:
     """Released-code AVSPO: advantages ``(n,)``, metrics, ``None`` (stateless)."""
-    stats, rewards, group_ids, t = prepare(rewards, group_ids, ddof=config.ddof, tau=config.tau)
+    stats = signal.group_stats(rewards, group_ids, ddof=config.ddof, tau=config.tau)
     n_aug = int(stats.collapsed.sum())
     if n_aug:
         mean_v = config.r_min + config.r_max - stats.mean
-        adv = _advantages_augmented(rewards, group_ids, stats, stats.collapsed, 1.0, mean_v, 0.0,
-                                    eps=config.eps, ddof=config.ddof, torch_in=t)
+        adv = reference_advantages(stats.with_virtual(stats.collapsed, 1.0, mean_v, 0.0),
+                                   eps=config.eps)
     else:
-        adv = advantages_from_stats(rewards, group_ids, stats, eps=config.eps, ddof=config.ddof)
-    metrics = common_metrics(rewards, stats, adv, tau=config.tau, r_min=config.r_min,
-                             r_max=config.r_max, torch_in=t)
+        adv = reference_advantages(stats, eps=config.eps)
+    metrics = common_metrics(stats, adv, tau=config.tau, r_min=config.r_min, r_max=config.r_max)
     metrics.update(avspo_k=1.0 if n_aug else 0.0, avspo_groups_augmented=float(n_aug))
     return adv, metrics, None

@@ -20,17 +20,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlvitals import signal
+from rlvitals._array import isnan
 from rlvitals.estimators._base import EstimatorName, register_estimator
 from rlvitals.estimators._common import (
     DEFAULT_R_MAX,
     DEFAULT_R_MIN,
     check_choice,
-    check_inputs,
     check_int,
     check_number,
     check_range,
     common_metrics,
-    isnan,
 )
 from rlvitals.estimators.reference import reference_advantages
 from rlvitals.signal import DEFAULT_EPS, DEFAULT_TAU
@@ -83,18 +82,21 @@ def zero_variance_filter(
         rewards: ``(n,)`` float (NaN = unscorable), numpy or torch (stays on its device).
         group_ids: ``(n,)`` group keys.
         tau: collapse tolerance (DESIGN.md 3.1).
-        stats: a :func:`rlvitals.signal.group_stats` result of the same rewards, to reuse.
+        stats: a :func:`rlvitals.signal.group_stats` result of the same rewards, to reuse
+            (``rewards`` and ``group_ids`` are then not read).
 
     >>> import numpy as np
     >>> f = zero_variance_filter(np.array([1.0, 0.0, 1.0, 1.0]), np.array([0, 0, 1, 1]))
     >>> f.keep.tolist(), f.weights.tolist(), f.kept_frac
     ([True, True, False, False], [2.0, 2.0, 0.0, 0.0], 0.5)
     """
-    rewards, group_ids, t = check_inputs(rewards, group_ids)
     if stats is None:
         stats = signal.group_stats(rewards, group_ids, tau=tau)
+    rewards, t = stats.rewards, stats.torch
     group_keep = stats.scorable & ~stats.collapsed
-    keep = stats.spread(group_keep) & ~isnan(rewards, t)
+    keep = stats.spread(group_keep)
+    if stats.has_nan:
+        keep = keep & ~isnan(rewards, t)
     n_rows = int(rewards.shape[0])
     kept_rows = int(keep.sum())
     scale = n_rows / kept_rows if kept_rows else 0.0
@@ -145,14 +147,11 @@ def zero_var_filter(
     rewards: Any, group_ids: Any, config: ZeroVarFilterConfig, state: Any = None
 ) -> tuple:
     """Filtered GRPO advantages ``(n,)``, metrics (with kept_frac), ``None`` (stateless)."""
-    adv, stats, rewards, t = reference_advantages(
-        rewards, group_ids, scale_rewards=config.scale_rewards, eps=config.eps,
-        ddof=config.ddof, tau=config.tau,
-    )
-    filt = zero_variance_filter(rewards, group_ids, tau=config.tau, stats=stats)
+    stats = signal.group_stats(rewards, group_ids, ddof=config.ddof, tau=config.tau)
+    adv = reference_advantages(stats, scale_rewards=config.scale_rewards, eps=config.eps)
+    filt = zero_variance_filter(None, None, tau=config.tau, stats=stats)
     adv = adv * (filt.weights if config.rescale else filt.keep)
-    metrics = common_metrics(rewards, stats, adv, tau=config.tau, r_min=config.r_min,
-                             r_max=config.r_max, torch_in=t)
+    metrics = common_metrics(stats, adv, tau=config.tau, r_min=config.r_min, r_max=config.r_max)
     metrics.update(
         kept_frac=filt.kept_frac,
         kept_rows_frac=filt.kept_rows / filt.n_rows,
@@ -246,9 +245,8 @@ class DynamicSampler:
                 f"{self.max_attempts} attempts); start a new DynamicSampler"
             )
         res = self._result
-        rewards, group_ids, _ = check_inputs(rewards, group_ids)
         stats = signal.group_stats(rewards, group_ids, tau=self.tau)
-        filt = zero_variance_filter(rewards, group_ids, tau=self.tau, stats=stats)
+        filt = zero_variance_filter(None, None, tau=self.tau, stats=stats)
         group_keep = filt.group_keep
         room = res.target_groups - res.kept_groups
         if filt.kept_groups > room:

@@ -17,21 +17,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from rlvitals import signal
+from rlvitals._array import isnan, where
 from rlvitals.estimators._base import EstimatorName, register_estimator
 from rlvitals.estimators._common import (
     DEFAULT_R_MAX,
     DEFAULT_R_MIN,
     check_choice,
-    check_inputs,
     check_number,
     check_range,
     common_metrics,
-    isnan,
-    nan_to_zero,
-    where,
 )
 from rlvitals.signal import DEFAULT_EPS, DEFAULT_TAU
 
@@ -123,100 +118,69 @@ class RlooConfig:
 
 
 def reference_advantages(
-    rewards: Any,
-    group_ids: Any,
-    *,
-    scale_rewards: str = "group",
-    eps: float = DEFAULT_EPS,
-    ddof: int = 1,
-    tau: float = DEFAULT_TAU,
-    singleton: str = "zero",
-) -> tuple[Any, signal.GroupStats, Any, bool]:
-    """GRPO-family advantages plus the group statistics they came from.
-
-    Args:
-        rewards: ``(n,)`` float (NaN = unscorable), numpy or torch.
-        group_ids: ``(n,)`` group keys.
-        scale_rewards: ``"group"``, ``"batch"`` or ``"none"`` (see :class:`GrpoConfig`);
-            ``"rloo"`` gives the leave-one-out baseline.
-
-    Returns:
-        ``(advantages (n,), stats, rewards, is_torch)`` with ``rewards`` validated (cast to
-        float when it was not).
-    """
-    stats, rewards, group_ids, t = prepare(rewards, group_ids, ddof=ddof, tau=tau)
-    adv = advantages_from_stats(rewards, group_ids, stats, scale_rewards=scale_rewards, eps=eps,
-                                ddof=ddof, singleton=singleton)
-    return adv, stats, rewards, t
-
-
-def prepare(rewards: Any, group_ids: Any, *, ddof: int = 1,
-            tau: float = DEFAULT_TAU) -> tuple[signal.GroupStats, Any, Any, bool]:
-    """``(stats, rewards, group_ids, is_torch)``: validated inputs and their group statistics."""
-    rewards, group_ids, t = check_inputs(rewards, group_ids)
-    return signal.group_stats(rewards, group_ids, ddof=ddof, tau=tau), rewards, group_ids, t
-
-
-def advantages_from_stats(
-    rewards: Any,
-    group_ids: Any,
     stats: signal.GroupStats,
     *,
     scale_rewards: str = "group",
     eps: float = DEFAULT_EPS,
-    ddof: int = 1,
     singleton: str = "zero",
 ) -> Any:
-    """``(n,)`` GRPO-family advantages from given group statistics (see reference_advantages).
+    """``(n,)`` GRPO-family advantages of the rewards ``stats`` was computed from.
 
-    The rows are centred on ``stats.mean`` and, for ``"group"``, scaled by ``stats.std``: AVSPO
-    passes the statistics of its augmented groups here, so every other group goes through the
-    very same arithmetic as ``grpo``.
+    Args:
+        stats: :func:`rlvitals.signal.group_stats` of the step (its ``ddof`` is the std form).
+        scale_rewards: ``"group"``, ``"batch"`` or ``"none"`` (see :class:`GrpoConfig`);
+            ``"rloo"`` gives the leave-one-out baseline.
+        singleton: ``"zero"`` or ``"verl"`` (see :class:`GrpoConfig`).
+
+    The rows are centred on ``stats.mean`` and, for ``"group"``, scaled by ``stats.std``; AVSPO
+    hands its augmented statistics (:meth:`~rlvitals.signal.GroupStats.with_virtual`) here, so
+    every other group goes through the very same arithmetic as ``grpo``.
     """
-    t = not isinstance(rewards, np.ndarray)
-    method = {"group": "grpo", "batch": "batch", "none": "dr_grpo", "rloo": "rloo"}[scale_rewards]
-    adv = signal.advantages(rewards, group_ids, method, eps, ddof=ddof, stats=stats)
-    if eps == 0 and method in ("grpo", "batch"):
-        adv = nan_to_zero(adv, t)  # 0/0 in a collapsed group; TRL applies nan_to_num as well
+    method = _METHODS[scale_rewards]
+    adv = signal.advantages_from_stats(stats, method, eps)
     if singleton == "verl":
-        lone = stats.spread(stats.count == 1) & ~isnan(rewards, t)
+        t = stats.torch
+        lone = stats.spread(stats.count == 1)
+        if stats.has_nan:
+            lone = lone & ~isnan(stats.rewards, t)
         if bool(lone.any()):
+            rewards = stats.rewards
             lone_adv = rewards / (1.0 + eps) if method == "grpo" else rewards
             adv = where(lone, lone_adv, adv, t)
     return adv
 
 
-def _metrics(rewards: Any, stats: signal.GroupStats, adv: Any, cfg: Any, t: bool) -> dict:
-    return common_metrics(rewards, stats, adv, tau=cfg.tau, r_min=cfg.r_min, r_max=cfg.r_max,
-                          torch_in=t)
+_METHODS = {"group": "grpo", "batch": "batch", "none": "dr_grpo", "rloo": "rloo"}
+
+
+def _metrics(stats: signal.GroupStats, adv: Any, cfg: Any) -> dict:
+    return common_metrics(stats, adv, tau=cfg.tau, r_min=cfg.r_min, r_max=cfg.r_max)
 
 
 @register_estimator(EstimatorName.GRPO.value, GrpoConfig,
                     summary="(r - mean_j) / (std_j + eps), TRL and veRL's GRPO")
 def grpo(rewards: Any, group_ids: Any, config: GrpoConfig, state: Any = None) -> tuple:
     """GRPO advantages ``(n,)`` and the common metrics; stateless (returns ``state=None``)."""
-    adv, stats, rewards, t = reference_advantages(
-        rewards, group_ids, scale_rewards=config.scale_rewards, eps=config.eps,
-        ddof=config.ddof, tau=config.tau, singleton=config.singleton,
+    stats = signal.group_stats(rewards, group_ids, ddof=config.ddof, tau=config.tau)
+    adv = reference_advantages(
+        stats, scale_rewards=config.scale_rewards, eps=config.eps, singleton=config.singleton
     )
-    return adv, _metrics(rewards, stats, adv, config, t), None
+    return adv, _metrics(stats, adv, config), None
 
 
 @register_estimator(EstimatorName.DR_GRPO.value, DrGrpoConfig,
                     summary="r - mean_j (Dr. GRPO), no std division")
 def dr_grpo(rewards: Any, group_ids: Any, config: DrGrpoConfig, state: Any = None) -> tuple:
     """Dr. GRPO advantages ``(n,)`` and the common metrics; stateless."""
-    adv, stats, rewards, t = reference_advantages(
-        rewards, group_ids, scale_rewards="none", eps=0.0, tau=config.tau,
-        singleton=config.singleton,
-    )
-    return adv, _metrics(rewards, stats, adv, config, t), None
+    stats = signal.group_stats(rewards, group_ids, tau=config.tau)
+    adv = reference_advantages(stats, scale_rewards="none", eps=0.0, singleton=config.singleton)
+    return adv, _metrics(stats, adv, config), None
 
 
 @register_estimator(EstimatorName.RLOO.value, RlooConfig,
                     summary="r - mean of the other group members (RLOO)")
 def rloo(rewards: Any, group_ids: Any, config: RlooConfig, state: Any = None) -> tuple:
     """RLOO advantages ``(n,)`` and the common metrics; stateless."""
-    adv, stats, rewards, t = reference_advantages(rewards, group_ids, scale_rewards="rloo", eps=0.0,
-                                         tau=config.tau)
-    return adv, _metrics(rewards, stats, adv, config, t), None
+    stats = signal.group_stats(rewards, group_ids, tau=config.tau)
+    adv = reference_advantages(stats, scale_rewards="rloo", eps=0.0)
+    return adv, _metrics(stats, adv, config), None

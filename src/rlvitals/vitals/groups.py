@@ -7,7 +7,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlvitals.recording.run import GroupTable
-from rlvitals.signal import DEFAULT_TAU, advantages, group_stats
+from rlvitals.signal import (
+    DEFAULT_TAU,
+    advantage_stats_by,
+    advantages_from_stats,
+    expected_collapse,
+    group_stats,
+    split_masks,
+)
 
 __all__ = ["GroupSeries", "group_series"]
 
@@ -60,16 +67,13 @@ def group_series(
     T = steps.shape[0]
     scorable = st.scorable
     col = st.collapsed
-    span = r_max - r_min
-    tol_hi = tau * max(1.0, abs(r_max))
-    tol_lo = tau * max(1.0, abs(r_min))
-    at_max = col & (np.abs(st.mean - r_max) <= tol_hi)
-    at_min = col & (np.abs(st.mean - r_min) <= tol_lo) & ~at_max
+    at_max, at_min = split_masks(st, r_min=r_min, r_max=r_max, tau=tau)
 
     def per_step(x: np.ndarray) -> np.ndarray:
         return np.bincount(sinv, weights=x.astype(np.float64), minlength=T)
 
     n = per_step(scorable)
+    rstep = np.repeat(sinv, table.sizes())
     with np.errstate(invalid="ignore", divide="ignore"):
         denom = np.where(n > 0, n, np.nan)
         acr = per_step(col) / denom
@@ -77,29 +81,20 @@ def group_series(
         solve_none = per_step(at_min) / denom
         flat = acr - solve_all - solve_none
         # Reward mean per step over scorable rows.
-        rstep = np.repeat(sinv, table.sizes())
         ok = ~np.isnan(table.rewards)
         rsum = np.bincount(rstep[ok], weights=table.rewards[ok], minlength=T)
         rcnt = np.bincount(rstep[ok], minlength=T).astype(np.float64)
         rmean = rsum / np.where(rcnt > 0, rcnt, np.nan)
-        p = np.clip((rmean - r_min) / span, 0.0, 1.0)
-        gsize = np.where(scorable, st.count, 1.0)
-        p_g = p[sinv]
-        p0 = np.where(scorable, p_g**gsize + (1 - p_g) ** gsize, 0.0)
+        p = np.clip((rmean - r_min) / (r_max - r_min), 0.0, 1.0)
+        # Expected collapse: each group's P0 at its step's pass rate (prompts assumed alike).
+        p_g = np.nan_to_num(p[sinv])
+        p0 = np.where(scorable, expected_collapse(p_g, np.where(scorable, st.count, 1.0)), 0.0)
         expected = per_step(p0) / denom
-        adv = table.advantages
-        if adv is None:
-            adv = advantages(table.rewards, gid, "grpo", stats=st)
-        adv = np.where(ok, adv, np.nan)
-        aok = ~np.isnan(adv)
-        acnt = np.bincount(rstep[aok], minlength=T).astype(np.float64)
-        asum = np.bincount(rstep[aok], weights=adv[aok], minlength=T)
-        asq = np.bincount(rstep[aok], weights=adv[aok] ** 2, minlength=T)
-        amean = asum / np.where(acnt > 0, acnt, np.nan)
-        adv_std = np.sqrt(np.maximum(asq / np.where(acnt > 0, acnt, np.nan) - amean**2, 0.0))
-        zero = np.bincount(rstep[aok], weights=(np.abs(adv[aok]) <= 1e-8), minlength=T)
-        adv_zero = zero / np.where(acnt > 0, acnt, np.nan)
         gs = per_step(np.where(scorable, st.size, 0.0)) / denom
+    adv = table.advantages
+    if adv is None:
+        adv = advantages_from_stats(st, "grpo")
+    adv_std, adv_zero = advantage_stats_by(adv, rstep, T, table.rewards)
     return GroupSeries(
         steps=steps.astype(np.int64),
         n_groups=n,
