@@ -17,7 +17,7 @@ import pytest
 
 from rlvitals.errors import InputError
 from rlvitals.importers import IMPORTERS, load, sniff
-from rlvitals.importers.openrlhf import parse_cli_flags, parse_status_dict
+from rlvitals.importers._console import parse_cli_flags, parse_dict_repr
 from rlvitals.recording.metrics import canonical_key
 
 TORCH_REPR = "tensor(0.5000)"
@@ -135,7 +135,7 @@ def test_status_dict_reprs_of_real_values():
             "nested": {"a": 1},
         }
     ).replace("'none': None", f"'t': {TORCH_REPR}, 'none': None")
-    got = parse_status_dict(text)
+    got = parse_dict_repr(text)
     assert got["reward"] == 0.25 and got["n"] == 3.0 and got["flag"] == 1.0 and got["t"] == 0.5
     assert math.isnan(got["kl"]) and got["x"] == -math.inf
     assert set(got) == {"reward", "kl", "x", "n", "flag", "t"}
@@ -144,7 +144,7 @@ def test_status_dict_reprs_of_real_values():
 def test_status_dict_is_never_evaluated(tmp_path):
     target = tmp_path / "pwned"
     text = "{'a': __import__('os').system('touch " + str(target) + "'), 'b': (lambda: 1)(), 'c': 2}"
-    assert parse_status_dict(text) == {"c": 2.0}
+    assert parse_dict_repr(text) == {"c": 2.0}
     assert not target.exists()
 
 
@@ -222,3 +222,48 @@ def test_sniff_ignores_verl_and_verl_ignores_openrlhf(tmp_path):
 def test_tensorboard_and_wandb_keys_are_aliased(raw, canon):
     """OpenRLHF sends the same keys to TensorBoard / W&B under ``train/``."""
     assert canonical_key(raw) == (canon, False, True)
+
+
+MLFLOW_SCRIPT = """
+import sys, mlflow
+mlflow.set_tracking_uri("sqlite:///" + sys.argv[1])
+with mlflow.start_run(run_name="openrlhf"):
+    mlflow.log_params(dict(a.split("=", 1) for a in sys.argv[2:]))
+    for step in range(1, 4):
+        mlflow.log_metrics({"train/reward": 0.1 * step, "train/kl": 0.001}, step=step)
+"""
+
+
+def test_one_config_one_estimator_through_every_importer(tmp_path):
+    """Renovation bug 2: the same OpenRLHF configuration gave estimator 'group_norm' through the
+    W&B / MLflow / TensorBoard config path and 'grpo' through the console importer. Every path
+    now goes through one trainer-facts function (rlvitals.trainers.openrlhf), and the logs
+    here are written by the real writers (tensorboardX, mlflow)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tensorboardX import SummaryWriter
+
+    console = tmp_path / "train.log"
+    console.write_text(COMMAND + "\n" + PREFIX.format(1) + "✨ Global step 1: "
+                       + repr({"reward": 0.5, "kl": 0.0}) + "\n")
+    flags = {k: v for k, v in load(console).manifest.config.items() if k != "entrypoint"}
+    assert flags["n_samples_per_prompt"] == 8 and flags["advantage_estimator"] == "group_norm"
+    tb = tmp_path / "tb"
+    w = SummaryWriter(str(tb))
+    w.add_text("args", json.dumps(flags))  # a TensorBoard run's config, as text
+    for step in range(1, 4):
+        w.add_scalar("train/reward", 0.1 * step, step)
+    w.close()
+    db = tmp_path / "mlflow.db"
+    env = {**os.environ, "HOME": str(tmp_path), "MLFLOW_TRACKING_URI": ""}
+    params = [f"{k}={v}" for k, v in flags.items() if not isinstance(v, list)]
+    subprocess.run([sys.executable, "-c", MLFLOW_SCRIPT, str(db), *params], check=True, env=env,
+                   cwd=tmp_path, capture_output=True, timeout=300)
+    seen = {}
+    for name, path in (("console", console), ("tensorboard", tb), ("mlflow", db)):
+        m = load(path).manifest
+        seen[name] = (m.trainer, m.group_size, m.estimator, m.adv_scale, m.kl_coef)
+    assert set(seen.values()) == {("openrlhf", 8, "grpo", "group_std", 0.001)}, seen

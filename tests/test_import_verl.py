@@ -18,7 +18,8 @@ import pytest
 
 from rlvitals.errors import InputError
 from rlvitals.importers import load, sniff
-from rlvitals.importers.verl import load_verl_console, parse_hydra_overrides
+from rlvitals.importers._console import parse_hydra_overrides
+from rlvitals.importers.verl_console import load_verl_console
 
 RAY = "\x1b[36m(TaskRunner pid=678203)\x1b[0m "
 

@@ -162,7 +162,37 @@ def test_reference_estimators_match_trl_in_a_real_step(tok, tmp_path, estimator,
         assert row["rlvitals/acr"] == pytest.approx(info["metrics"]["acr"])
         assert row["rlvitals/adv_std"] == pytest.approx(info["metrics"]["adv_std"])
         assert row["rlvitals/estimator_fallback"] == 0.0
-    assert trainer.rlvitals_estimator.name == (estimator or "grpo")
+    # With no estimator named, the trainer runs (and records) the vocabulary's name for what TRL
+    # computes: Dr. GRPO for scale_rewards="none" (renovation bug 1), GRPO otherwise.
+    default = "dr_grpo" if scale_rewards == "none" else "grpo"
+    assert trainer.rlvitals_estimator.name == (estimator or default)
+
+
+@pytest.mark.parametrize(("scale_rewards", "estimator", "scale"),
+                         [("none", "dr_grpo", "none"), ("batch", "grpo", "batch_std"),
+                          ("group", "grpo", "group_std")])
+def test_default_estimator_is_recorded_as_what_trained(tok, tmp_path, scale_rewards, estimator,
+                                                       scale):
+    """Renovation bug 1: RlvitalsGRPOTrainer(estimator=None) with scale_rewards="none" recorded
+    estimator "grpo" (the trainer and the callback each had their own idea of what TRL does),
+    so the doctor judged a Dr. GRPO-scale run by GRPO gates and missed a collapse."""
+    rec = tmp_path / "rec"
+    cb = RlvitalsCallback(rec, doctor_every=0)
+    trainer = _trainer(RlvitalsGRPOTrainer, tok, tmp_path / "out", callbacks=[cb],
+                       reward_funcs=[reward_scorable], scale_rewards=scale_rewards, max_steps=1)
+    trainer.train()
+    assert trainer.rlvitals_estimator.name == estimator
+    m = read_recording(rec).manifest
+    assert (m.estimator, m.adv_scale, m.scale_rewards) == (estimator, scale, scale_rewards)
+    if scale_rewards != "none":
+        return
+    # The manifest the callback wrote decides the gates: advantages of a Dr. GRPO run live at
+    # the reward-std level (0.40 here), and a fall to 0.02 is a collapse.
+    b = rlvitals.RunBuilder(m)
+    for s in range(1, 121):
+        b.add_row(s, {"adv_std": 0.40 if s < 60 else 0.02, "loss": 0.1, "grad_norm": 0.3})
+    found = rlvitals.diagnose(b.build()).by_id("ADV_COLLAPSE")
+    assert found and found[0].onset_step == 60
 
 
 def test_plain_trainer_attach_records_trl_advantages(tok, tmp_path):

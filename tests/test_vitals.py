@@ -88,7 +88,7 @@ def test_batch_trap_from_config_is_noted():
     v = compute_vitals(_run({s: {"frac_reward_zero_std": 0.0} for s in range(1, 5)}, m))
     assert v.batch_trap
     assert any("scale_rewards='batch'" in n for n in v.notes)
-    assert v.estimator == "batch"  # batch-scaled advantages are not unit-scaled
+    assert v.estimator == "grpo" and v.adv_scale == "batch_std"  # not unit-scaled
 
 
 def test_batch_trap_from_values_only_zero_or_one():

@@ -68,7 +68,7 @@ UNIT_HIGH = 1.6
 ZERO_ATOL = 1e-8
 CONFIDENCE = {"adv_std": 0.85, "adv_zero_frac": 0.85, "adv_span": 0.75, "zero_update": 0.7}
 CORROBORATED = 0.95
-UNIT_ESTIMATORS = ("grpo", "avspo", "gspo", "rloo_norm")
+UNIT_SCALES = ("group_std", "virtual")
 SAT_CEILING = 0.9
 SAT_RISE = 0.1
 SAT_EASY = 0.6
@@ -224,9 +224,8 @@ def _evidence(vitals: Vitals, src: str) -> str:
 
 def _unit_scaled(vitals: Vitals, ref: float) -> bool:
     """True when advantages are GRPO-normalised (per-group std), so the gates are absolute."""
-    est = (vitals.estimator or "").lower()
-    if est:
-        return est in UNIT_ESTIMATORS
+    if vitals.adv_scale is not None:
+        return vitals.adv_scale in UNIT_SCALES
     return UNIT_LOW <= ref <= UNIT_HIGH
 
 

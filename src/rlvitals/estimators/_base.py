@@ -63,6 +63,8 @@ class Estimator:
         fn: ``fn(rewards, group_ids, config, state) -> (advantages, metrics, state)``.
         state_cls: the state dataclass (``to_dict``/``from_dict``), or None when stateless.
         summary: one line for listings.
+        scale: what its advantages are divided by (:class:`rlvitals.vocabulary.Scale` value),
+            from the vocabulary; None for an estimator the vocabulary does not know.
     """
 
     name: str
@@ -70,6 +72,7 @@ class Estimator:
     fn: EstimatorFn
     state_cls: type | None = None
     summary: str = ""
+    scale: str | None = None
 
     def __call__(
         self, rewards: Any, group_ids: Any, config: Any = None, state: Any = None
@@ -98,12 +101,20 @@ ESTIMATORS: Registry[Estimator] = Registry("estimator")
 
 
 def register_estimator(
-    name: str, config_cls: type, *, state_cls: type | None = None, summary: str = ""
+    name: str,
+    config_cls: type,
+    *,
+    state_cls: type | None = None,
+    summary: str = "",
+    scale: str | None = None,
 ) -> Callable[[EstimatorFn], EstimatorFn]:
     """Decorator: register ``fn`` under ``name`` (twice raises).
 
     ``config_cls`` is a frozen dataclass whose docstring documents every field; ``state_cls``
-    (optional) a dataclass with ``to_dict``/``from_dict``. For example::
+    (optional) a dataclass with ``to_dict``/``from_dict``; ``scale`` what the advantages are
+    divided by (``group_std``, ``batch_std``, ``none``, ``virtual``), so the doctor judges runs
+    trained with it by the right gates; a name of the vocabulary (:mod:`rlvitals.vocabulary`)
+    takes its scale from there. For example::
 
         @dataclass(frozen=True)
         class ZeroConfig:
@@ -114,8 +125,20 @@ def register_estimator(
             return rewards * config.scale, {}, None
     """
 
+    from rlvitals import vocabulary
+
+    known = vocabulary.info(name)
+    if known is not None and known.name == name:
+        if scale is not None and scale != known.scale.value:
+            raise ValueError(f"estimator {name!r} divides by {known.scale.value} (vocabulary), "
+                             f"got scale={scale!r}")
+        scale = known.scale.value
+    elif scale is not None and scale not in {s.value for s in vocabulary.Scale}:
+        valid = ", ".join(s.value for s in vocabulary.Scale)
+        raise ValueError(f"scale must be one of {valid}, got {scale!r}")
+
     def deco(fn: EstimatorFn) -> EstimatorFn:
-        ESTIMATORS.add(name, Estimator(name, config_cls, fn, state_cls, summary))
+        ESTIMATORS.add(name, Estimator(name, config_cls, fn, state_cls, summary, scale))
         return fn
 
     return deco

@@ -46,7 +46,7 @@ class Importer:
 IMPORTERS: Registry[Importer] = Registry("format")
 
 _MODULES = (
-    "groups_jsonl", "verl", "openrlhf", "trl_state", "trl_completions", "generic", "recording",
+    "groups_jsonl", "verl_console", "verl_file", "verl_rollouts", "openrlhf", "trl_state", "trl_completions", "generic", "recording",
     "tensorboard", "wandb", "mlflow",
 )
 _ensure_loaded = Plugins(__name__, _MODULES).load

@@ -14,10 +14,12 @@ from typing import Any
 
 from rlvitals.errors import InputError
 
-__all__ = ["MAX_LINE_BYTES", "iter_json_lines", "iter_lines"]
+__all__ = ["MAX_LINE_BYTES", "MAX_STEP", "iter_json_lines", "iter_lines", "json_step"]
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
 """A longer line is an error rather than a memory blow-up."""
+MAX_STEP = 2**63 - 1
+"""Steps are stored as int64; a larger step number is bad input."""
 _CHUNK = 1 << 20
 _PROGRESS_EVERY = 8 << 20
 
@@ -73,3 +75,13 @@ def iter_json_lines(
                 return
             msg = e.msg if isinstance(e, json.JSONDecodeError) else type(e).__name__
             raise InputError(path, f"invalid JSON: {msg}", f"line {lineno}") from None
+
+
+def json_step(path: Path, obj: dict[str, Any], key: str, where: str) -> int:
+    """``obj[key]`` as a step: an integer in int64 range, else InputError naming the place."""
+    step = obj.get(key)
+    if isinstance(step, bool) or not isinstance(step, int):
+        raise InputError(path, f"'{key}' must be an integer, got {str(step)[:40]!r}", where)
+    if not -MAX_STEP <= step <= MAX_STEP:
+        raise InputError(path, f"step number {str(step)[:24]} is out of range", where)
+    return step

@@ -35,9 +35,9 @@ from typing import Any
 
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Progress, register
-from rlvitals.importers._config_hints import apply_config
 from rlvitals.importers._lines import iter_lines
 from rlvitals.recording.run import Event, Manifest, Run, RunBuilder
+from rlvitals.trainers import apply_facts, facts_from_config
 
 __all__ = ["find_mlflow_store", "load_mlflow"]
 
@@ -195,7 +195,7 @@ def _read_sqlite(
             )
         }
         builder.manifest.config = params
-        apply_config(builder.manifest, params)
+        apply_facts(builder.manifest, facts_from_config(params))
     mcols = _columns(con, "metrics")
     if not {"key", "value", "run_uuid", "step"} <= mcols:
         raise InputError(db, "MLflow 'metrics' table lacks key/value/run_uuid/step columns")
@@ -330,7 +330,7 @@ def _load_file_store(root: Path, run_id: str | None, progress: Progress | None) 
     if (run_dir / "params").is_dir():
         params = {k: _read_text(p) for k, p in _files_under(run_dir / "params")}
         builder.manifest.config = params
-        apply_config(builder.manifest, params)
+        apply_facts(builder.manifest, facts_from_config(params))
     metric_files = _files_under(run_dir / "metrics")
     total = sum(p.stat().st_size for _, p in metric_files)
     done = 0

@@ -47,11 +47,11 @@ import numpy as np
 
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Progress, register
-from rlvitals.importers._config_hints import apply_config
 from rlvitals.importers._crc32c import crc32c, crc32c_many, mask, mask_many
 from rlvitals.importers._protobuf import Field, Message, ProtobufError, decode, read_varint
 from rlvitals.recording.metrics import is_eval_key
 from rlvitals.recording.run import Manifest, Run, RunBuilder
+from rlvitals.trainers import apply_facts, facts_from_config
 
 __all__ = ["MAX_RECORD_BYTES", "find_event_files", "iter_records", "load_tensorboard"]
 
@@ -442,7 +442,7 @@ def load_tensorboard(
                 ) from None
             if config is not None:
                 builder.manifest.config = config
-                apply_config(builder.manifest, config)
+                apply_facts(builder.manifest, facts_from_config(config))
             if not values:
                 continue
             row = {}

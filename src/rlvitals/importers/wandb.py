@@ -47,10 +47,10 @@ from typing import Any
 
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Progress, register
-from rlvitals.importers._config_hints import apply_config
 from rlvitals.importers._protobuf import Field, Message, ProtobufError, decode
 from rlvitals.recording.metrics import canonical_key
 from rlvitals.recording.run import Event, Manifest, Run, RunBuilder
+from rlvitals.trainers import apply_facts, facts_from_config
 
 __all__ = ["MAX_RECORD_BYTES", "find_wandb_runs", "iter_wandb_records", "load_wandb"]
 
@@ -457,7 +457,7 @@ def load_wandb(path: Path, progress: Progress | None = None) -> Run:
         raise InputError(file, "no numeric history rows (nothing numeric logged with wandb.log)")
     config.pop("_wandb", None)
     builder.manifest.config = config
-    apply_config(builder.manifest, config)
+    apply_facts(builder.manifest, facts_from_config(config))
     return builder.build()
 
 

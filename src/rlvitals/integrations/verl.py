@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from rlvitals import vocabulary
 from rlvitals.errors import MissingExtraError
 from rlvitals.estimators import EstimatorName, estimate, get_estimator
 
@@ -307,6 +308,8 @@ def _record(rs: _RunState, path: str, method: str, knobs: dict, scores: Any, ids
             sizes = sizes[sizes > 0]
             g = int(sizes[0]) if bool((sizes == sizes[0]).all()) else None
             manifest = Manifest(trainer="verl", estimator=method, group_size=g,
+                                adv_scale=vocabulary.scale_of(
+                                    method, scale_rewards=knobs.get("scale_rewards")),
                                 reward_min=knobs.get("r_min"), reward_max=knobs.get("r_max"),
                                 config={"rlvitals": {k: v for k, v in knobs.items()}})
             rs.recorder = Recorder(path, manifest)

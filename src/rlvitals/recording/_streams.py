@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import numbers
 import os
 import queue
 import threading
@@ -374,26 +373,9 @@ class StreamWriter:
             return out
 
 
-_STR_FIELDS = {"source", "format", "trainer", "scale_rewards", "estimator"}
-_INT_FIELDS = {"group_size", "logging_steps"}
-
-
 def check_manifest_field(key: str, value: Any) -> Any:
-    """``value`` as the type the reader requires for manifest field ``key``, or TypeError:
-    str fields a str, ``group_size``/``logging_steps`` an int, the others a number; or None."""
-    if value is None:
-        return None
-    if key in _STR_FIELDS:
-        if not isinstance(value, str):
-            raise TypeError(f"manifest field {key} must be a string, got {value!r:.60}")
-        return value
-    if key in _INT_FIELDS:
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"manifest field {key} must be an integer, got {value!r:.60}")
-        return int(value)
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"manifest field {key} must be a number, got {value!r:.60}")
-    return int(value) if isinstance(value, numbers.Integral) else float(value)
+    """``value`` as the type the reader requires for manifest field ``key`` (TypeError if not)."""
+    return Manifest.check_field(key, value)
 
 
 class _Locked(Exception):

@@ -36,9 +36,6 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 """A longer JSONL record is corrupt rather than a memory blow-up."""
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 
-_STR_FIELDS = ("source", "format", "trainer", "scale_rewards", "estimator")
-_INT_FIELDS = ("group_size", "logging_steps", "schema")
-_NUM_FIELDS = ("reward_min", "reward_max", "kl_coef")
 
 Progress = Callable[[int, int], None]
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
@@ -181,20 +178,13 @@ def _read_manifest(p: Path, names: list[str], has_streams: bool) -> tuple[Manife
 
 
 def _check_fields(mp: Path, d: dict[str, Any]) -> None:
-    def bad(k: str, what: str) -> InputError:
-        return InputError(mp, f"manifest field '{k}' must be {what}, got {d[k]!r:.40}")
-
-    for k in _STR_FIELDS:
-        if d.get(k) is not None and not isinstance(d[k], str):
-            raise bad(k, "a string or null")
-    for k in _INT_FIELDS:
-        if d.get(k) is not None and (isinstance(d[k], bool) or not isinstance(d[k], int)):
-            raise bad(k, "an integer or null")
-    for k in _NUM_FIELDS:
-        if d.get(k) is not None and (isinstance(d[k], bool) or not isinstance(d[k], (int, float))):
-            raise bad(k, "a number or null")
+    for k, v in d.items():
+        try:
+            Manifest.check_field(k, v)
+        except TypeError as e:
+            raise InputError(mp, f"{e} (or null)") from None
     if "config" in d and not isinstance(d["config"], dict):
-        raise bad("config", "an object")
+        raise InputError(mp, f"manifest field 'config' must be an object, got {d['config']!r:.40}")
 
 
 # ------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from array import array
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,8 +38,13 @@ class Manifest:
         group_size: completions per prompt (G), when known.
         scale_rewards: TRL's ``scale_rewards``: ``group``, ``batch`` or ``none``.
         reward_min, reward_max: reward range; None = unknown (vitals assume [0, 1] for binary).
-        estimator: advantage estimator (``grpo``, ``dr_grpo``, ``avspo``, ...).
+        estimator: advantage estimator in rlvitals names (``grpo``, ``dr_grpo``, ``avspo``, ...;
+            :mod:`rlvitals.vocabulary`), or the trainer's own name when the vocabulary lacks it.
+        adv_scale: what the advantages are divided by (:class:`rlvitals.vocabulary.Scale`:
+            ``group_std``, ``batch_std``, ``none``, ``virtual``), when known.
         kl_coef: KL coefficient (beta); 0 means no KL term.
+        filters_zero_var: True when the trainer drops zero-variance groups before the update
+            (DAPO dynamic sampling, veRL ``filter_groups``, ...): its logged batch looks clean.
         logging_steps: training steps between logged rows, when known.
         config: anything else the source said about its configuration, raw.
     """
@@ -51,13 +57,39 @@ class Manifest:
     reward_min: float | None = None
     reward_max: float | None = None
     estimator: str | None = None
+    adv_scale: str | None = None
     kl_coef: float | None = None
+    filters_zero_var: bool | None = None
     logging_steps: int | None = None
     config: dict[str, Any] = field(default_factory=dict)
     schema: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    @staticmethod
+    def check_field(key: str, value: Any) -> Any:
+        """``value`` as the type field ``key`` holds (:data:`MANIFEST_FIELDS`), or None; raises
+        TypeError naming the field and the value otherwise. ``config`` and unknown keys are
+        returned as they are."""
+        kind = MANIFEST_FIELDS.get(key)
+        if value is None or kind is None:
+            return value
+        if kind is bool:
+            if not isinstance(value, bool):
+                raise TypeError(f"manifest field {key} must be true or false, got {value!r:.60}")
+            return value
+        if kind is str:
+            if not isinstance(value, str):
+                raise TypeError(f"manifest field {key} must be a string, got {value!r:.60}")
+            return value
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"manifest field {key} must be a number, got {value!r:.60}")
+        if kind is int:
+            if not isinstance(value, numbers.Integral):
+                raise TypeError(f"manifest field {key} must be an integer, got {value!r:.60}")
+            return int(value)
+        return int(value) if isinstance(value, numbers.Integral) else float(value)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Manifest:
@@ -67,6 +99,15 @@ class Manifest:
         if extra:
             m.config = {**extra, **m.config}
         return m
+
+
+MANIFEST_FIELDS: dict[str, type] = {
+    "source": str, "format": str, "trainer": str, "group_size": int, "scale_rewards": str,
+    "reward_min": float, "reward_max": float, "estimator": str, "adv_scale": str,
+    "kl_coef": float, "filters_zero_var": bool, "logging_steps": int, "schema": int,
+}
+"""The type each :class:`Manifest` field holds (besides ``config``, a dict), for the recording's
+writer and reader alike."""
 
 
 @dataclass

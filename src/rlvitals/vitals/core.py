@@ -31,10 +31,12 @@ from typing import Any
 
 import numpy as np
 
+from rlvitals import vocabulary
 from rlvitals.recording.run import Run
 from rlvitals.signal import (
     DEFAULT_TAU,
     DEFAULT_WINDOW,
+    ZERO_ATOL,
     acr_100,
     acr_volatility,
     expected_collapse,
@@ -48,9 +50,6 @@ EVIDENCE_TIERS = ("groups", "zero_std_frac", "advantages", "reward_std", "loss_g
 
 MIN_JUDGE_STEPS = 30
 """A run spanning fewer training steps is too short to judge (unless it is totally collapsed)."""
-
-ZERO_ATOL = 1e-8
-"""|x| <= ZERO_ATOL counts as exactly zero (loss, grad_norm, advantages)."""
 
 _BATCH_TRAP_MIN_POINTS = 10
 """zero_std_frac must have this many points, all 0 or 1, to suspect the scale_rewards trap."""
@@ -68,7 +67,9 @@ class Vitals:
         eval_steps, eval_series: evaluation rows, as in the run.
         evidence: the collapse evidence tier used (:data:`EVIDENCE_TIERS`).
         group_size: completions per prompt (G), when known.
-        estimator: advantage estimator, when known (``grpo``, ``dr_grpo``, ``batch``, ...).
+        estimator: advantage estimator, when known (``grpo``, ``dr_grpo``, ``avspo``, ...).
+        adv_scale: what the advantages were divided by (:class:`rlvitals.vocabulary.Scale`
+            value: ``group_std``, ``batch_std``, ``none``, ``virtual``), when known.
         kl_coef: KL coefficient, when known.
         reward_min, reward_max: the reward range (assumed [0, 1] when unknown; see ``notes``).
         acr_mean, acr_100: mean ACR over the run and over its first 100 steps.
@@ -86,6 +87,7 @@ class Vitals:
     evidence: str
     group_size: int | None
     estimator: str | None
+    adv_scale: str | None
     kl_coef: float | None
     reward_min: float
     reward_max: float
@@ -166,6 +168,7 @@ class Vitals:
             "log_every": self.log_every,
             "group_size": self.group_size,
             "estimator": self.estimator,
+            "adv_scale": self.adv_scale,
             "kl_coef": self.kl_coef,
             "reward_min": self.reward_min,
             "reward_max": self.reward_max,
@@ -337,11 +340,9 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
     elif _finite_any(acr) and not batch_trap:
         series["wasted_frac"] = acr
 
-    estimator = m.estimator
-    if m.scale_rewards == "batch":
-        estimator = "batch"  # centred per group, divided by the batch std: not unit-scaled
-    elif estimator is None and m.scale_rewards == "none":
-        estimator = "dr_grpo"
+    estimator, adv_scale = vocabulary.resolve(
+        m.estimator, scale_rewards=m.scale_rewards, scale=m.adv_scale
+    )
     if not known_range and not inferred:
         notes.append("reward range unknown: assumed [0, 1]")
     kl = m.kl_coef
@@ -357,6 +358,7 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
         evidence=evidence,
         group_size=group_size,
         estimator=estimator,
+        adv_scale=adv_scale,
         kl_coef=kl,
         reward_min=rmin,
         reward_max=rmax,

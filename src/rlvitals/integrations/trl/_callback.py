@@ -28,7 +28,6 @@ unwritable directory, a doctor bug) is reported once, counted, and training goes
 from __future__ import annotations
 
 import logging
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -54,6 +53,9 @@ RECORDING_SUBDIR = "rlvitals"
 """Default recording directory, under the trainer's ``output_dir``."""
 _SUMMARY_KEYS = ("train_runtime", "train_samples_per_second")
 """TRL's final summary row (averaged ``train_loss`` etc.) is not a step row; it is skipped."""
+_FACT_ARGS = ("num_generations", "scale_rewards", "beta", "logging_steps",
+              "multi_objective_aggregation")
+"""GRPOConfig fields the trainer facts (:mod:`rlvitals.trainers.trl`) read."""
 _MANIFEST_ARGS = (
     "loss_type", "num_generations", "num_generations_eval", "per_device_train_batch_size",
     "gradient_accumulation_steps", "steps_per_generation", "num_iterations", "learning_rate",
@@ -115,6 +117,7 @@ class RlvitalsCallback(TrainerCallback):
         self.cpu_seconds = 0.0
         self._estimator: str | None = None
         self._estimator_config: dict[str, Any] | None = None
+        self._estimator_scale: str | None = None
         self._groups_source = False
         self._is_main = True
         self._last_check: int | None = None
@@ -128,6 +131,7 @@ class RlvitalsCallback(TrainerCallback):
             self._estimator = est.name
             cfg = getattr(trainer, "rlvitals_config", None)
             self._estimator_config = _config_dict(cfg)
+            self._estimator_scale = getattr(cfg, "scale_rewards", None)
         self._groups_source = True
 
     def attach(self, trainer: Any) -> RlvitalsCallback:
@@ -193,17 +197,15 @@ class RlvitalsCallback(TrainerCallback):
 
     def _begin(self, args: Any, state: Any) -> None:
         from rlvitals.recording import Manifest
+        from rlvitals.trainers import apply_facts
+        from rlvitals.trainers import trl as trl_facts
 
         self._is_main = bool(state.is_world_process_zero)
-        manifest = Manifest(
-            trainer="trl",
-            group_size=getattr(args, "num_generations", None),
-            scale_rewards=getattr(args, "scale_rewards", None),
-            estimator=self._estimator or _trl_estimator(args),
-            kl_coef=getattr(args, "beta", None),
-            logging_steps=_int_or_none(getattr(args, "logging_steps", None)),
-            config=self._manifest_config(args),
-        )
+        fields = trl_facts.config_of(args, _FACT_ARGS)
+        if self._estimator_scale is not None:  # what the estimator ran with wins over GRPOConfig
+            fields["scale_rewards"] = self._estimator_scale
+        manifest = Manifest(trainer="trl", config=self._manifest_config(args))
+        apply_facts(manifest, trl_facts.facts(fields, estimator=self._estimator))
         self.monitor.manifest = manifest
         if not self._groups_source:
             logger.info(
@@ -360,11 +362,6 @@ def _agree(flag: bool) -> bool:
     return bool(t.item())
 
 
-def _trl_estimator(args: Any) -> str:
-    """The estimator a plain GRPOTrainer uses, in rlvitals names."""
-    return "dr_grpo" if getattr(args, "scale_rewards", "group") == "none" else "grpo"
-
-
 def _halt_rank(halt_on: str | None) -> int | None:
     if halt_on is None:
         return None
@@ -389,16 +386,6 @@ def _config_dict(cfg: Any) -> dict[str, Any] | None:
     if cfg is None or not dataclasses.is_dataclass(cfg):
         return None
     return {k: _jsonable(v) for k, v in dataclasses.asdict(cfg).items()}
-
-
-def _int_or_none(v: Any) -> int | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float) and math.isfinite(v) and v == int(v) and v >= 1:
-        return int(v)
-    return None
 
 
 def _jsonable(v: Any) -> Any:

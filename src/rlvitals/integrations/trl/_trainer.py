@@ -61,15 +61,19 @@ the rewards' device)."""
 def default_estimator(scale_rewards: str) -> str:
     """The estimator that reproduces TRL's own advantages for its ``scale_rewards``.
 
-    ``grpo`` covers all three settings through its ``scale_rewards`` field, which the trainer
-    fills from ``GRPOConfig.scale_rewards`` unless ``estimator_config`` sets it.
+    The vocabulary's name of what TRL computes (:func:`rlvitals.vocabulary.from_trl`): ``grpo``
+    for ``group`` and ``batch`` (its ``scale_rewards`` field, which the trainer fills from
+    ``GRPOConfig.scale_rewards`` unless ``estimator_config`` sets it, makes it batch-scaled) and
+    ``dr_grpo`` for ``none``, so what is recorded says what trained.
 
-    >>> default_estimator("none")
-    'grpo'
+    >>> default_estimator("none"), default_estimator("batch")
+    ('dr_grpo', 'grpo')
     """
+    from rlvitals import vocabulary
+
     if scale_rewards not in ("group", "batch", "none"):
         raise ValueError(f"unknown scale_rewards {scale_rewards!r}; valid: group, batch, none")
-    return "grpo"
+    return vocabulary.from_trl(scale_rewards=scale_rewards)
 
 
 class RlvitalsGRPOMixin:

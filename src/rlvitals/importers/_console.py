@@ -1,0 +1,334 @@
+"""What every console-log importer shares: cleaning a printed line, reading the numbers and
+dicts trainers print, and the launch command at the top of a log.
+
+A console log is whatever a training job printed: colour codes, tqdm bars redrawn with ``\\r``,
+Ray's ``(TaskRunner pid=...)`` prefixes and ``[repeated 2x across cluster]`` suffixes, warnings.
+The importers (veRL, OpenRLHF, ...) find their step lines among them with these helpers. Nothing
+read here is ever evaluated: Python reprs are parsed with :func:`ast.parse` and read node by node.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+import shlex
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from rlvitals.errors import InputError
+
+__all__ = [
+    "CommandCatcher",
+    "check_step",
+    "messages",
+    "parse_cli_flags",
+    "parse_dict_repr",
+    "parse_hydra_overrides",
+    "parse_number",
+    "scan_file",
+    "strip_ansi",
+    "strip_ray_repeat",
+]
+
+MAX_STEP = 2**63 - 1
+"""Steps are stored as int64; a larger step number is bad input."""
+MAX_STEP_DIGITS = 19
+MAX_COMMAND_CHARS = 256 * 1024
+"""A launch command is read up to this many characters (continuation lines included)."""
+MAX_DICT_CHARS = 1024 * 1024
+"""A status dict longer than this is bad input (it would cost too much memory to parse)."""
+SCAN_BYTES = 8 * 1024 * 1024
+"""A log whose first bytes look like a trainer's but hold no step line yet is scanned this far."""
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+"""A terminal colour or cursor sequence (CSI)."""
+_RAY_PREFIX = re.compile(r"\([^()\n]{1,300}\)\s*")
+_RAY_REPEAT = re.compile(r"\[repeated \d+x across cluster\]")
+_NUMPY_REPR = re.compile(r"(?:np|numpy)\.(?:float|int|uint|bool)\d*_?\((.{1,64})\)")
+_BOOLS = {"True": 1.0, "False": 0.0, "true": 1.0, "false": 0.0, "np.True_": 1.0, "np.False_": 0.0}
+_OVERRIDE_KEY = re.compile(r"[+~]{0,2}([A-Za-z_][\w\-]*(?:\.[\w\-@]+)*)")
+_SHELL_STOP = frozenset({"|", "||", "&&", ";", "&", ">", ">>", "2>&1", "1>&2"})
+_NUMERIC_CALLS = frozenset(
+    {"tensor", "float", "int", "float16", "float32", "float64", "bfloat16", "int32", "int64"}
+)
+
+
+def check_step(path: Path, digits: str, where: str) -> int:
+    """A printed step number as int; InputError naming the place when it is out of range."""
+    if len(digits) > MAX_STEP_DIGITS or int(digits) > MAX_STEP:
+        raise InputError(path, f"step number {digits[:24]} is out of range", where)
+    return int(digits)
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal escape sequences."""
+    return ANSI.sub("", text) if "\x1b" in text else text
+
+
+def strip_ray_repeat(text: str) -> str:
+    """``text`` without Ray's log-deduplication suffix ``[repeated 2x across cluster]``."""
+    if not text.endswith("cluster]"):
+        return text
+    i = text.rfind("[repeated ")
+    if i >= 0 and _RAY_REPEAT.fullmatch(text, i):
+        return text[:i].rstrip()
+    return text
+
+
+def messages(line: str, start: str) -> Iterator[str]:
+    """The messages of one physical line that begin with ``start`` once colour codes are off,
+    the line is split at ``\\r`` (tqdm redraws) and a Ray ``(Actor pid=...)`` prefix is dropped."""
+    line = strip_ansi(line)
+    for seg in line.split("\r"):
+        seg = seg.strip()
+        if seg.startswith("("):
+            m = _RAY_PREFIX.match(seg)
+            if m is not None:
+                seg = seg[m.end() :]
+        if seg.startswith(start):
+            yield strip_ray_repeat(seg)
+
+
+def parse_number(text: str) -> float | None:
+    """A console value as float, or None when it is not a number (``nan``/``inf`` are).
+
+    Accepts what veRL prints: ``0.302`` (``{v:.3f}``), ``-0.000``, ``5``, ``1e-06``, ``nan``,
+    ``inf``, ``True``, and numpy 2 reprs (``np.float64(0.302)``, from ``pprint.pformat``).
+
+    >>> parse_number("np.float64(-0.5)"), parse_number("True"), parse_number("abc")
+    (-0.5, 1.0, None)
+    """
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    m = _NUMPY_REPR.fullmatch(text)
+    if m is not None:
+        text = m.group(1)
+        try:
+            return float(text)
+        except ValueError:
+            pass
+    return _BOOLS.get(text)
+
+
+def _literal_number(node: ast.AST) -> float | None:
+    """The number a repr node stands for, or None. Reads the tree; evaluates nothing."""
+    sign = 1.0
+    while isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        if isinstance(node.op, ast.USub):
+            sign = -sign
+        node = node.operand
+    if isinstance(node, ast.Call) and node.args:
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        if name not in _NUMERIC_CALLS:
+            return None
+        return _literal_number(node.args[0]) if len(node.args) == 1 else None
+    if isinstance(node, ast.Constant):
+        v = node.value
+        if isinstance(v, bool):
+            return sign * float(v)
+        if isinstance(v, (int, float)):
+            try:
+                return sign * float(v)
+            except OverflowError:  # an int beyond float range
+                return sign * math.inf
+        return None
+    if isinstance(node, ast.Name):
+        if node.id == "nan":
+            return math.nan
+        if node.id == "inf":
+            return sign * math.inf
+    return None
+
+
+def parse_dict_repr(text: str) -> dict[str, float]:
+    """A printed dict (Python repr) → ``{key: float}``, numeric entries only.
+
+    Raises ValueError when ``text`` is not a dict display.
+
+    >>> parse_dict_repr("{'kl': nan, 'reward': tensor(0.5), 'lr': -1e-06, 'note': 'x'}")
+    {'kl': nan, 'reward': 0.5, 'lr': -1e-06}
+    """
+    if len(text) > MAX_DICT_CHARS:
+        raise ValueError(f"status dict longer than {MAX_DICT_CHARS} characters")
+    try:
+        with warnings.catch_warnings():  # odd literals warn on stderr; the error says enough
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as e:
+        msg = e.msg if isinstance(e, SyntaxError) else (str(e) or type(e).__name__)
+        raise ValueError(f"not a Python dict: {msg}") from None
+    if not isinstance(tree.body, ast.Dict):
+        raise ValueError("not a Python dict")
+    out: dict[str, float] = {}
+    for k, v in zip(tree.body.keys, tree.body.values):
+        if not (isinstance(k, ast.Constant) and isinstance(k.value, str)):
+            continue
+        x = _literal_number(v)
+        if x is not None:
+            out[k.value] = x
+    return out
+
+
+# --- launch commands ---------------------------------------------------------------------
+
+
+def _hydra_value(text: str) -> Any:
+    """A Hydra override value as Python: bools, null, ints and floats; anything else a string."""
+    low = text.lower()
+    if low == "true":
+        return True
+    if low == "false":
+        return False
+    if low in ("null", "none"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def parse_hydra_overrides(command: str) -> dict[str, Any]:
+    """Hydra overrides ``key=value`` of a command line → ``{dotted_key: value}``.
+
+    Shell quoting is undone (``'a=[x]'`` → ``a=[x]``); ``+`` / ``++`` / ``~`` prefixes are
+    dropped; values become bools, ints, floats, None or strings. Tokens that are not overrides
+    (the program, flags, redirections, ``| tee log``) are skipped.
+
+    >>> parse_hydra_overrides("python3 -m verl.trainer.main_ppo actor.rollout.n=5 +x.y=True 2>&1")
+    {'actor.rollout.n': 5, 'x.y': True}
+    """
+    try:
+        tokens = shlex.split(command, comments=False, posix=True)
+    except ValueError:  # unbalanced quotes: fall back to whitespace
+        tokens = command.split()
+    out: dict[str, Any] = {}
+    for tok in tokens:
+        key, sep, value = tok.partition("=")
+        if not sep:
+            continue
+        m = _OVERRIDE_KEY.fullmatch(key)
+        if m is None:
+            continue
+        out[m.group(1)] = _hydra_value(value)
+    return out
+
+
+def _flag_value(text: str) -> Any:
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_cli_flags(command: str) -> dict[str, Any]:
+    """``--flag value`` / ``--flag=value`` / bare ``--flag`` arguments → ``{flag: value}``.
+
+    A bare flag is True; several values make a list; shell operators end the command.
+
+    >>> parse_cli_flags("-m openrlhf.cli.train_ppo_ray --n_samples_per_prompt 8 --use_kl_loss "
+    ...                 "--eps_clip_low_high 0.2 0.28 | tee log")
+    {'n_samples_per_prompt': 8, 'use_kl_loss': True, 'eps_clip_low_high': [0.2, 0.28]}
+    """
+    try:
+        tokens = shlex.split(command, posix=True)
+    except ValueError:
+        tokens = command.split()
+    out: dict[str, Any] = {}
+    key: str | None = None
+    values: list[Any] = []
+
+    def flush() -> None:
+        if key:
+            out[key] = True if not values else values[0] if len(values) == 1 else list(values)
+
+    for tok in tokens:
+        if tok in _SHELL_STOP:
+            break
+        if tok.startswith("--"):
+            flush()
+            key, sep, value = tok[2:].partition("=")
+            values = [_flag_value(value)] if sep else []
+        elif key is not None:
+            values.append(_flag_value(tok))
+    flush()
+    return out
+
+
+class CommandCatcher:
+    """Collects the first launch command of a log (matching ``pattern``), with ``\\`` continuations.
+
+    ``pattern`` is searched in each fed line; its group 1 is the entry point and the text after
+    the match is the command's arguments. At most :data:`MAX_COMMAND_CHARS` are kept.
+    """
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self.pattern = pattern
+        self.parts: list[str] = []
+        self.size = 0
+        self.entrypoint: str | None = None
+        self.done = False
+        self.capturing = False
+
+    def feed(self, line: str) -> None:
+        if self.done:
+            return
+        if not self.capturing:
+            m = self.pattern.search(line)
+            if m is None:
+                return
+            self.entrypoint = m.group(1)
+            line = line[m.end() :]
+            self.capturing = True
+        text = line.rstrip()
+        cont = text.endswith("\\")
+        if cont:
+            text = text[:-1]
+        self.parts.append(text)
+        self.size += len(text)
+        if not cont or self.size > MAX_COMMAND_CHARS:
+            self.done = True
+
+    @property
+    def command(self) -> str:
+        """The arguments after the entry point, continuation lines joined."""
+        return " ".join(self.parts)[:MAX_COMMAND_CHARS]
+
+
+def scan_file(path: Path, head: bytes, pattern: re.Pattern[bytes], limit: int = SCAN_BYTES) -> bool:
+    """True when ``pattern`` matches in ``head`` or in the next bytes of the file up to ``limit``.
+
+    Read in 1 MiB chunks with a 4 KiB overlap, so a match across a chunk boundary is found and
+    the work is linear in the bytes read. An unreadable file is False.
+    """
+    if pattern.search(head):
+        return True
+    try:
+        with open(path, "rb") as f:
+            f.seek(len(head))
+            done, tail = len(head), head[-4096:]
+            while done < limit:
+                chunk = f.read(1 << 20)
+                if not chunk:
+                    return False
+                done += len(chunk)
+                if pattern.search(tail + chunk):
+                    return True
+                tail = chunk[-4096:]
+    except OSError:
+        return False
+    return False

@@ -1,0 +1,170 @@
+"""veRL console logs: the ``step:N - key:value - ...`` line veRL's ``console`` logger prints.
+
+What veRL's ``console`` logger prints once per step, one line each::
+
+    (TaskRunner pid=678203) step:2 - actor/entropy:0.302 - critic/score/mean:0.679 - ...
+
+possibly wrapped in ANSI colour codes, interleaved with anything else the job printed (tqdm
+bars, warnings, shell traces), which is ignored. A line is a step line when, after colour codes
+and a Ray ``(Actor pid=...)`` prefix, it starts with ``step:N``; every ``key:value`` field of such
+a line must then hold a number (``0.000``, ``-0.000``, ints, ``nan``, ``inf``) or the import fails
+naming the line. Validation keys (``val-core/...``, ``val-aux/...``, ``val/...``) become eval
+series. If the log holds the launch command (``python3 -m verl.trainer.main_ppo key=value ...``,
+one line or continued with ``\\``), its Hydra overrides land in ``manifest.config`` and the
+trainer facts (:mod:`rlvitals.trainers.verl`) set group size, estimator and KL coefficient.
+The writer: ``verl/utils/tracking.py`` (``LocalLogger``) and ``verl/utils/logger``, veRL 0.9.1.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from rlvitals.errors import InputError
+from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers._console import (
+    CommandCatcher,
+    check_step,
+    messages,
+    parse_hydra_overrides,
+    parse_number,
+    scan_file,
+)
+from rlvitals.importers._lines import iter_lines
+from rlvitals.recording.metrics import is_eval_key
+from rlvitals.recording.run import Manifest, Run, RunBuilder
+from rlvitals.trainers import apply_facts
+from rlvitals.trainers import verl as verl_facts
+
+__all__ = ["load_verl_console"]
+
+CONF_CONSOLE = 0.9
+CONF_CONSOLE_NO_STEPS = 0.3
+
+_STEP = re.compile(r"step:(\d+)(?= - |\s*$)")
+_STEP_BYTES = re.compile(
+    rb"(?m)^(?:\x1b\[[0-9;]*m)*(?:\([^()\n]{1,300}\))?(?:\x1b\[[0-9;]*m)*[ \t\r]*step:\d+ - "
+)
+_VERL_MARK = re.compile(
+    rb"verl\.trainer|\(TaskRunner pid=|\(main_task pid=|val-core/|critic/score/"
+)
+_LAUNCH = re.compile(r"-m\s+((?:verl|recipe)\.[\w.]*main\w*)")
+
+
+def _parse_step_line(path: Path, seg: str, where: str) -> tuple[int, dict[str, float]] | None:
+    """``step:N - k:v - ...`` → ``(N, {k: v})``; None when ``seg`` is not a step line."""
+    m = _STEP.match(seg)
+    if m is None:
+        return None
+    step = check_step(path, m.group(1), where)
+    rest = seg[m.end() :]
+    values: dict[str, float] = {}
+    if not rest.strip():
+        return step, values
+    for field in rest[3:].split(" - "):
+        key, sep, val = field.rpartition(":")
+        key = key.strip()
+        if not sep or not key:
+            raise InputError(path, f"step line field {field[:60]!r} is not key:value", where)
+        x = parse_number(val.strip())
+        if x is None:
+            raise InputError(
+                path, f"value of {key[:80]!r} is not a number: {val.strip()[:40]!r}", where
+            )
+        values[key] = x
+    return step, values
+
+
+def load_verl_console(path: Path, progress: Progress | None = None) -> Run:
+    """Read a veRL console log (``step:N - key:value - ...`` lines) into a ``Run``.
+
+    Args:
+        path: the log file.
+        progress: ``progress(done_bytes, total_bytes)``, called now and then.
+
+    Returns:
+        A ``Run`` with one row per step line (eval keys in ``eval_series``), trainer ``verl``,
+        and the launch command's configuration when the log holds it.
+
+    Raises:
+        InputError: a malformed step line (naming its line), or no step line at all.
+    """
+    builder = RunBuilder(Manifest(source=str(path), trainer="verl", logging_steps=1))
+    catcher = CommandCatcher(_LAUNCH)
+    eval_cache: dict[str, bool] = {}
+    seen_train: set[int] = set()
+    repeated: list[int] = []
+    n_step_lines = 0
+    for lineno, raw, complete in iter_lines(path, progress):
+        want_cmd = not catcher.done and (catcher.capturing or b"main" in raw)
+        has_step = b"step:" in raw
+        if not has_step and not want_cmd:
+            continue
+        line = raw.decode("utf-8", "replace")
+        if want_cmd:
+            catcher.feed(line)
+        if not has_step:
+            continue
+        where = f"line {lineno}"
+        for seg in messages(line, "step:"):
+            try:
+                parsed = _parse_step_line(path, seg, where)
+            except InputError:
+                if complete:
+                    raise
+                builder.warn(f"{path}: {where}: torn last line ignored (file still being written?)")
+                parsed = None
+            if parsed is None:
+                continue
+            step, values = parsed
+            n_step_lines += 1
+            if not values:
+                continue
+            has_train = False
+            for k in values:
+                ev = eval_cache.get(k)
+                if ev is None:
+                    ev = eval_cache[k] = is_eval_key(k)
+                if not ev:
+                    has_train = True
+                    break
+            if has_train:
+                if step in seen_train:
+                    repeated.append(step)
+                seen_train.add(step)
+            builder.add_row(step, values)
+    if n_step_lines == 0:
+        raise InputError(
+            path, "no veRL step lines found (expected lines like 'step:1 - key:value - ...')"
+        )
+    if repeated:
+        builder.warn(
+            f"{path}: {len(repeated)} training step line(s) repeat an earlier step "
+            f"(first: step {repeated[0]}; a resumed run?); the later values were kept"
+        )
+    if catcher.entrypoint is not None:
+        cfg = parse_hydra_overrides(catcher.command)
+        builder.manifest.config = {"entrypoint": catcher.entrypoint, **cfg}
+        apply_facts(builder.manifest, verl_facts.facts(cfg), overwrite=True)
+    return builder.build()
+
+
+def _sniff_console(path: Path, head: bytes) -> float:
+    if not head or path.is_dir():
+        return 0.0
+    if _STEP_BYTES.search(head):
+        return CONF_CONSOLE
+    if not _VERL_MARK.search(head):
+        return 0.0
+    # Looks like veRL but the first step may lie past the head (long start-up output).
+    return CONF_CONSOLE if scan_file(path, head, _STEP_BYTES) else CONF_CONSOLE_NO_STEPS
+
+
+register(
+    Importer(
+        name="verl_console",
+        description="veRL console log ('step:N - key:value - ...' lines)",
+        sniff=_sniff_console,
+        load=load_verl_console,
+    )
+)

@@ -1,0 +1,80 @@
+"""TRL (``GRPOConfig``, and other configs with ``num_generations``): facts of a run.
+
+Read from TRL 1.16.0 ``trl/trainer/grpo_config.py`` and ``grpo_trainer.py``: G is
+``num_generations``; the KL coefficient is ``beta`` (default 0.0: no KL term); the advantages are ``rewards - group mean`` divided by the group std
+(``scale_rewards="group"``, or ``True``), the batch std (``"batch"``) or nothing (``"none"``,
+``False``); ``multi_objective_aggregation="normalize_then_sum"`` divides by a batch std as well.
+``loss_type`` (``dapo``, ``dr_grpo``, ``grpo``, ``bnpo``) sets how the loss is averaged, not the
+advantages. TRL filters no group.
+
+>>> f = facts({"num_generations": "8", "beta": "0.0", "scale_rewards": "True"})
+>>> f.trainer, f.group_size, f.kl_coef, f.scale_rewards, f.estimator, f.adv_scale
+('trl', 8, 0.0, 'group', 'grpo', 'group_std')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rlvitals import vocabulary
+from rlvitals.trainers import TrainerFacts, as_bool, as_float, as_int, as_str
+
+__all__ = ["facts", "recognise", "scale_rewards"]
+
+SCALE_CHOICES = ("group", "batch", "none")
+
+
+def recognise(config: Mapping[str, Any]) -> bool:
+    return "num_generations" in config
+
+
+def scale_rewards(value: Any) -> str | None:
+    """TRL's ``scale_rewards`` as ``group``/``batch``/``none`` (``True``/``False`` are the old
+    ``group``/``none``), or None when it is neither.
+
+    >>> scale_rewards("none"), scale_rewards("True"), scale_rewards(False), scale_rewards(2)
+    ('none', 'group', 'none', None)
+    """
+    if isinstance(value, str) and value.strip().lower() in SCALE_CHOICES:
+        return value.strip().lower()
+    as_b = as_bool(value) if isinstance(value, (bool, str)) else None
+    if as_b is not None:
+        return "group" if as_b else "none"
+    return None
+
+
+def facts(config: Mapping[str, Any], *, estimator: str | None = None) -> TrainerFacts:
+    """The facts of a TRL configuration (a dict of ``GRPOConfig`` fields).
+
+    Args:
+        config: the fields, as values or strings (MLflow params, W&B config, an args file).
+        estimator: the rlvitals estimator an :class:`RlvitalsGRPOTrainer` ran, when known;
+            otherwise the estimator is the one TRL's own advantages amount to, and only when
+            ``scale_rewards`` is stated.
+    """
+    scale = scale_rewards(config.get("scale_rewards"))
+    aggregation = as_str(config.get("multi_objective_aggregation"))
+    if estimator is not None:
+        name, adv_scale = vocabulary.resolve(estimator, scale_rewards=scale)
+    elif scale is not None:
+        name = vocabulary.from_trl(scale_rewards=scale)
+        adv_scale = vocabulary.trl_scale(scale_rewards=scale, aggregation=aggregation)
+    else:
+        name = adv_scale = None
+    e = vocabulary.info(name)
+    return TrainerFacts(
+        trainer="trl",
+        group_size=as_int(config.get("num_generations")),
+        estimator=name,
+        adv_scale=adv_scale,
+        scale_rewards=scale,
+        kl_coef=as_float(config.get("beta")),
+        logging_steps=as_int(config.get("logging_steps")),
+        filters_zero_var=e.filters if e is not None else (False if estimator is None else None),
+    )
+
+
+def config_of(args: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    """The fields ``names`` of a ``GRPOConfig`` object (those it has) as a dict."""
+    return {n: getattr(args, n) for n in names if hasattr(args, n)}

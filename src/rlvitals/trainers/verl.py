@@ -1,0 +1,75 @@
+"""veRL (Hydra config with ``actor_rollout_ref``): facts of a run.
+
+Read from veRL 0.9.1 ``verl/trainer/config/ppo_trainer.yaml`` and
+``verl/trainer/ppo/core_algos.py``: G is ``actor_rollout_ref.rollout.n``; the estimator is
+``algorithm.adv_estimator`` (``grpo`` with ``algorithm.norm_adv_by_std_in_grpo=False`` is
+Dr. GRPO; the flag also reaches ``grpo_passk``, while ``grpo_vectorized`` and ``gdpo`` ignore it); the KL coefficient is ``actor_rollout_ref.actor.kl_loss_coef`` when
+``actor_rollout_ref.actor.use_kl_loss``, else ``algorithm.kl_ctrl.kl_coef`` when
+``algorithm.use_kl_in_reward``; both switches default to false, so a configuration that states
+one false and leaves the other unstated (a launch command's overrides) has no KL term. The DAPO
+recipe's ``algorithm.filter_groups.enable`` drops zero-variance groups.
+
+>>> f = facts({"actor_rollout_ref.rollout.n": 5, "actor_rollout_ref.actor.use_kl_loss": True,
+...            "actor_rollout_ref.actor.kl_loss_coef": 0.001, "algorithm.adv_estimator": "grpo"})
+>>> f.group_size, f.kl_coef, f.estimator, f.adv_scale
+(5, 0.001, 'grpo', 'group_std')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rlvitals import vocabulary
+from rlvitals.trainers import (
+    TrainerFacts,
+    as_bool,
+    as_float,
+    as_int,
+    as_str,
+    has_prefix,
+    lookup,
+    reward_range,
+)
+
+__all__ = ["facts", "kl_coef", "recognise"]
+
+
+def recognise(config: Mapping[str, Any]) -> bool:
+    return has_prefix(config, "actor_rollout_ref")
+
+
+def kl_coef(config: Mapping[str, Any]) -> float | None:
+    """The KL coefficient veRL applies (see the module docstring), or None when unknown."""
+    use_loss = as_bool(lookup(config, "actor_rollout_ref.actor.use_kl_loss"))
+    in_reward = as_bool(lookup(config, "algorithm.use_kl_in_reward"))
+    if use_loss:
+        return as_float(lookup(config, "actor_rollout_ref.actor.kl_loss_coef"))
+    if in_reward:
+        return as_float(lookup(config, "algorithm.kl_ctrl.kl_coef"))
+    if use_loss is False or in_reward is False:
+        return 0.0  # the other switch is off too, or unstated (default false)
+    return None
+
+
+def facts(config: Mapping[str, Any]) -> TrainerFacts:
+    """The facts of a veRL configuration (nested, or flattened with dots or slashes)."""
+    norm = as_bool(lookup(config, "algorithm.norm_adv_by_std_in_grpo"))
+    name = vocabulary.from_verl(
+        as_str(lookup(config, "algorithm.adv_estimator")), norm_adv_by_std=norm
+    )
+    scale = vocabulary.scale_of(name)
+    if name == "grpo_passk" and norm is False:
+        scale = vocabulary.Scale.NONE.value
+    lo, hi = reward_range(config)
+    filt = as_bool(lookup(config, "algorithm.filter_groups.enable"))
+    return TrainerFacts(
+        trainer="verl",
+        group_size=as_int(lookup(config, "actor_rollout_ref.rollout.n")),
+        estimator=name,
+        adv_scale=scale,
+        kl_coef=kl_coef(config),
+        reward_min=lo,
+        reward_max=hi,
+        filters_zero_var=filt,
+    )
