@@ -23,7 +23,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dev"))  # rlvitals_corpus: dev only
 
 from rlvitals.detectors import Detector, catalogue
-from rlvitals.report._common import plot_series, thresholds
 from rlvitals.report._svg import Marker, line_plot
 from rlvitals.report.pages import (
     GENERATED,
@@ -60,7 +59,7 @@ def bad_run_picture(cls: type[Detector]) -> str | None:
         return None
     available = {n for n in vitals.series if vitals.get(n) is not None}
     available |= {n for n in vitals.eval_series if vitals.get(n) is not None}
-    names = plot_series(findings[0], tuple(cls.key_metrics), available)
+    names = [n for n in findings[0]["series"] if n in available]
     names = names or [n for n in FALLBACK_SERIES if n in available]
     if not names:
         return None
@@ -68,7 +67,8 @@ def bad_run_picture(cls: type[Detector]) -> str | None:
     steps, values = ((vitals.eval_steps, vitals.eval_series[name]) if name.startswith("eval/")
                      else (vitals.steps, vitals.series[name]))
     markers = [Marker(f["onset_step"] or 0, f["end_step"], f["severity"],
-                      f"{cls.id}: {f['message']}", thresholds(f, name, [name]))
+                      f"{cls.id}: {f['message']}",
+                      [f["thresholds"][name]] if name in f["thresholds"] else [])
                for f in findings]
     svg = line_plot(f"{name} in the bad test run", steps, values, markers)
     return svg.replace('<svg class="plot"', '<svg xmlns="http://www.w3.org/2000/svg" class="plot"',

@@ -43,6 +43,7 @@ def fixed_diagnosis(source: str = "runs/demo/trainer_state.json",
             message="ACR 0.90 >= 0.75 for 61 steps since step 60 (before: 0.10)",
             onset_step=60, end_step=None, confidence=0.9, evidence="zero_std_frac",
             metrics={"acr": 0.9, "threshold": 0.75, "steps": 61},
+            series=["acr", "zero_std_frac"], thresholds={"acr": 0.75},
             actions=["filter zero-variance groups and resample (DAPO dynamic sampling)",
                      "keep collapsed groups teaching with AVSPO"],
         ),
@@ -52,6 +53,7 @@ def fixed_diagnosis(source: str = "runs/demo/trainer_state.json",
                     "step 80; reward gain 0.04 <= 0.05 (plateau)",
             onset_step=80, end_step=None, confidence=0.85, evidence="entropy,reward_mean",
             metrics={"entropy_early": 0.788, "entropy_threshold": 0.0788, "reward_gain": 0.04},
+            series=["entropy", "reward_mean"], thresholds={"entropy": 0.0788},
             actions=["raise the sampling temperature a little"],
         ),
         Finding(
@@ -60,13 +62,14 @@ def fixed_diagnosis(source: str = "runs/demo/trainer_state.json",
                     "at step 30",
             onset_step=30, end_step=30, confidence=0.7, evidence="grad_norm",
             metrics={"spikes": 1, "grad_norm_threshold": 3.0, "flag": True, "none": None},
+            series=["grad_norm"], thresholds={"grad_norm": 3.0},
             actions=["keep gradient clipping on"],
         ),
     ]
     if odd_name:
         findings.append(Finding(
             id="ODD_" + "NAME", severity=Severity.CRITICAL, message=f"series {odd_name} is odd",
-            onset_step=None, evidence=odd_name, metrics={odd_name: 1.0},
+            onset_step=None, evidence=odd_name, metrics={odd_name: 1.0}, series=[odd_name],
             actions=[f"rename {odd_name}"],
         ))
     return Diagnosis(

@@ -44,7 +44,7 @@ def test_json_contract(collapsed):
     assert d["findings"]
     for f in d["findings"]:
         assert set(f) == {"id", "severity", "onset_step", "end_step", "confidence", "evidence",
-                          "message", "metrics", "actions"}
+                          "message", "metrics", "actions", "series", "thresholds"}
         assert f["severity"] in ("info", "warn", "critical")
         assert f["onset_step"] is None or isinstance(f["onset_step"], int)
         assert 0.0 <= f["confidence"] <= 1.0 and isinstance(f["actions"], list)

@@ -326,6 +326,7 @@ def test_avspo_metrics_reach_wandb(tok, tmp_path, monkeypatch):
     )
     trainer.train()
     wandb.finish()
+    wandb.teardown()  # waits for wandb's service process to flush the run file (else a race)
     rows = _rows(trainer)
     from rlvitals.importers import load
 

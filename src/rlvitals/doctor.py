@@ -182,6 +182,26 @@ def select_detectors(config: DoctorConfig) -> list[type[Detector]]:
     return [c for c in classes if c.id in chosen]
 
 
+def _in_dependency_order(classes: list[type[Detector]]) -> list[type[Detector]]:
+    """``classes`` with every detector they ``require`` (selected or not) placed before them."""
+    out: list[type[Detector]] = []
+    seen: set[str] = set()
+
+    def visit(cls: type[Detector], chain: tuple[str, ...]) -> None:
+        if cls.id in seen:
+            return
+        if cls.id in chain:
+            raise ValueError(f"detectors require each other: {' -> '.join((*chain, cls.id))}")
+        for dep in cls.requires:
+            visit(_lookup(dep), (*chain, cls.id))
+        seen.add(cls.id)
+        out.append(cls)
+
+    for cls in classes:
+        visit(cls, ())
+    return out
+
+
 def _sort_key(f: Finding) -> tuple:
     onset = f.onset_step if f.onset_step is not None else 2**62
     return (-Severity(f.severity).rank, onset, f.id)
@@ -202,16 +222,22 @@ def diagnose(run: Run, config: DoctorConfig | None = None) -> Diagnosis:
     skipped: dict[str, str] = {}
     errors: dict[str, str] = {}
     strict = bool(os.environ.get("RLVITALS_STRICT"))
-    for cls in classes:
+    selected = {c.id for c in classes}
+    results: dict[str, list[Finding]] = {}
+    for cls in _in_dependency_order(classes):
         det = cls(**config.knobs.get(cls.id, {}))
         try:
-            found = det.check(vitals)
+            # found= only for detectors that read others: a user's check(vitals) still works
+            found = det.check(vitals, results) if cls.requires else det.check(vitals)
         except Exception as e:  # a detector bug must not hide the other findings
             if strict:
                 raise
             tb = traceback.extract_tb(e.__traceback__)[-1]
             errors[cls.id] = f"{type(e).__name__}: {e} ({tb.filename}:{tb.lineno})"
-            continue
+            found = []
+        results[cls.id] = found
+        if cls.id not in selected or cls.id in errors:
+            continue  # run only because a selected detector reads it
         findings.extend(found)
         if not found:
             need = det.needs(vitals)

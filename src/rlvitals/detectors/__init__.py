@@ -9,7 +9,15 @@ from __future__ import annotations
 from rlvitals.detectors.base import DETECTORS, Detector, Finding, Severity, register
 from rlvitals.registry import Plugins
 
-__all__ = ["DETECTORS", "Detector", "Finding", "Severity", "catalogue", "load_all", "register"]
+__all__ = [
+    "DETECTORS",
+    "Detector",
+    "Finding",
+    "Severity",
+    "catalogue",
+    "load_all",
+    "register",
+]
 
 # One module per detector. The collapse family first (the product's heart), then the others.
 _MODULES: tuple[str, ...] = (
@@ -43,8 +51,17 @@ def load_all() -> None:
     _PLUGINS.load()
 
 
+_CATALOGUE: list[type[Detector]] = []
+_CATALOGUE_SIZE = -1
+
+
 def catalogue() -> list[type[Detector]]:
-    """Every registered detector class, collapse family first, then by ID."""
+    """Every registered detector class, collapse family first, then by ID (built once, and
+    again only when a detector was registered since)."""
+    global _CATALOGUE, _CATALOGUE_SIZE
     load_all()
-    classes = [DETECTORS.get(n) for n in DETECTORS.names()]
-    return sorted(classes, key=lambda c: (c.family != "collapse", c.id))
+    if len(DETECTORS) != _CATALOGUE_SIZE:
+        classes = [DETECTORS.get(n) for n in DETECTORS.names()]
+        _CATALOGUE = sorted(classes, key=lambda c: (c.family != "collapse", c.id))
+        _CATALOGUE_SIZE = len(DETECTORS)
+    return list(_CATALOGUE)

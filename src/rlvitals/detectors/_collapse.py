@@ -13,19 +13,32 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlvitals._text import rnd
+from rlvitals._text import span_text as _span_text
+from rlvitals.detectors.kit import (
+    Span,
+    compress,
+    confidence,
+    find_spans,
+    long_run_sustain,
+    median_in,
+    rolling_median,
+)
 from rlvitals.vitals import Vitals
-from rlvitals.vitals.spans import Span, compress, find_spans, rolling_median, segment_median
 
 __all__ = [
     "GAP",
     "LOOKBACK",
     "MIN_PRE",
-    "Episode",
+    "CollapseEpisode",
     "RewardState",
-    "episodes",
-    "fmt",
+    "collapse_episodes",
+    "episode_confidence",
+    "episode_metrics",
+    "episode_text",
+    "median_in",
     "reward_state",
-    "span_text",
+    "stretch",
 ]
 
 GAP = 2
@@ -51,8 +64,6 @@ KIND_PASS = 0.85
 """Without the split: a pass rate at or above this is "too easy" (at or below 1 - it, "too hard")."""
 MERGE_FRAC = 0.05
 """Spans separated by at most this share of the previous span's points are one episode."""
-LONG_RUN_POINTS = 2000
-"""Runs with more logged points than this need longer episodes (see long_run_sustain)."""
 SMOOTH_PRE = 5
 """Running-median window of the healthy-stretch test before an onset."""
 SMOOTH_ONSET = 3
@@ -60,11 +71,11 @@ SMOOTH_ONSET = 3
 
 
 @dataclass(frozen=True)
-class Episode:
+class CollapseEpisode:
     """One collapse episode of a series.
 
     Attributes:
-        span: where it lies (indices into ``steps``/``x``, onset/end steps).
+        span: where it lies (indices into ``steps``/``x``, onset and end steps).
         steps, x: the compressed series (finite points) the span indexes.
         level: median of ``x`` inside the episode.
         pre: the level of the healthy stretch before the onset: median of the running median
@@ -80,28 +91,28 @@ class Episode:
     total: bool = False
 
     @property
-    def onset_step(self) -> int:
-        return self.span.onset_step
+    def onset(self) -> int:
+        return self.span.onset
 
     @property
-    def end_step(self) -> int | None:
-        return self.span.end_step
+    def end(self) -> int | None:
+        return self.span.end
 
     @property
     def last_step(self) -> int:
-        return int(self.steps[self.span.i1])
+        return int(self.steps[self.span.last])
 
     @property
     def n_steps(self) -> int:
         """Training steps covered by the episode (inclusive)."""
-        return self.last_step - self.onset_step + 1
+        return self.last_step - self.onset + 1
 
     @property
     def pre_first_step(self) -> int:
-        return int(self.steps[max(0, self.span.i0 - LOOKBACK)])
+        return int(self.steps[max(0, self.span.first - LOOKBACK)])
 
 
-def episodes(
+def collapse_episodes(
     vitals: Vitals,
     name: str,
     *,
@@ -112,7 +123,7 @@ def episodes(
     sustain: int,
     total_test=None,
     x: np.ndarray | None = None,
-) -> list[Episode]:
+) -> list[CollapseEpisode]:
     """Collapse episodes of ``vitals.get(name)`` (or of ``x``, aligned on ``vitals.steps``).
 
     Args:
@@ -129,20 +140,20 @@ def episodes(
     if n == 0:
         return []
     if total_test is not None and bool(np.all(total_test(xs))):
-        span = Span(0, n - 1, int(steps[0]), None, n, n)
-        return [Episode(span, steps, xs, float(np.median(xs)), math.nan, total=True)]
+        span = Span(0, n - 1, int(steps[0]), None, n)
+        return [CollapseEpisode(span, steps, xs, float(np.median(xs)), math.nan, total=True)]
     if vitals.too_short or n < sustain + MIN_PRE:
         return []
     sustain = long_run_sustain(sustain, n)
     cond = (xs < threshold) if low else (xs >= threshold)
-    out: list[Episode] = []
+    out: list[CollapseEpisode] = []
     prev_end = -1
     for sp in _merge_long(find_spans(steps, cond, sustain=sustain, gap=GAP), steps):
         # The healthy stretch may lie before a gradual decline: look back twice as far and
         # take the healthiest running median there.
-        lo = max(prev_end + 1, sp.i0 - 2 * LOOKBACK)
-        pre_pts = xs[lo : sp.i0]
-        prev_end = sp.i1
+        lo = max(prev_end + 1, sp.first - 2 * LOOKBACK)
+        pre_pts = xs[lo : sp.first]
+        prev_end = sp.last
         if pre_pts.shape[0] < MIN_PRE:
             continue
         raw_good = (pre_pts > healthy) if low else (pre_pts < healthy)
@@ -153,10 +164,10 @@ def episodes(
         if int(good.sum()) < MIN_PRE:
             continue
         best = float(sm.max() if low else sm.min())
-        level = float(np.median(xs[sp.i0 : sp.i1 + 1]))
+        level = float(np.median(xs[sp.first : sp.last + 1]))
         sp = _refine_onset(sp, steps, xs, lo, (best + level) / 2.0, low)
         pre = float(np.median(sm[good]))  # the healthy stretch's level
-        out.append(Episode(sp, steps, xs, level, pre))
+        out.append(CollapseEpisode(sp, steps, xs, level, pre))
         if len(out) >= MAX_EPISODES:
             break
     return out
@@ -169,41 +180,25 @@ def _merge_long(spans: list[Span], steps: np.ndarray) -> list[Span]:
     for sp in spans:
         if out:
             prev = out[-1]
-            if sp.i0 - prev.i1 - 1 <= MERGE_FRAC * prev.n_points:
-                out[-1] = Span(prev.i0, sp.i1, prev.onset_step, sp.end_step,
-                               sp.i1 - prev.i0 + 1, prev.n_hits + sp.n_hits)
+            if sp.first - prev.last - 1 <= MERGE_FRAC * prev.n:
+                out[-1] = Span(prev.first, sp.last, prev.onset, sp.end, prev.hits + sp.hits)
                 continue
         out.append(sp)
     return out
-
-
-def long_run_sustain(sustain: int, n: int) -> int:
-    """``sustain`` raised by one per doubling of the run beyond :data:`LONG_RUN_POINTS` points.
-
-    Noise alone makes a run of a few consecutive points past a threshold likely somewhere in a
-    very long run (a 20,000-step log has thousands of chances); a slightly longer requirement
-    keeps the false-alarm rate per run flat.
-
-    >>> long_run_sustain(5, 1000), long_run_sustain(5, 20000)
-    (5, 9)
-    """
-    if n <= LONG_RUN_POINTS:
-        return sustain
-    return sustain + math.ceil(math.log2(n / LONG_RUN_POINTS))
 
 
 def _refine_onset(sp: Span, steps: np.ndarray, xs: np.ndarray, lo: int, mid: float,
                   low: bool) -> Span:
     """Move a gradual episode's onset back to where the series crossed halfway between its
     pre-onset level and its collapsed level (an abrupt one stays where it is)."""
-    sm = rolling_median(xs[lo : sp.i1 + 1], SMOOTH_ONSET)
-    i = sp.i0 - lo
+    sm = rolling_median(xs[lo : sp.last + 1], SMOOTH_ONSET)
+    i = sp.first - lo
     while i > 0 and ((sm[i - 1] < mid) if low else (sm[i - 1] > mid)):
         i -= 1
     i0 = i + lo
-    if i0 == sp.i0:
+    if i0 == sp.first:
         return sp
-    return Span(i0, sp.i1, int(steps[i0]), sp.end_step, sp.i1 - i0 + 1, sp.n_hits)
+    return Span(i0, sp.last, int(steps[i0]), sp.end, sp.hits)
 
 
 @dataclass(frozen=True)
@@ -276,12 +271,12 @@ class RewardState:
         return "mixed"
 
 
-def reward_state(vitals: Vitals, ep: Episode) -> RewardState:
+def reward_state(vitals: Vitals, ep: CollapseEpisode) -> RewardState:
     """The :class:`RewardState` of ``ep`` from ``pass_rate``, the ACR split and excess ACR."""
     last = ep.last_step
     steps = vitals.steps
-    inside = (steps >= ep.onset_step) & (steps <= last)
-    before = (steps >= ep.pre_first_step) & (steps < ep.onset_step)
+    inside = (steps >= ep.onset) & (steps <= last)
+    before = (steps >= ep.pre_first_step) & (steps < ep.onset)
 
     def med(x: np.ndarray | None, where: np.ndarray) -> float:
         if x is None:
@@ -314,70 +309,38 @@ def reward_state(vitals: Vitals, ep: Episode) -> RewardState:
     return RewardState(p_span, p_pre, easy, hard, jump, ratio)
 
 
-def stretch(vitals: Vitals, name: str, first: int, last: int) -> Episode | None:
-    """An :class:`Episode` covering steps ``first..last`` of series ``name`` (for rules that
-    find their stretches another way, like the paper's stall rule)."""
+def stretch(vitals: Vitals, name: str, first: int, last: int) -> CollapseEpisode | None:
+    """A :class:`CollapseEpisode` covering steps ``first..last`` of series ``name`` (for rules
+    that find their stretches another way, like the paper's stall rule)."""
     steps, xs = compress(vitals.steps, vitals.get(name))
     idx = np.flatnonzero((steps >= first) & (steps <= last))
     if idx.size == 0:
         return None
     i0, i1 = int(idx[0]), int(idx[-1])
     end = None if i1 >= steps.shape[0] - 1 else int(steps[i1])
-    sp = Span(i0, i1, int(steps[i0]), end, i1 - i0 + 1, i1 - i0 + 1)
+    sp = Span(i0, i1, int(steps[i0]), end, i1 - i0 + 1)
     pre = xs[max(0, i0 - LOOKBACK) : i0]
-    return Episode(sp, steps, xs, float(np.median(xs[i0 : i1 + 1])),
-                   float(np.median(pre)) if pre.size else math.nan)
+    return CollapseEpisode(sp, steps, xs, float(np.median(xs[i0 : i1 + 1])),
+                           float(np.median(pre)) if pre.size else math.nan)
 
 
-def median_in(vitals: Vitals, name: str, first: int, last: int) -> float:
-    """Median of series ``name`` over steps ``first..last``; NaN when absent or empty."""
-    x = vitals.get(name)
-    if x is None:
-        return math.nan
-    keep = (vitals.steps >= first) & (vitals.steps <= last) & np.isfinite(x)
-    return float(np.median(x[keep])) if keep.any() else math.nan
+def episode_text(ep: CollapseEpisode) -> str:
+    """``for 37 steps since step 112`` / ``from step 60 to 139 (80 steps)`` (:func:`span_text`)."""
+    return _span_text(ep.onset, ep.end, ep.last_step, total=ep.total, points=ep.span.n)
 
 
-def fmt(x: float, digits: int = 2) -> str:
-    """Format a number for a message: ``0.03``, ``1.2e-05``, ``nan``."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "n/a"
-    if x != 0 and abs(x) < 10 ** (-digits):
-        return f"{x:.1e}"
-    return f"{x:.{digits}f}"
+def episode_confidence(ep: CollapseEpisode, sustain: int, base: float) -> float:
+    """:func:`~rlvitals.detectors.kit.confidence` of an episode (``base`` when it is total)."""
+    return base if ep.total else confidence(ep.span.n, sustain, base=base)
 
 
-def span_text(ep: Episode, log_every: int) -> str:
-    """``for 37 steps since step 112`` / ``from step 60 to 139 (80 steps)``."""
-    if ep.total:
-        return f"on every logged step ({ep.span.n_points} points, steps {ep.onset_step}-{ep.last_step})"
-    if ep.end_step is None:
-        return f"for {ep.n_steps} steps since step {ep.onset_step}"
-    return f"from step {ep.onset_step} to {ep.end_step} ({ep.n_steps} steps)"
-
-
-def episode_metrics(ep: Episode) -> dict[str, float | int | None]:
+def episode_metrics(ep: CollapseEpisode) -> dict[str, float | int | None]:
     """The numbers every collapse finding carries."""
     return {
-        "onset_step": ep.onset_step,
-        "end_step": ep.end_step,
+        "onset_step": ep.onset,
+        "end_step": ep.end,
         "steps": ep.n_steps,
-        "points": ep.span.n_points,
-        "level": _r(ep.level),
-        "pre_level": _r(ep.pre),
+        "points": ep.span.n,
+        "level": rnd(ep.level),
+        "pre_level": rnd(ep.pre),
     }
-
-
-def confidence(ep: Episode, sustain: int, base: float) -> float:
-    """``base`` scaled down for short episodes (fewer than 2 x sustain points)."""
-    if ep.total:
-        return base
-    k = min(1.0, ep.span.n_points / (2.0 * sustain))
-    return round(base * (0.7 + 0.3 * k), 3)
-
-
-def _r(x: float) -> float | None:
-    return None if x is None or math.isnan(x) else round(float(x), 4)
-
-
-__all__ += ["confidence", "episode_metrics", "long_run_sustain", "median_in", "segment_median"]

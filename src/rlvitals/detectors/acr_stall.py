@@ -13,7 +13,7 @@ stops improving over the same stretch.
 
 ## How the detector decides
 The ACR is smoothed with a centred running mean over :knob:`smooth` logged points; a stretch
-starts above the threshold and lasts while the smoothed ACR stays within 0.1 below it
+starts above the threshold and lasts while the smoothed ACR stays within :knob:`hysteresis` below it
 (hysteresis: sampling noise neither makes nor breaks a stall); the paper's rule
 (`rlvitals.signal.stall_spans`) then keeps the stretches above :knob:`stall_acr` lasting more than :knob:`stall_steps` training
 steps. A stretch is not a stall when the reward is still improving — the pass rate (reward
@@ -21,13 +21,13 @@ rescaled to [0, 1]) gains at least :knob:`improve_min` over it (least-squares li
 (a too-hard start that is being learned) — or when the high ACR is the run saturating: the
 reward at the ceiling (pass rate at least :knob:`ceiling`), or mostly-solved groups at a high
 pass rate that explains the ACR (see SATURATION). A stall is a change: the (smoothed) ACR must
-have jumped into the stretch by 0.15 over its median of the 50 logged steps before (leaving
+have jumped into the stretch by :knob:`jump_min` over its median of the 50 logged steps before (leaving
 out the last 10, where the rise may have begun; a stretch that follows another within 50 logged
 steps is the same stall and keeps its reference) — by 0.3 when no reward is logged, since a
 saturating run's ACR also climbs; an ACR
 that was already that high (small G makes collapse common) is reported at info level, and so is
 a stretch from the very start of a run, unless the run never learned its way out and the ACR
-sat at least 0.15 above the threshold (a hard or small-G set-up, not a stall after learning).
+sat at least :knob:`jump_min` above the threshold (a hard or small-G set-up, not a stall after learning).
 The stretch's median ACR must itself be above the threshold.
 
 ## What to try
@@ -41,15 +41,16 @@ The stretch's median ACR must itself be above the threshold.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from rlvitals.detectors._collapse import fmt, reward_state, stretch
+from rlvitals.detectors._collapse import reward_state, stretch
 from rlvitals.detectors.base import Detector, Finding, Severity, register
+from rlvitals.detectors.kit import bool_runs, compare, compress, fmt, rnd, rolling_mean
 from rlvitals.signal import STALL_ACR, STALL_STEPS, stall_spans
 from rlvitals.vitals import Vitals
-from rlvitals.vitals.spans import bool_runs, compress, rolling_mean
 
 SMOOTH = 9
 IMPROVE_MIN = 0.08
@@ -89,13 +90,19 @@ class AcrStall(Detector):
         improve_min: float = IMPROVE_MIN
         #: Pass rate at or above which the reward is at the ceiling (saturation, not a stall).
         ceiling: float = CEILING
+        #: A stretch lasts while the smoothed ACR stays above stall_acr minus this (noise dips
+        #: do not end it).
+        hysteresis: float = HYSTERESIS
+        #: The ACR must have risen by at least this into the stretch (with reward_mean logged)
+        #: for a warning; a run that was this collapsed before gets an info finding.
+        jump_min: float = JUMP_MIN
 
     def needs(self, vitals: Vitals) -> str | None:
         if not vitals.has("acr"):
             return "needs the ACR: per-group rewards, frac_reward_zero_std or adv_zero_frac"
         return None
 
-    def check(self, vitals: Vitals) -> list[Finding]:
+    def check(self, vitals: Vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
         if not vitals.has("acr") or vitals.batch_trap:
             return []
         k = self.knobs
@@ -109,7 +116,7 @@ class AcrStall(Detector):
         # the smoothed ACR stays above stall_acr - HYSTERESIS (noise dips do not end it).
         above = np.zeros(n, dtype=bool)
         enter = smooth > k.stall_acr
-        starts, ends = bool_runs(smooth > k.stall_acr - HYSTERESIS)
+        starts, ends = bool_runs(smooth > k.stall_acr - k.hysteresis)
         for a, b in zip(starts.tolist(), ends.tolist()):
             hit = np.flatnonzero(enter[a : b + 1])
             if hit.size:
@@ -128,7 +135,7 @@ class AcrStall(Detector):
                 # stretch may be found a little after the ACR started rising). A stretch that
                 # follows another closely is the same stall: it keeps the first one's reference.
                 # The stretch began where the ACR left the healthy side (hysteresis).
-                while i0 > 0 and smooth[i0 - 1] > k.stall_acr - HYSTERESIS:
+                while i0 > 0 and smooth[i0 - 1] > k.stall_acr - k.hysteresis:
                     i0 -= 1
                 lo, hi = max(0, i0 - JUMP_LOOKBACK), i0 - JUMP_SKIP
                 before = smooth[lo:hi] if hi - lo >= MIN_PRE_POINTS else smooth[lo:i0]
@@ -166,30 +173,30 @@ class AcrStall(Detector):
             # High from the start: a stall only if the run never learned its way out.
             run_gain, _ = _reward_gain(vitals, int(steps[0]), int(steps[-1]))
             if math.isnan(run_gain) or run_gain >= k.improve_min or level < k.stall_acr + \
-                    JUMP_MIN:
+                    k.jump_min:
                 severity = Severity.INFO
                 why = "; the ACR was this high from the start (a hard or small-G set-up), " \
                     "not a stall after learning"
-        elif jump < (JUMP_MIN if not math.isnan(gain) else JUMP_MIN_NO_REWARD):
+        elif jump < (k.jump_min if not math.isnan(gain) else JUMP_MIN_NO_REWARD):
             severity = Severity.INFO
             why = (f"; the ACR was already {fmt(level - jump)} before (G = "
                    f"{vitals.group_size or '?'} makes collapse common): not a new stall")
         ongoing = last >= int(steps[max(0, n - 1 - k.smooth // 2)])
         length = last - first + 1
         msg = (
-            f"ACR {fmt(level)} > {fmt(k.stall_acr)} for {length} steps "
+            f"ACR {compare(level, '>', k.stall_acr)} for {length} steps "
             f"(> {k.stall_steps}) {'since' if ongoing else 'from'} step {first}"
             + ("" if ongoing else f" to {last}")
         )
         if not math.isnan(gain):
             msg += f"; pass rate {fmt(p_mid)}, change over the stretch {gain:+.2f}"
         metrics = {
-            "acr": round(level, 4),
+            "acr": rnd(level),
             "threshold": k.stall_acr,
             "steps": length,
             "min_steps": k.stall_steps,
-            "pass_rate": None if math.isnan(p_mid) else round(p_mid, 4),
-            "pass_rate_gain": None if math.isnan(gain) else round(gain, 4),
+            "pass_rate": rnd(p_mid),
+            "pass_rate_gain": rnd(gain),
         }
         msg += why
         if math.isnan(gain):
@@ -202,6 +209,8 @@ class AcrStall(Detector):
             confidence=conf,
             evidence=vitals.evidence,
             metrics=metrics,
+            series=["acr", "pass_rate"],
+            thresholds={"acr": k.stall_acr},
             actions=[
                 "rebalance the prompt set: harder prompts if groups are all solved, a "
                 "curriculum if they all fail",

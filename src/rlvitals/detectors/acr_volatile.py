@@ -37,15 +37,23 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from rlvitals.detectors._collapse import LONG_RUN_POINTS, fmt, long_run_sustain
 from rlvitals.detectors.base import Detector, Finding, Severity, register
+from rlvitals.detectors.kit import (
+    LONG_RUN_POINTS,
+    compare,
+    compress,
+    find_spans,
+    fmt,
+    long_run_sustain,
+    rnd,
+)
 from rlvitals.signal import DEFAULT_WINDOW, acr_volatility
 from rlvitals.vitals import Vitals
-from rlvitals.vitals.spans import compress, find_spans
 
 VOLATILITY_ABOVE = 0.15
 SUSTAIN = 5
@@ -84,7 +92,7 @@ class AcrVolatile(Detector):
             return "needs the ACR: per-group rewards, frac_reward_zero_std or adv_zero_frac"
         return None
 
-    def check(self, vitals: Vitals) -> list[Finding]:
+    def check(self, vitals: Vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
         if not vitals.has("acr") or vitals.batch_trap or vitals.too_short:
             return []
         k = self.knobs
@@ -119,18 +127,18 @@ class AcrVolatile(Detector):
         sustain = long_run_sustain(k.sustain, int(acr.size))
         for sp in find_spans(steps, corr > k.volatility_above, sustain=sustain):
             # Onset: where the volatility began to rise.
-            calm = np.flatnonzero(corr[: sp.i0] <= k.volatility_above / 2)
+            calm = np.flatnonzero(corr[: sp.first] <= k.volatility_above / 2)
             i_on = int(calm[-1]) + 1 if calm.size else 0
-            i_on = max(i_on, sp.i0 - k.window + 1)
-            peak = float(np.max(corr[sp.i0 : sp.i1 + 1]))
-            raw = float(np.nanmax(vol[sp.i0 : sp.i1 + 1]))
-            end = sp.end_step
+            i_on = max(i_on, sp.first - k.window + 1)
+            peak = float(np.max(corr[sp.first : sp.last + 1]))
+            raw = float(np.nanmax(vol[sp.first : sp.last + 1]))
+            end = sp.end
             if end is not None:
-                end = int(steps[max(i_on, sp.i1 - k.window // 2)])
+                end = int(steps[max(i_on, sp.last - k.window // 2)])
             onset = int(steps[i_on])
             where = f"since step {onset}" if end is None else f"from step {onset} to {end}"
             msg = (
-                f"ACR volatility {fmt(peak)} > {fmt(k.volatility_above)} {where} "
+                f"ACR volatility {compare(peak, '>', k.volatility_above)} {where} "
                 f"(window {k.window} logged steps; raw {fmt(raw)}, sampling noise {how})"
             )
             out.append(
@@ -140,9 +148,11 @@ class AcrVolatile(Detector):
                     end_step=end,
                     confidence=CONFIDENCE,
                     evidence=vitals.evidence,
+                    series=["acr", "acr_volatility"],
+                    thresholds={"acr_volatility": k.volatility_above},
                     metrics={
-                        "volatility": round(peak, 4),
-                        "volatility_raw": round(raw, 4),
+                        "volatility": rnd(peak),
+                        "volatility_raw": rnd(raw),
                         "threshold": k.volatility_above,
                         "window": k.window,
                         "noise": how,

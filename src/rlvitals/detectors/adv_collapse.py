@@ -22,12 +22,16 @@ and grad_norm exactly 0. For GRPO-normalised advantages the gates are absolute: 
 healthy stretch whose median was above :knob:`healthy_early` (a run that never had usable
 advantages is a setup problem, not a collapse). For other estimators (Dr. GRPO advantages are
 about the reward std, not 1; batch-scaled ones are smaller) both gates are multiplied by the
-run's own healthy level (the highest running median). `adv_zero_frac` uses the mirrored gates
+run's own healthy level (the highest running median). The estimator's advantage scale
+(`rlvitals.vocabulary`) tells the two apart; when it is unknown, a healthy level between
+:knob:`unit_low` and :knob:`unit_high` is taken as GRPO-normalised. `adv_zero_frac` uses the mirrored gates
 (collapsed at or above 1 - :knob:`collapse_below`, healthy below 1 - :knob:`healthy_early`) and
 corroborates an `adv_std` finding. Collapses are found in any window: each episode reports its
 onset and, when the advantages came back, its end. An episode during which the reward sits at
-the ceiling (pass rate 0.9 or more, mostly solved groups) is the run saturating and is left to
-SATURATION. A run whose every logged step has all advantages zero is reported however short it
+the ceiling is the run saturating and is left to SATURATION: pass rate :knob:`ceiling` or more
+(or risen by :knob:`rise` into it), at least :knob:`easy_share` of the collapsed groups solved,
+and the group reward variance gone too (ACR at least :knob:`flat_acr`, or reward_std below
+:knob:`std_ratio` of its healthy level). A run whose every logged step has all advantages zero is reported however short it
 is; other runs under 30 steps are not judged.
 
 ## What to try
@@ -42,38 +46,41 @@ is; other runs under 30 steps are not judged.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from rlvitals.detectors._collapse import (
-    Episode,
-    confidence,
+    CollapseEpisode,
+    collapse_episodes,
+    episode_confidence,
     episode_metrics,
-    episodes,
-    fmt,
-    median_in,
+    episode_text,
     reward_state,
-    span_text,
 )
 from rlvitals.detectors.base import Detector, Finding, Severity, register
+from rlvitals.detectors.kit import compare, fmt, healthy_level, median_in, rnd
+from rlvitals.signal import ZERO_ATOL
 from rlvitals.vitals import Vitals
-from rlvitals.vitals.spans import healthy_level
 
 COLLAPSE_BELOW = 0.1
 HEALTHY_EARLY = 0.5
 SUSTAIN = 5
 UNIT_LOW = 0.5
 UNIT_HIGH = 1.6
-ZERO_ATOL = 1e-8
+CEILING = 0.9
+RISE = 0.1
+EASY_SHARE = 0.6
+FLAT_ACR = 0.75
+STD_RATIO = 0.5
+ZERO_UPDATE = 0.5
+"""zero_update is 1 on a step whose loss and grad_norm were exactly 0, else 0: above a half is
+a zero step."""
 CONFIDENCE = {"adv_std": 0.85, "adv_zero_frac": 0.85, "adv_span": 0.75, "zero_update": 0.7}
 CORROBORATED = 0.95
 UNIT_SCALES = ("group_std", "virtual")
-SAT_CEILING = 0.9
-SAT_RISE = 0.1
-SAT_EASY = 0.6
-SAT_ACR = 0.75
-SAT_STD_RATIO = 0.5
+"""Advantage scales (:mod:`rlvitals.vocabulary`) with adv_std about 1 while the signal lives."""
 
 
 @register
@@ -92,6 +99,21 @@ class AdvCollapse(Detector):
         healthy_early: float = HEALTHY_EARLY
         #: Consecutive logged steps below the threshold that make an episode (and its onset).
         sustain: int = SUSTAIN
+        #: With the estimator unknown, a healthy adv_std level between unit_low and unit_high
+        #: is read as GRPO-normalised (absolute gates).
+        unit_low: float = UNIT_LOW
+        #: Upper end of that band.
+        unit_high: float = UNIT_HIGH
+        #: Pass rate at or above which an episode's reward is at the ceiling (saturation).
+        ceiling: float = CEILING
+        #: Pass-rate gain into an episode that makes a mostly-solved collapse a saturation.
+        rise: float = RISE
+        #: Share of collapsed groups solved by every completion that makes it saturation.
+        easy_share: float = EASY_SHARE
+        #: For saturation the ACR during the episode must be at least this ...
+        flat_acr: float = FLAT_ACR
+        #: ... or the reward variance below this share of its healthy level.
+        std_ratio: float = STD_RATIO
 
     def needs(self, vitals: Vitals) -> str | None:
         if _source(vitals) is None:
@@ -101,7 +123,7 @@ class AdvCollapse(Detector):
             )
         return None
 
-    def check(self, vitals: Vitals) -> list[Finding]:
+    def check(self, vitals: Vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
         src = _source(vitals)
         if src is None:
             return []
@@ -109,100 +131,112 @@ class AdvCollapse(Detector):
         scale, how = 1.0, "GRPO-normalised"
         if src in ("adv_std", "adv_span"):
             x = vitals.get(src)
-            ok = x[np.isfinite(x)]
-            ref = healthy_level(ok, 2 * k.sustain + 1)
-            if src == "adv_span" or not _unit_scaled(vitals, ref):
+            ref = healthy_level(x[np.isfinite(x)], 2 * k.sustain + 1)
+            if src == "adv_span" or not self._unit_scaled(vitals, ref):
                 scale, how = ref, f"scaled by the run's level {fmt(ref)}"
             if not scale > 0:
                 scale = 1.0
-            eps = episodes(
+            eps = collapse_episodes(
                 vitals, src, low=True, threshold=k.collapse_below * scale,
                 healthy=k.healthy_early * scale, sustain=k.sustain,
                 total_test=lambda a: np.abs(a) <= ZERO_ATOL,
             )
         elif src == "adv_zero_frac":
-            eps = episodes(
+            eps = collapse_episodes(
                 vitals, src, low=False, threshold=1.0 - k.collapse_below,
                 healthy=1.0 - k.healthy_early, sustain=k.sustain,
                 total_test=lambda a: a >= 1.0 - ZERO_ATOL,
             )
         else:  # zero_update
-            eps = episodes(
-                vitals, src, low=False, threshold=0.5, healthy=0.5, sustain=k.sustain,
-                total_test=lambda a: a >= 0.5,
+            eps = collapse_episodes(
+                vitals, src, low=False, threshold=ZERO_UPDATE, healthy=ZERO_UPDATE,
+                sustain=k.sustain, total_test=lambda a: a >= ZERO_UPDATE,
             )
         out = []
         for ep in eps:
             st = reward_state(vitals, ep)
-            if not ep.total and st.saturated(SAT_CEILING, SAT_RISE, SAT_EASY) and _rewards_flat(
+            if not ep.total and st.saturated(k.ceiling, k.rise, k.easy_share) and self._rewards_flat(
                 vitals, ep
             ):
                 continue  # every group solved: the run saturating (SATURATION reports it)
             out.append(self._finding(vitals, src, ep, scale, how))
         return out
 
-    def _finding(
-        self, vitals: Vitals, src: str, ep: Episode, scale: float, how: str
-    ) -> Finding:
+    def _unit_scaled(self, vitals: Vitals, ref: float) -> bool:
+        """True when advantages are GRPO-normalised (per-group std), so the gates are absolute."""
+        if vitals.adv_scale is not None:
+            return vitals.adv_scale in UNIT_SCALES
+        return self.knobs.unit_low <= ref <= self.knobs.unit_high
+
+    def _rewards_flat(self, vitals: Vitals, ep: CollapseEpisode) -> bool:
+        """True unless the group reward variance is known to be alive during ``ep`` (then dead
+        advantages are a plumbing bug even at a high pass rate, not saturation)."""
         k = self.knobs
-        where = span_text(ep, vitals.log_every)
+        if vitals.has("acr") and vitals.evidence in ("groups", "zero_std_frac"):
+            return median_in(vitals, "acr", ep.onset, ep.last_step) >= k.flat_acr
+        for name in ("reward_std", "reward_range"):
+            rs = vitals.get(name)
+            if rs is not None and not (vitals.batch_trap and name == "reward_std"):
+                during = median_in(vitals, name, ep.onset, ep.last_step)
+                healthy = healthy_level(rs[np.isfinite(rs)], 2 * k.sustain + 1)
+                return during < k.std_ratio * healthy
+        return True
+
+    def _finding(self, vitals: Vitals, src: str, ep: CollapseEpisode, scale: float,
+                 how: str) -> Finding:
+        k = self.knobs
+        where = episode_text(ep)
         metrics = episode_metrics(ep)
         metrics["series"] = src
         evidence = _evidence(vitals, src)
         conf = CONFIDENCE[src]
+        series = [src]
+        thresholds: dict[str, float] = {}
         if src == "adv_std":
             thr = k.collapse_below * scale
-            msg = f"adv_std {fmt(ep.level)} < {fmt(thr)} {where}"
+            msg = f"adv_std {compare(ep.level, '<', thr)} {where}"
             msg += "" if ep.total else f" (early mean {fmt(ep.pre)}; {how})"
-            metrics.update(adv_std=round(ep.level, 4), threshold=round(thr, 4), scaling=how)
-            zf = median_in(vitals, "adv_zero_frac", ep.onset_step, ep.last_step)
+            metrics.update(adv_std=rnd(ep.level), threshold=rnd(thr), scaling=how)
+            thresholds["adv_std"] = thr
+            zf = median_in(vitals, "adv_zero_frac", ep.onset, ep.last_step)
             if zf == zf:
-                metrics["adv_zero_frac"] = round(zf, 4)
+                series.append("adv_zero_frac")
+                metrics["adv_zero_frac"] = rnd(zf)
                 if zf >= 1.0 - k.healthy_early:
                     conf = CORROBORATED
                     msg += f"; adv_zero_frac {fmt(zf)} agrees"
         elif src == "adv_zero_frac":
             thr = 1.0 - k.collapse_below
-            msg = f"adv_zero_frac {fmt(ep.level)} >= {fmt(thr)} {where}"
+            msg = f"adv_zero_frac {compare(ep.level, '>=', thr)} {where}"
             msg += "" if ep.total else f" (before: {fmt(ep.pre)})"
-            metrics.update(adv_zero_frac=round(ep.level, 4), threshold=round(thr, 4))
+            metrics.update(adv_zero_frac=rnd(ep.level), threshold=rnd(thr))
+            thresholds["adv_zero_frac"] = thr
         elif src == "adv_span":
             thr = k.collapse_below * scale
-            msg = f"advantage max - min {fmt(ep.level)} < {fmt(thr)} {where}"
+            msg = f"advantage max - min {compare(ep.level, '<', thr)} {where}"
             msg += "" if ep.total else f" (before: {fmt(ep.pre)})"
             msg += ": every advantage of the step was 0" if ep.level <= ZERO_ATOL else ""
-            metrics.update(adv_span=round(ep.level, 6), threshold=round(thr, 6))
+            metrics.update(adv_span=rnd(ep.level, 6), threshold=rnd(thr, 6))
+            thresholds["adv_span"] = thr
         else:
             kl = vitals.kl_coef
             msg = f"loss and grad_norm exactly 0 {where}: every advantage was 0"
             msg += " (no KL term)" if not kl else f" (kl_coef {kl:g})"
-            metrics.update(zero_update_frac=round(ep.level, 4))
+            metrics.update(zero_update_frac=rnd(ep.level))
+            series = ["zero_update", "loss", "grad_norm"]
         if ep.total:
             msg += "; the run never had usable advantages (setup problem)"
-        actions = _actions(vitals, ep)
         return self.finding(
             msg,
-            onset_step=ep.onset_step,
-            end_step=ep.end_step,
-            confidence=confidence(ep, k.sustain, conf),
+            onset_step=ep.onset,
+            end_step=ep.end,
+            confidence=episode_confidence(ep, k.sustain, conf),
             evidence=evidence,
             metrics=metrics,
-            actions=actions,
+            actions=_actions(vitals, ep),
+            series=series,
+            thresholds=thresholds,
         )
-
-
-def _rewards_flat(vitals: Vitals, ep: Episode) -> bool:
-    """True unless the group reward variance is known to be alive during ``ep`` (then dead
-    advantages are a plumbing bug even at a high pass rate, not saturation)."""
-    if vitals.has("acr") and vitals.evidence in ("groups", "zero_std_frac"):
-        return median_in(vitals, "acr", ep.onset_step, ep.last_step) >= SAT_ACR
-    for name in ("reward_std", "reward_range"):
-        rs = vitals.get(name)
-        if rs is not None and not (vitals.batch_trap and name == "reward_std"):
-            during = median_in(vitals, name, ep.onset_step, ep.last_step)
-            healthy = healthy_level(rs[np.isfinite(rs)], 2 * SUSTAIN + 1)
-            return during < SAT_STD_RATIO * healthy
-    return True
 
 
 def _source(vitals: Vitals) -> str | None:
@@ -222,14 +256,7 @@ def _evidence(vitals: Vitals, src: str) -> str:
     return "advantages"
 
 
-def _unit_scaled(vitals: Vitals, ref: float) -> bool:
-    """True when advantages are GRPO-normalised (per-group std), so the gates are absolute."""
-    if vitals.adv_scale is not None:
-        return vitals.adv_scale in UNIT_SCALES
-    return UNIT_LOW <= ref <= UNIT_HIGH
-
-
-def _actions(vitals: Vitals, ep: Episode) -> list[str]:
+def _actions(vitals: Vitals, ep: CollapseEpisode) -> list[str]:
     st = reward_state(vitals, ep)
     rstd = vitals.get("reward_std")
     out = []

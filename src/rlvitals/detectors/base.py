@@ -5,8 +5,9 @@ A detector is one class in one file (``adv_collapse.py`` → ``AdvCollapse``) wi
 - ``id``: SCREAMING_SNAKE, never changes; ``severity``; ``family``; ``key_metrics``;
 - ``Knobs``: a frozen dataclass, each default a named module constant, each field documented
   once (``#:`` comment above the field or the class docstring's Attributes section);
-- ``check(vitals) -> list[Finding]``: a pure function of the :class:`~rlvitals.vitals.Vitals`,
-  so the same detector runs over a whole run or over a sliding window of a live one;
+- ``check(vitals, found=None) -> list[Finding]``: a pure function of the
+  :class:`~rlvitals.vitals.Vitals` (and of the findings of the detectors it ``requires``), so
+  the same detector runs over a whole run or over a sliding window of a live one;
 - a docstring that is its docs page, with four sections: What is happening · What it looks like
   in the recording · How the detector decides · What to try.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -64,6 +66,10 @@ class Finding:
             ``reward_std``, ``loss_grad_zero``, or the series name for non-collapse detectors.
         metrics: measured numbers beside their thresholds (floats, ints, strings).
         actions: what to try, most useful first.
+        series: the series the finding is about, most telling first (vitals names, ``eval/``
+            ones included): renderers plot these under it, the ones the run has.
+        thresholds: series name → the threshold the finding compared it with, drawn as a
+            line on that series' plot.
     """
 
     id: str
@@ -75,6 +81,8 @@ class Finding:
     evidence: str = "none"
     metrics: dict[str, Any] = field(default_factory=dict)
     actions: list[str] = field(default_factory=list)
+    series: list[str] = field(default_factory=list)
+    thresholds: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -87,6 +95,8 @@ class Finding:
             "message": self.message,
             "metrics": dict(self.metrics),
             "actions": list(self.actions),
+            "series": list(self.series),
+            "thresholds": {k: float(v) for k, v in self.thresholds.items()},
         }
 
 
@@ -97,6 +107,8 @@ class Detector:
     severity: ClassVar[Severity]
     family: ClassVar[str] = "other"
     key_metrics: ClassVar[tuple[str, ...]] = ()
+    requires: ClassVar[tuple[str, ...]] = ()
+    """IDs of detectors whose findings this one reads (the doctor runs them first)."""
 
     @dataclass(frozen=True)
     class Knobs:
@@ -123,8 +135,23 @@ class Detector:
             )
         return dataclasses.replace(knobs, **overrides)
 
-    def check(self, vitals: Vitals) -> list[Finding]:
+    def check(self, vitals: Vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
+        """The findings of this detector on ``vitals``.
+
+        ``found`` holds the findings of the detectors in :attr:`requires`, as the doctor
+        computed them with the user's knobs; called on its own (None), a detector computes
+        them with their default knobs (:meth:`required`).
+        """
         raise NotImplementedError
+
+    def required(self, vitals: Vitals, found: Mapping[str, list[Finding]] | None,
+                 det_id: str) -> list[Finding]:
+        """The findings of detector ``det_id`` (one of :attr:`requires`) on ``vitals``."""
+        if det_id not in self.requires:
+            raise ValueError(f"{self.id} reads {det_id} without declaring it in requires")
+        if found is not None and det_id in found:
+            return found[det_id]
+        return DETECTORS.get(det_id)().check(vitals)
 
     def needs(self, vitals: Vitals) -> str | None:
         """What this detector would need that the run lacks, or None when it can judge.
@@ -135,8 +162,10 @@ class Detector:
         return None
 
     def finding(self, message: str, **kw: Any) -> Finding:
-        """A :class:`Finding` with this detector's id and severity (overridable via ``kw``)."""
+        """A :class:`Finding` with this detector's id, severity and (as the series it is about)
+        key metrics; ``kw`` overrides any of them."""
         kw.setdefault("severity", self.severity)
+        kw.setdefault("series", list(self.key_metrics))
         return Finding(id=self.id, message=message, **kw)
 
 

@@ -28,20 +28,21 @@ episode ends when it stays below :knob:`release_below` for as long. Runs with fe
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from rlvitals.detectors._trend import (
+from rlvitals.detectors.base import Detector, Finding, Severity, register
+from rlvitals.detectors.kit import (
     Points,
     confidence,
     fmt,
-    point_episodes,
+    hysteresis,
     points,
     rnd,
     rolling_median,
 )
-from rlvitals.detectors.base import Detector, Finding, Severity, register
 
 SATURATED_ABOVE = 0.2
 RELEASE_BELOW = 0.1
@@ -80,13 +81,13 @@ class ClipSaturation(Detector):
         have = f"; the run has {clip.n}" if clip is not None else ""
         return f"needs clip_frac, or clip_frac_low and clip_frac_high ({n}+ logged values{have})"
 
-    def check(self, vitals) -> list[Finding]:
+    def check(self, vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
         k = self.knobs
         clip = _clip_points(vitals)
         if clip is None or clip.n < max(k.min_points, k.sustain):
             return []
-        smooth = rolling_median(clip.values, k.smooth)
-        found = point_episodes(
+        smooth = rolling_median(clip.values, k.smooth, edges="pad")
+        found = hysteresis(
             clip, smooth > k.saturated_above, lambda _i: smooth < k.release_below, k.sustain,
             MAX_EPISODES,
         )
@@ -102,8 +103,10 @@ class ClipSaturation(Detector):
                     msg,
                     onset_step=ep.onset,
                     end_step=ep.end,
-                    confidence=confidence(frac / k.saturated_above - 1, ep.n, k.sustain),
+                    confidence=confidence(ep.n, k.sustain, margin=frac / k.saturated_above - 1),
                     evidence=clip.name,
+                    series=["clip_frac", "clip_frac_low", "clip_frac_high"],
+                    thresholds={"clip_frac": k.saturated_above},
                     metrics={
                         "clip_frac": rnd(frac),
                         "clip_frac_threshold": k.saturated_above,

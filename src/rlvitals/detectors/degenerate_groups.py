@@ -38,19 +38,19 @@ collapsed is reported however short it is; other runs under 30 steps are not jud
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rlvitals.detectors._collapse import (
-    Episode,
-    confidence,
+    CollapseEpisode,
+    collapse_episodes,
+    episode_confidence,
     episode_metrics,
-    episodes,
-    fmt,
-    median_in,
+    episode_text,
     reward_state,
-    span_text,
 )
 from rlvitals.detectors.base import Detector, Finding, Severity, register
+from rlvitals.detectors.kit import compare, fmt, median_in, rnd
 from rlvitals.vitals import Vitals
 
 ACR_ABOVE = 0.75
@@ -92,11 +92,11 @@ class DegenerateGroups(Detector):
             return "needs per-group rewards (rlvitals recorder) or frac_reward_zero_std"
         return None
 
-    def check(self, vitals: Vitals) -> list[Finding]:
+    def check(self, vitals: Vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
         if not _has_acr(vitals):
             return []
         k = self.knobs
-        eps = episodes(
+        eps = collapse_episodes(
             vitals, "acr", low=False, threshold=k.acr_above, healthy=k.healthy_below,
             sustain=k.sustain, total_test=lambda a: a >= TOTAL_ACR,
         )
@@ -108,14 +108,14 @@ class DegenerateGroups(Detector):
             out.append(self._finding(vitals, ep, st))
         return out
 
-    def _finding(self, vitals: Vitals, ep: Episode, st) -> Finding:
+    def _finding(self, vitals: Vitals, ep: CollapseEpisode, st) -> Finding:
         k = self.knobs
         kind = st.kind()
-        msg = f"ACR {fmt(ep.level)} >= {fmt(k.acr_above)} {span_text(ep, vitals.log_every)}"
+        msg = f"ACR {compare(ep.level, '>=', k.acr_above)} {episode_text(ep)}"
         if not ep.total:
             msg += f" (before: {fmt(ep.pre)})"
         metrics = episode_metrics(ep)
-        metrics.update(acr=round(ep.level, 4), threshold=k.acr_above, kind=kind)
+        metrics.update(acr=rnd(ep.level), threshold=k.acr_above, kind=kind)
         if not math.isnan(st.easy_share):
             flat = max(0.0, 1.0 - st.easy_share - st.hard_share)
             msg += (
@@ -123,17 +123,16 @@ class DegenerateGroups(Detector):
                 f"{flat:.0%} flat → {kind}"
             )
             metrics.update(
-                easy_share=round(st.easy_share, 4), hard_share=round(st.hard_share, 4),
-                flat_share=round(flat, 4),
+                easy_share=rnd(st.easy_share), hard_share=rnd(st.hard_share), flat_share=rnd(flat)
             )
         elif st.known:
             msg += f"; pass rate {fmt(st.p_span)} → {kind}"
-        exp = median_in(vitals, "expected_acr", ep.onset_step, ep.last_step)
+        exp = median_in(vitals, "expected_acr", ep.onset, ep.last_step)
         if not math.isnan(exp):
             msg += f"; expected from the pass rate {fmt(exp)} (excess {fmt(ep.level - exp)})"
-            metrics.update(expected_acr=round(exp, 4), excess_acr=round(ep.level - exp, 4))
+            metrics.update(expected_acr=rnd(exp), excess_acr=rnd(ep.level - exp))
         if st.known:
-            metrics["pass_rate"] = round(st.p_span, 4)
+            metrics["pass_rate"] = rnd(st.p_span)
         evidence = vitals.evidence if vitals.evidence in CONFIDENCE else "zero_std_frac"
         conf = CONFIDENCE.get(evidence, CONFIDENCE["zero_std_frac"])
         if vitals.batch_trap and evidence == "zero_std_frac":
@@ -141,12 +140,14 @@ class DegenerateGroups(Detector):
             msg += " (zero_std_frac here flags whole-batch collapse: scale_rewards='batch')"
         return self.finding(
             msg,
-            onset_step=ep.onset_step,
-            end_step=ep.end_step,
-            confidence=confidence(ep, k.sustain, conf),
+            onset_step=ep.onset,
+            end_step=ep.end,
+            confidence=episode_confidence(ep, k.sustain, conf),
             evidence=evidence,
             metrics=metrics,
             actions=_actions(kind),
+            series=["acr", "acr_solve_all", "acr_solve_none", "expected_acr"],
+            thresholds={"acr": k.acr_above},
         )
 
 

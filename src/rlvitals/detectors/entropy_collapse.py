@@ -34,20 +34,21 @@ are not judged.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from rlvitals.detectors._trend import (
+from rlvitals.detectors.base import Detector, Finding, Severity, register
+from rlvitals.detectors.kit import (
     confidence,
     fmt,
+    hysteresis,
     needs,
-    point_episodes,
     points,
     rnd,
     rolling_median,
 )
-from rlvitals.detectors.base import Detector, Finding, Severity, register
 
 EARLY_POINTS = 5
 COLLAPSE_RATIO = 0.1
@@ -88,7 +89,7 @@ class EntropyCollapse(Detector):
         k = self.knobs
         return needs(vitals, ["entropy"], max(k.min_points, k.early_points + k.sustain))
 
-    def check(self, vitals) -> list[Finding]:
+    def check(self, vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
         k = self.knobs
         ent = points(vitals, "entropy")
         if ent is None or ent.n < max(k.min_points, k.early_points + k.sustain):
@@ -99,9 +100,9 @@ class EntropyCollapse(Detector):
             values, early = -values, -early
         if early <= 0:
             return []
-        smooth = rolling_median(values, k.smooth)
+        smooth = rolling_median(values, k.smooth, edges="pad")
         floor = k.collapse_ratio * early
-        found = point_episodes(
+        found = hysteresis(
             ent, smooth < floor, lambda _i: smooth > k.recover_ratio * early, k.sustain,
             MAX_EPISODES,
         )
@@ -128,8 +129,10 @@ class EntropyCollapse(Detector):
                     severity=self.severity if plateau else Severity.INFO,
                     onset_step=ep.onset,
                     end_step=ep.end,
-                    confidence=confidence(1 - low / floor, ep.n, k.sustain),
+                    confidence=confidence(ep.n, k.sustain, margin=1 - low / floor),
                     evidence="entropy,reward_mean" if reward is not None else "entropy",
+                    series=["entropy", "reward_mean"],
+                    thresholds={"entropy": floor},
                     metrics={
                         "entropy_early": rnd(early),
                         "entropy_low": rnd(low),

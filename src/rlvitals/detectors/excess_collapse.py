@@ -40,21 +40,20 @@ counts). The expected ACR needs G (manifest or per-group rewards) and reward_mea
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from rlvitals.detectors._collapse import (
-    Episode,
-    confidence,
+    CollapseEpisode,
+    collapse_episodes,
+    episode_confidence,
     episode_metrics,
-    episodes,
-    fmt,
-    median_in,
-    span_text,
+    episode_text,
 )
-from rlvitals.detectors.adv_collapse import AdvCollapse
 from rlvitals.detectors.base import Detector, Finding, Severity, register
+from rlvitals.detectors.kit import compare, fmt, median_in, rnd
 from rlvitals.vitals import Vitals
 
 ALIVE_RATIO = 0.5
@@ -74,6 +73,7 @@ class ExcessCollapse(Detector):
     severity = Severity.WARN
     family = "collapse"
     key_metrics = ("adv_std", "reward_std", "excess_acr", "expected_acr")
+    requires = ("ADV_COLLAPSE",)
 
     @dataclass(frozen=True)
     class Knobs:
@@ -97,17 +97,17 @@ class ExcessCollapse(Detector):
             )
         return None
 
-    def check(self, vitals: Vitals) -> list[Finding]:
-        out = self._plumbing(vitals) if _plumbing_possible(vitals) else []
+    def check(self, vitals: Vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
+        out = self._plumbing(vitals, found) if _plumbing_possible(vitals) else []
         if vitals.has("excess_acr") and not vitals.batch_trap:
             out += self._excess(vitals)
         return out
 
     # ---- reward variance alive, advantages dead --------------------------------------------
 
-    def _plumbing(self, vitals: Vitals) -> list[Finding]:
+    def _plumbing(self, vitals: Vitals, found: Mapping[str, list[Finding]] | None) -> list[Finding]:
         out = []
-        for f in AdvCollapse().check(vitals):
+        for f in self.required(vitals, found, "ADV_COLLAPSE"):
             if f.evidence == "groups":
                 continue  # advantages recomputed from the rewards cannot disagree with them
             first = f.onset_step
@@ -124,6 +124,8 @@ class ExcessCollapse(Detector):
                     confidence=min(PLUMBING_CONFIDENCE, f.confidence),
                     evidence=f.evidence,
                     metrics={**f.metrics, "kind": "plumbing", "reward_signal": why},
+                    series=[*f.series, "reward_std", "acr"],
+                    thresholds=dict(f.thresholds),
                     actions=[
                         "print rewards and advantages of one step side by side",
                         "check the normalisation (group vs batch std, scale_rewards) and any "
@@ -150,13 +152,13 @@ class ExcessCollapse(Detector):
             ratio = during / before
             label = "reward_std" if name == "reward_std" else "reward max - min"
             return ratio >= k.alive_ratio, (
-                f"{label} {fmt(during, 3)} = {ratio:.0%} of its level before ({fmt(before, 3)}) "
+                f"{label} {fmt(during)} = {ratio:.0%} of its level before ({fmt(before)}) "
                 f">= {k.alive_ratio:.0%}"
             )
         if vitals.has("acr") and vitals.evidence in ("groups", "zero_std_frac"):
             a = median_in(vitals, "acr", first, last)
             if not math.isnan(a):
-                return a <= k.acr_alive, f"ACR {fmt(a)} <= {fmt(k.acr_alive)}"
+                return a <= k.acr_alive, f"ACR {compare(a, '<=', k.acr_alive)}"
         return False, ""
 
     # ---- ACR above what the pass rates explain ----------------------------------------------
@@ -167,7 +169,7 @@ class ExcessCollapse(Detector):
         acr, exp = vitals.get("acr"), vitals.get("expected_acr")
         # Excess as a share of the room above the expected ACR: 1 = every group collapsed.
         norm = (acr - exp) / np.maximum(1.0 - exp, ROOM_FLOOR)
-        eps = episodes(
+        eps = collapse_episodes(
             vitals, "excess_acr", x=norm, low=False, threshold=k.excess_above,
             healthy=k.excess_above, sustain=k.sustain,
         )
@@ -177,29 +179,30 @@ class ExcessCollapse(Detector):
             out.append(self._excess_finding(vitals, ep))
         return out
 
-    def _excess_finding(self, vitals: Vitals, ep: Episode) -> Finding:
+    def _excess_finding(self, vitals: Vitals, ep: CollapseEpisode) -> Finding:
         k = self.knobs
-        acr = median_in(vitals, "acr", ep.onset_step, ep.last_step)
-        exp = median_in(vitals, "expected_acr", ep.onset_step, ep.last_step)
-        p = median_in(vitals, "pass_rate", ep.onset_step, ep.last_step)
+        acr = median_in(vitals, "acr", ep.onset, ep.last_step)
+        exp = median_in(vitals, "expected_acr", ep.onset, ep.last_step)
+        p = median_in(vitals, "pass_rate", ep.onset, ep.last_step)
         msg = (
             f"ACR {fmt(acr)} but only {fmt(exp)} expected from pass rate {fmt(p)} with G = "
-            f"{vitals.group_size} {span_text(ep, vitals.log_every)}: the excess "
+            f"{vitals.group_size} {episode_text(ep)}: the excess "
             f"{fmt(acr - exp)} fills {ep.level:.0%} of the room above the expected ACR "
             f"(>= {k.excess_above:.0%}; before: {ep.pre:.0%})"
         )
         metrics = episode_metrics(ep)
         metrics.update(
-            kind="excess", excess_acr=round(acr - exp, 4), excess_share=round(ep.level, 4),
+            kind="excess", excess_acr=rnd(acr - exp), excess_share=rnd(ep.level),
             threshold=k.excess_above,
-            acr=round(acr, 4), expected_acr=round(exp, 4), pass_rate=round(p, 4),
+            acr=rnd(acr), expected_acr=rnd(exp), pass_rate=rnd(p),
             group_size=vitals.group_size,
         )
         return self.finding(
             msg,
-            onset_step=ep.onset_step,
-            end_step=ep.end_step,
-            confidence=confidence(ep, k.sustain, EXCESS_CONFIDENCE),
+            onset_step=ep.onset,
+            end_step=ep.end,
+            series=["acr", "expected_acr", "excess_acr"],
+            confidence=episode_confidence(ep, k.sustain, EXCESS_CONFIDENCE),
             evidence=vitals.evidence,
             metrics=metrics,
             actions=[

@@ -30,12 +30,13 @@ which `grad_norm` and the loss are both missing, after `grad_norm` had been logg
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from rlvitals.detectors._trend import fmt, spans
 from rlvitals.detectors.base import Detector, Finding, Severity, register
+from rlvitals.detectors.kit import compare, rnd, runs
 
 NAN_BLOCK = 5
 MIN_COVERAGE = 0.9
@@ -62,7 +63,7 @@ class GradNonfinite(Detector):
             return None
         return "needs grad_norm, loss or pg_loss"
 
-    def check(self, vitals) -> list[Finding]:
+    def check(self, vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
         out = self._infinities(vitals)
         nan = self._nan_block(vitals)
         if nan is None:
@@ -99,6 +100,7 @@ class GradNonfinite(Detector):
                     end_step=last if finite_after else None,
                     confidence=1.0,
                     evidence=name,
+                    series=[name],
                     metrics={"inf_steps": int(idx.size), "first_inf_step": onset,
                              "last_inf_step": last},
                     actions=_ACTIONS,
@@ -119,7 +121,7 @@ class GradNonfinite(Detector):
             loss = vitals.get("pg_loss")
         silent = ~g if loss is None else ~g & ~np.isfinite(loss)[rows]
         steps = np.asarray(vitals.steps)[rows]
-        for first, last in spans(silent, k.nan_block):
+        for first, last in runs(silent, k.nan_block):
             before = g[:first]
             if before.size == 0 or before.mean() < k.min_coverage:
                 continue
@@ -128,16 +130,16 @@ class GradNonfinite(Detector):
             return self.finding(
                 f"grad_norm and loss missing (NaN) for {last - first + 1} consecutive logged "
                 f"rows from step {onset} while the run kept logging "
-                f"(grad_norm coverage before: {fmt(float(before.mean()))} >= "
-                f"{fmt(k.min_coverage)})",
+                f"(grad_norm coverage before: {compare(float(before.mean()), '>=', k.min_coverage)})",
                 onset_step=onset,
                 end_step=int(steps[last]) if resumed else None,
                 confidence=0.8,
                 evidence="grad_norm,loss",
+                series=["grad_norm", "loss", "reward_mean"],
                 metrics={
                     "nan_rows": int(last - first + 1),
                     "nan_block": k.nan_block,
-                    "coverage_before": round(float(before.mean()), 4),
+                    "coverage_before": rnd(float(before.mean())),
                     "min_coverage": k.min_coverage,
                 },
                 actions=_ACTIONS,

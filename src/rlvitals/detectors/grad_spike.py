@@ -33,12 +33,13 @@ logged values, informational otherwise: real runs have heavy-tailed gradient nor
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from rlvitals.detectors._trend import fmt, needs, points, rnd, trailing_median
 from rlvitals.detectors.base import Detector, Finding, Severity, register
+from rlvitals.detectors.kit import fmt, needs, points, rnd, trailing_median
 
 BASELINE_POINTS = 20
 SPIKE_RATIO = 10.0
@@ -74,7 +75,7 @@ class GradSpike(Detector):
     def needs(self, vitals) -> str | None:
         return needs(vitals, ["grad_norm"], self.knobs.min_history + 1)
 
-    def check(self, vitals) -> list[Finding]:
+    def check(self, vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
         k = self.knobs
         g = points(vitals, "grad_norm")
         if g is None or g.n <= k.min_history:
@@ -101,6 +102,8 @@ class GradSpike(Detector):
                 end_step=None if idx[-1] == g.n - 1 else last,
                 confidence=round(min(1.0, 0.6 + 0.1 * idx.size), 3),
                 evidence="grad_norm",
+                series=["grad_norm"],
+                thresholds={"grad_norm": k.spike_ratio * float(base[worst])},
                 metrics={
                     "spikes": int(idx.size),
                     "spike_share": rnd(share),

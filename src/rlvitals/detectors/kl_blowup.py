@@ -32,21 +32,22 @@ Slow, steady KL growth never fires: the baseline moves with it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from rlvitals.detectors._trend import (
+from rlvitals.detectors.base import Detector, Finding, Severity, register
+from rlvitals.detectors.kit import (
     confidence,
     fmt,
+    hysteresis,
     needs,
-    point_episodes,
     points,
     rnd,
     rolling_median,
     trailing_median,
 )
-from rlvitals.detectors.base import Detector, Finding, Severity, register
 
 BASELINE_POINTS = 20
 MIN_HISTORY = 8
@@ -88,16 +89,16 @@ class KlBlowup(Detector):
     def needs(self, vitals) -> str | None:
         return needs(vitals, ["kl"], self.knobs.min_history + self.knobs.sustain)
 
-    def check(self, vitals) -> list[Finding]:
+    def check(self, vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
         k = self.knobs
         kl = points(vitals, "kl")
         if kl is None or kl.n < k.min_history + k.sustain:
             return []
-        smooth = rolling_median(kl.values, k.smooth)
+        smooth = rolling_median(kl.values, k.smooth, edges="pad")
         base = np.maximum(trailing_median(kl.values, k.baseline_points), 0.0)
         start = (smooth > k.jump_ratio * base) & (smooth > k.min_kl)
         start[: k.min_history] = False
-        found = point_episodes(
+        found = hysteresis(
             kl, start, lambda i: smooth < k.recover_ratio * base[i], k.sustain, MAX_EPISODES
         )
         out = []
@@ -119,8 +120,10 @@ class KlBlowup(Detector):
                     severity=Severity.CRITICAL if critical else self.severity,
                     onset_step=ep.onset,
                     end_step=ep.end,
-                    confidence=confidence(min(ratio, 1e9) / k.jump_ratio - 1, ep.n, k.sustain),
+                    confidence=confidence(ep.n, k.sustain, margin=min(ratio, 1e9) / k.jump_ratio - 1),
                     evidence="kl",
+                    series=["kl"],
+                    thresholds={"kl": level},
                     metrics={
                         "kl_baseline": rnd(b),
                         "kl_at_onset": rnd(float(smooth[ep.first])),

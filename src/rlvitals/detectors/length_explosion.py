@@ -35,21 +35,22 @@ the truncation fraction are reported beside the numbers when the run logs them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from rlvitals.detectors._trend import (
+from rlvitals.detectors.base import Detector, Finding, Severity, register
+from rlvitals.detectors.kit import (
     confidence,
     fmt,
+    hysteresis,
     needs,
-    point_episodes,
     points,
     rnd,
     rolling_median,
     trailing_median,
 )
-from rlvitals.detectors.base import Detector, Finding, Severity, register
 
 BASELINE_POINTS = 20
 MIN_HISTORY = 8
@@ -85,16 +86,16 @@ class LengthExplosion(Detector):
     def needs(self, vitals) -> str | None:
         return needs(vitals, ["length_mean"], self.knobs.min_history + self.knobs.sustain)
 
-    def check(self, vitals) -> list[Finding]:
+    def check(self, vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
         k = self.knobs
         length = points(vitals, "length_mean")
         if length is None or length.n < k.min_history + k.sustain:
             return []
-        smooth = rolling_median(length.values, k.smooth)
+        smooth = rolling_median(length.values, k.smooth, edges="pad")
         base = trailing_median(length.values, k.baseline_points)
         start = (smooth > k.jump_ratio * base) & (base > 0)
         start[: k.min_history] = False
-        found = point_episodes(
+        found = hysteresis(
             length, start, lambda i: smooth < k.recover_ratio * base[i], k.sustain, MAX_EPISODES
         )
         lmax = points(vitals, "length_max")
@@ -127,8 +128,10 @@ class LengthExplosion(Detector):
                     msg,
                     onset_step=ep.onset,
                     end_step=ep.end,
-                    confidence=confidence(high / (k.jump_ratio * b) - 1, ep.n, k.sustain),
+                    confidence=confidence(ep.n, k.sustain, margin=high / (k.jump_ratio * b) - 1),
                     evidence="length_mean",
+                    series=["length_mean", "truncation_frac"],
+                    thresholds={"length_mean": k.jump_ratio * b},
                     metrics=metrics,
                     actions=_ACTIONS,
                 )

@@ -29,6 +29,7 @@ does not know their steps.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rlvitals.detectors.base import Detector, Finding, Severity, register
@@ -52,7 +53,7 @@ class RecordingLoss(Detector):
     def needs(self, vitals) -> str | None:
         return None  # every run can be judged: no dropped events means nothing was lost
 
-    def check(self, vitals) -> list[Finding]:
+    def check(self, vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
         drops = [e for e in vitals.run.events if e.kind == "dropped"]
         total, per_stream, ranks, reasons = 0, Counter(), set(), {}
         for e in drops:
@@ -77,6 +78,7 @@ class RecordingLoss(Detector):
                 f"rank(s) {', '.join(map(str, sorted(ranks))) or '?'}: {why}; findings were "
                 "judged on what was left",
                 evidence="events",
+                series=["reward_mean"],
                 metrics={
                     "dropped_records": total,
                     **{f"dropped_{s}": per_stream[s] for s in STREAMS},

@@ -40,12 +40,15 @@ the two; one series that keeps improving clears it.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from rlvitals.detectors._trend import (
+from rlvitals.detectors.base import Detector, Finding, Severity, register
+from rlvitals.detectors.kit import (
     Points,
+    compare,
     eval_points,
     fmt,
     needs,
@@ -53,7 +56,6 @@ from rlvitals.detectors._trend import (
     rnd,
     rolling_median,
 )
-from rlvitals.detectors.base import Detector, Finding, Severity, register
 
 EVAL_KEY = ""
 MIN_EVAL_POINTS = 4
@@ -105,7 +107,7 @@ class RewardHacking(Detector):
             return "needs an evaluation series (eval/reward_mean, an accuracy or a score)"
         return needs(vitals, names, k.min_eval_points)
 
-    def check(self, vitals) -> list[Finding]:
+    def check(self, vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
         k = self.knobs
         train = points(vitals, "reward_mean")
         if train is None:
@@ -129,7 +131,7 @@ class RewardHacking(Detector):
 
     def _judge(self, ev: Points, train: Points, span: float) -> dict | None:
         k = self.knobs
-        es = rolling_median(ev.values, EVAL_SMOOTH)
+        es = rolling_median(ev.values, EVAL_SMOOTH, edges="pad")
         noise = _noise(ev.values)
         tr = np.array([_train_at(train, int(s), k.train_window) for s in ev.steps])
         peak = int(np.argmax(es[: ev.n - k.min_after]))
@@ -166,15 +168,15 @@ class RewardHacking(Detector):
         if falling:
             msg = (
                 f"{name} fell from its peak {fmt(v['eval_peak'])} to {fmt(v['eval_end'])} "
-                f"(drop {fmt(v['drop'])} >= {fmt(k.eval_drop)} of the peak and "
+                f"(drop {compare(v['drop'], '>=', k.eval_drop)} of the peak and "
                 f">= {fmt(k.noise_k)}x noise {fmt(v['noise'])}) since step {v['onset']}, while "
-                f"reward_mean rose by {fmt(v['train_gain'])} >= {fmt(k.train_gain)} of its range"
+                f"reward_mean rose by {compare(v['train_gain'], '>=', k.train_gain)} of its range"
             )
         else:
             msg = (
                 f"{name} stayed flat from step {v['onset']} (gain {fmt(-v['drop'])}, end "
-                f"{fmt(v['eval_end'])}) while reward_mean rose by {fmt(v['train_gain'])} "
-                f">= {fmt(k.train_gain)} of its range"
+                f"{fmt(v['eval_end'])}) while reward_mean rose by "
+                f"{compare(v['train_gain'], '>=', k.train_gain)} of its range"
             )
         return self.finding(
             msg,
@@ -183,6 +185,7 @@ class RewardHacking(Detector):
             end_step=None,
             confidence=0.8 if falling else 0.6,
             evidence=f"reward_mean,{name}",
+            series=["reward_mean", name],
             metrics={
                 "kind": v["kind"],
                 "eval_series": name,

@@ -22,7 +22,8 @@ consecutive logged steps below :knob:`die_below` times that level, after a stret
 was above :knob:`healthy_above` times it. The pass rate (reward_mean rescaled to [0, 1]) inside
 the episode decides the verdict: at or above :knob:`ceiling`, or risen by :knob:`rise` into the
 episode while above :knob:`easy_min`, is "at the ceiling" and reported at info level;
-anything else is "not at the ceiling" and a warning. A run whose every logged step has zero
+anything else is "not at the ceiling" (at the floor when the pass rate is at most
+:knob:`floor`) and a warning. A run whose every logged step has zero
 reward variance is reported however short it is; other runs under 30 steps are not judged.
 
 ## What to try
@@ -36,23 +37,24 @@ reward variance is reported however short it is; other runs under 30 steps are n
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from rlvitals.detectors._collapse import (
-    Episode,
+    CollapseEpisode,
     RewardState,
-    confidence,
+    collapse_episodes,
+    episode_confidence,
     episode_metrics,
-    episodes,
-    fmt,
+    episode_text,
     reward_state,
-    span_text,
 )
 from rlvitals.detectors.base import Detector, Finding, Severity, register
+from rlvitals.detectors.kit import compare, fmt, healthy_level, rnd
+from rlvitals.signal import ZERO_ATOL
 from rlvitals.vitals import Vitals
-from rlvitals.vitals.spans import healthy_level
 
 DIE_BELOW = 0.2
 HEALTHY_ABOVE = 0.5
@@ -61,7 +63,6 @@ CEILING = 0.9
 RISE = 0.1
 EASY_MIN = 0.6
 FLOOR = 0.1
-ZERO_ATOL = 1e-8
 CONFIDENCE = {"reward_std": 0.85, "reward_range": 0.75}
 UNKNOWN_REWARD_CONFIDENCE = 0.6
 
@@ -88,13 +89,15 @@ class RewardStdDeath(Detector):
         rise: float = RISE
         #: Smallest pass rate of a saturating episode reached by a rise (not at the ceiling).
         easy_min: float = EASY_MIN
+        #: Pass rate at or below which a dead reward variance is "at the floor".
+        floor: float = FLOOR
 
     def needs(self, vitals: Vitals) -> str | None:
         if _source(vitals) is None:
             return "needs reward_std (or reward max and min), or per-group rewards"
         return None
 
-    def check(self, vitals: Vitals) -> list[Finding]:
+    def check(self, vitals: Vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
         src = _source(vitals)
         if src is None:
             return []
@@ -103,22 +106,22 @@ class RewardStdDeath(Detector):
         ref = healthy_level(x[np.isfinite(x)], 2 * k.sustain + 1)
         if not ref > 0:
             ref = 0.0
-        eps = episodes(
+        eps = collapse_episodes(
             vitals, src, low=True, threshold=k.die_below * ref, healthy=k.healthy_above * ref,
             sustain=k.sustain, total_test=lambda a: np.abs(a) <= ZERO_ATOL,
         )
         return [self._finding(vitals, src, ep, ref) for ep in eps]
 
-    def _finding(self, vitals: Vitals, src: str, ep: Episode, ref: float) -> Finding:
+    def _finding(self, vitals: Vitals, src: str, ep: CollapseEpisode, ref: float) -> Finding:
         k = self.knobs
         st = reward_state(vitals, ep)
         label = "reward_std" if src == "reward_std" else "reward max - min"
         thr = k.die_below * ref
-        msg = f"{label} {fmt(ep.level, 3)} < {fmt(thr, 3)} {span_text(ep, vitals.log_every)}"
+        msg = f"{label} {compare(ep.level, '<', thr)} {episode_text(ep)}"
         if not ep.total:
-            msg += f" (before: {fmt(ep.pre, 3)})"
+            msg += f" (before: {fmt(ep.pre)})"
         metrics = episode_metrics(ep)
-        metrics.update(series=src, threshold=round(thr, 6), healthy_level=round(ref, 6))
+        metrics.update(series=src, threshold=rnd(thr, 6), healthy_level=rnd(ref, 6))
         conf = CONFIDENCE[src]
         severity = self.severity
         verdict, actions = _verdict(st, k)
@@ -126,7 +129,7 @@ class RewardStdDeath(Detector):
             severity = Severity.INFO
         if st.known:
             msg += f"; reward {verdict} (pass rate {fmt(st.p_span)})"
-            metrics["pass_rate"] = round(st.p_span, 4)
+            metrics["pass_rate"] = rnd(st.p_span)
         else:
             msg += "; reward_mean not logged: cannot tell the ceiling from a collapse"
             conf = UNKNOWN_REWARD_CONFIDENCE
@@ -134,12 +137,14 @@ class RewardStdDeath(Detector):
         return self.finding(
             msg,
             severity=severity,
-            onset_step=ep.onset_step,
-            end_step=ep.end_step,
-            confidence=confidence(ep, k.sustain, conf),
+            onset_step=ep.onset,
+            end_step=ep.end,
+            confidence=episode_confidence(ep, k.sustain, conf),
             evidence="reward_std",
             metrics=metrics,
             actions=actions,
+            series=[src, "reward_mean"],
+            thresholds={src: thr},
         )
 
 
@@ -163,7 +168,7 @@ def _verdict(st: RewardState, k) -> tuple[str, list[str]]:
             "add harder prompts: the policy solves this set",
             "or stop training here: more steps on this set teach nothing",
         ]
-    if st.p_span <= FLOOR:
+    if st.p_span <= k.floor:
         return "not at the ceiling: at the floor", [
             "check the verifier with known-good answers (a broken verifier scores 0)",
             "use a curriculum or easier prompts",

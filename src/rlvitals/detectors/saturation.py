@@ -17,7 +17,7 @@ pass rate (reward rescaled to [0, 1]) must be at or above :knob:`pass_rate_min`,
 ACR at or above :knob:`acr_min`, and at least :knob:`easy_share` of the collapsed groups
 solved ones (when the split is known). The rise must also be explained by the pass rate:
 compared with the run's first quarter, the excess ACR (observed - expected) rose by less than
-0.25, or (below a pass rate of 0.9, when the excess is unknown) the reward std normalised by
+0.25, or (below a pass rate of :knob:`ceiling`, when the excess is unknown) the reward std normalised by
 sqrt(p (1 - p)) kept 70% of its level — otherwise the groups collapsed faster than the reward rose, which is a collapse
 (DEGENERATE_GROUPS), not saturation. The onset is the step from which the windowed ACR stayed
 at or above :knob:`acr_min` to the end. Reported at info level: it never fails a CI run.
@@ -29,14 +29,15 @@ at or above :knob:`acr_min` to the end. Reported at info level: it never fails a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from rlvitals.detectors._collapse import EXCESS_JUMP, P_FLOOR, STD_RATIO_MIN, fmt
+from rlvitals.detectors._collapse import EXCESS_JUMP, P_FLOOR, STD_RATIO_MIN
 from rlvitals.detectors.base import Detector, Finding, Severity, register
+from rlvitals.detectors.kit import compare, compress, rnd
 from rlvitals.vitals import Vitals
-from rlvitals.vitals.spans import compress
 
 TAIL = 0.2
 MIN_POINTS = 10
@@ -67,13 +68,15 @@ class Saturation(Detector):
         acr_min: float = ACR_MIN
         #: Share of collapsed groups solved by every completion, when the split is known.
         easy_share: float = EASY_SHARE
+        #: Pass rate at or above which the rise needs no further explanation (at the ceiling).
+        ceiling: float = CEILING
 
     def needs(self, vitals: Vitals) -> str | None:
         if not (vitals.has("acr") and vitals.has("pass_rate")):
             return "needs the ACR and reward_mean"
         return None
 
-    def check(self, vitals: Vitals) -> list[Finding]:
+    def check(self, vitals: Vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
         k = self.knobs
         if not (vitals.has("acr") and vitals.has("pass_rate")) or vitals.batch_trap:
             return []
@@ -92,7 +95,7 @@ class Saturation(Detector):
         a_tail = float(np.median(acr[n - m :]))
         if p_tail < k.pass_rate_min or a_tail < k.acr_min:
             return []
-        metrics = {"acr": round(a_tail, 4), "pass_rate": round(p_tail, 4)}
+        metrics = {"acr": rnd(a_tail), "pass_rate": rnd(p_tail)}
         easy_txt = ""
         sa = vitals.get("acr_solve_all")
         if sa is not None:
@@ -100,9 +103,9 @@ class Saturation(Detector):
             easy = float(np.nansum(sa[tail])) / tot if tot > 0 else 0.0
             if easy < k.easy_share:
                 return []
-            metrics["easy_share"] = round(easy, 4)
+            metrics["easy_share"] = rnd(easy)
             easy_txt = f", {easy:.0%} of collapsed groups solved by every completion"
-        if not _explained(vitals, tail, steps[n // 4], p_tail >= CEILING):
+        if not _explained(vitals, tail, steps[n // 4], p_tail >= k.ceiling):
             return []  # the ACR rose more than the pass rate explains: a collapse, not this
         w = vitals.get("acr_windowed")
         onset = first
@@ -113,9 +116,9 @@ class Saturation(Detector):
                 ws[0] if not below.size else first
             )
         msg = (
-            f"ACR {fmt(a_tail)} >= {fmt(k.acr_min)} with pass rate {fmt(p_tail)} >= "
-            f"{fmt(k.pass_rate_min)} over the last {m} logged steps{easy_txt}: the run is "
-            "saturating its prompt set"
+            f"ACR {compare(a_tail, '>=', k.acr_min)} with pass rate "
+            f"{compare(p_tail, '>=', k.pass_rate_min)} over the last {m} logged steps{easy_txt}: "
+            "the run is saturating its prompt set"
         )
         return [
             self.finding(
@@ -125,6 +128,8 @@ class Saturation(Detector):
                 confidence=CONFIDENCE,
                 evidence=vitals.evidence,
                 metrics=metrics,
+                series=["acr", "pass_rate", "acr_solve_all"],
+                thresholds={"acr": k.acr_min, "pass_rate": k.pass_rate_min},
                 actions=[
                     "add harder prompts, or filter prompts the policy always solves",
                     "or stop training: more steps on a saturated set mostly burn compute",

@@ -33,20 +33,21 @@ it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from rlvitals.detectors._trend import (
+from rlvitals.detectors.base import Detector, Finding, Severity, register
+from rlvitals.detectors.kit import (
     confidence,
     fmt,
+    hysteresis,
     needs,
-    point_episodes,
     points,
     rnd,
     rolling_median,
 )
-from rlvitals.detectors.base import Detector, Finding, Severity, register
 
 WARMUP_POINTS = 3
 EARLY_POINTS = 10
@@ -85,7 +86,7 @@ class ThroughputRot(Detector):
         return needs(vitals, ["throughput", "step_time"],
                      k.warmup_points + k.early_points + k.sustain)
 
-    def check(self, vitals) -> list[Finding]:
+    def check(self, vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
         k = self.knobs
         p = points(vitals, "throughput")
         per_token = p is not None
@@ -96,10 +97,10 @@ class ThroughputRot(Detector):
             return []
         early = float(np.median(p.values[k.warmup_points : k.warmup_points + k.early_points]))
         # "slowness" is 1 at the early level and grows as the run slows down
-        slow = rolling_median(early / p.values if per_token else p.values / early, k.smooth)
+        slow = rolling_median(early / p.values if per_token else p.values / early, k.smooth, edges="pad")
         slow[: k.warmup_points + k.early_points] = 1.0
         release = 1 + (k.slowdown - 1) / 2
-        found = point_episodes(
+        found = hysteresis(
             p, slow >= k.slowdown, lambda _i: slow < release, k.sustain, MAX_EPISODES
         )
         out = []
@@ -126,8 +127,10 @@ class ThroughputRot(Detector):
                     severity=Severity.INFO if info else self.severity,
                     onset_step=ep.onset,
                     end_step=ep.end,
-                    confidence=confidence(factor / k.slowdown - 1, ep.n, k.sustain),
+                    confidence=confidence(ep.n, k.sustain, margin=factor / k.slowdown - 1),
                     evidence=p.name,
+                    series=[p.name],
+                    thresholds={p.name: threshold},
                     metrics={
                         "series": p.name,
                         f"{p.name}_early": rnd(early),

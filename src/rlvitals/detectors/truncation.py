@@ -29,20 +29,21 @@ Runs with fewer than :knob:`min_points` values are not judged.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from rlvitals.detectors._trend import (
+from rlvitals.detectors.base import Detector, Finding, Severity, register
+from rlvitals.detectors.kit import (
     confidence,
     fmt,
+    hysteresis,
     needs,
-    point_episodes,
     points,
     rnd,
     rolling_median,
 )
-from rlvitals.detectors.base import Detector, Finding, Severity, register
 
 MAX_FRAC = 0.1
 RELEASE_FRAC = 0.05
@@ -76,13 +77,13 @@ class Truncation(Detector):
         k = self.knobs
         return needs(vitals, ["truncation_frac"], max(k.min_points, k.sustain))
 
-    def check(self, vitals) -> list[Finding]:
+    def check(self, vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
         k = self.knobs
         tr = points(vitals, "truncation_frac")
         if tr is None or tr.n < max(k.min_points, k.sustain):
             return []
-        smooth = rolling_median(tr.values, k.smooth)
-        found = point_episodes(
+        smooth = rolling_median(tr.values, k.smooth, edges="pad")
+        found = hysteresis(
             tr, smooth > k.max_frac, lambda _i: smooth < k.release_frac, k.sustain, MAX_EPISODES
         )
         lmax = points(vitals, "length_max")
@@ -110,8 +111,10 @@ class Truncation(Detector):
                     msg,
                     onset_step=ep.onset,
                     end_step=ep.end,
-                    confidence=confidence(frac / k.max_frac - 1, ep.n, k.sustain),
+                    confidence=confidence(ep.n, k.sustain, margin=frac / k.max_frac - 1),
                     evidence="truncation_frac",
+                    series=["truncation_frac", "length_max"],
+                    thresholds={"truncation_frac": k.max_frac},
                     metrics=metrics,
                     actions=_ACTIONS,
                 )

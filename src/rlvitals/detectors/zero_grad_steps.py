@@ -33,12 +33,13 @@ zero step, end the last one (open when it is the last logged step).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from rlvitals.detectors._trend import fmt, rnd
 from rlvitals.detectors.base import Detector, Finding, Severity, register
+from rlvitals.detectors.kit import fmt, rnd
 
 MIN_STEPS = 3
 WARN_FRAC = 0.05
@@ -74,7 +75,7 @@ class ZeroGradSteps(Detector):
             return "needs loss or pg_loss beside grad_norm"
         return None
 
-    def check(self, vitals) -> list[Finding]:
+    def check(self, vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
         k = self.knobs
         grad = vitals.get("grad_norm")
         loss_name = "loss" if vitals.get("loss") is not None else "pg_loss"
@@ -119,6 +120,7 @@ class ZeroGradSteps(Detector):
                 end_step=None if still else last,
                 confidence=round(min(1.0, 0.6 + 0.4 * min(1.0, frac / k.warn_frac)), 3),
                 evidence=f"grad_norm,{loss_name}",
+                series=["grad_norm", loss_name],
                 metrics={
                     "zero_steps": n_zero,
                     "logged_steps": n_logged,

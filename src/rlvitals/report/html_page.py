@@ -8,22 +8,15 @@ from the run (source path, series names, messages, metric names) is HTML-escaped
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from html import escape
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rlvitals._text import span_label
 from rlvitals._version import __version__
 from rlvitals.report import Renderer, RenderOptions, register
-from rlvitals.report._common import (
-    header_facts,
-    number,
-    plot_series,
-    span_text,
-    thresholds,
-    verdict,
-)
+from rlvitals.report._common import PLOTS_PER_FINDING, header_facts, number, verdict
 from rlvitals.report._svg import Marker, line_plot
 
 if TYPE_CHECKING:
@@ -111,7 +104,6 @@ def render_html(diagnosis: Diagnosis, options: RenderOptions) -> str:
     d = diagnosis.to_dict()
     vitals = diagnosis.vitals
     findings = d["findings"]
-    key_metrics = _key_metrics()
     available = _available(vitals)
     source = str(d["run"].get("source") or "(run)")
     worst = d.get("worst") or "ok"
@@ -135,7 +127,7 @@ def render_html(diagnosis: Diagnosis, options: RenderOptions) -> str:
         out.append(_summary_table(findings))
     plotted: dict[str, list[Marker]] = {}
     for i, f in enumerate(findings):
-        names = plot_series(f, key_metrics.get(f["id"], ()), available)
+        names = [n for n in f.get("series") or () if n in available][:PLOTS_PER_FINDING]
         for name in names:
             plotted.setdefault(name, []).append(_marker(f, name, with_thresholds=False))
         out.append(_card(i, f, names, vitals))
@@ -145,12 +137,6 @@ def render_html(diagnosis: Diagnosis, options: RenderOptions) -> str:
                f"no network requests</footer>")
     out.append("</main></body></html>")
     return "\n".join(out) + "\n"
-
-
-def _key_metrics() -> dict[str, tuple[str, ...]]:
-    from rlvitals.detectors import catalogue
-
-    return {cls.id: tuple(cls.key_metrics) for cls in catalogue()}
 
 
 def _available(vitals) -> set[str]:
@@ -165,16 +151,15 @@ def _series(vitals, name: str) -> tuple[np.ndarray, np.ndarray]:
     return vitals.steps, vitals.series[name]
 
 
-def _marker(
-    f: dict, name: str, with_thresholds: bool = True, plotted: Sequence[str] = ()
-) -> Marker:
+def _marker(f: dict, name: str, with_thresholds: bool = True) -> Marker:
     onset = f["onset_step"]
+    thr = (f.get("thresholds") or {}).get(name)
     return Marker(
         onset=0 if onset is None else int(onset),
         end=f["end_step"],
         severity=f["severity"],
-        label=f"{f['id']}: {span_text(f)}",
-        thresholds=thresholds(f, name, plotted) if with_thresholds else [],
+        label=f"{f['id']}: {span_label(f['onset_step'], f['end_step'])}",
+        thresholds=[float(thr)] if with_thresholds and thr is not None else [],
     )
 
 
@@ -200,7 +185,7 @@ def _card(i: int, f: dict, names: list[str], vitals) -> str:
     plots = []
     for name in names:
         steps, values = _series(vitals, name)
-        svg = line_plot(name, steps, values, [_marker(f, name, plotted=names)])
+        svg = line_plot(name, steps, values, [_marker(f, name)])
         if svg:
             plots.append(svg)
     metrics = f.get("metrics") or {}
@@ -208,7 +193,7 @@ def _card(i: int, f: dict, names: list[str], vitals) -> str:
         f'<article class="finding {sev}" id="finding-{i}">',
         f'<h2><span class="badge {sev}">{sev.upper()}</span> '
         f'<span class="id">{escape(f["id"])}</span>'
-        f'<span class="when">{escape(span_text(f))}</span></h2>',
+        f'<span class="when">{escape(span_label(f["onset_step"], f["end_step"]))}</span></h2>',
         f'<p class="msg">{escape(f["message"])}</p>',
     ]
     if plots:

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from rlvitals import vocabulary
+from rlvitals.recording.metrics import CANONICAL
 from rlvitals.recording.run import Run
 from rlvitals.signal import (
     DEFAULT_TAU,
@@ -43,7 +44,23 @@ from rlvitals.signal import (
     windowed_acr,
 )
 
-__all__ = ["EVIDENCE_TIERS", "MIN_JUDGE_STEPS", "Vitals", "compute_vitals"]
+__all__ = [
+    "DERIVED_SERIES",
+    "EVIDENCE_TIERS",
+    "MIN_JUDGE_STEPS",
+    "UnknownSeriesError",
+    "Vitals",
+    "compute_vitals",
+    "is_known_series",
+]
+
+DERIVED_SERIES = (
+    "acr", "acr_solve_all", "acr_solve_none", "acr_flat", "n_groups", "group_size", "pass_rate",
+    "expected_acr", "excess_acr", "acr_windowed", "acr_volatility", "adv_span", "adv_all_zero",
+    "reward_range", "zero_update", "wasted_frac",
+)
+"""Series the vitals derive (module docstring); with the canonical metrics
+(:data:`rlvitals.recording.metrics.CANONICAL`) they are the names a detector may ask for."""
 
 EVIDENCE_TIERS = ("groups", "zero_std_frac", "advantages", "reward_std", "loss_grad_zero", "none")
 """The fallback chain of DESIGN.md 3.6, best first."""
@@ -53,6 +70,31 @@ MIN_JUDGE_STEPS = 30
 
 _BATCH_TRAP_MIN_POINTS = 10
 """zero_std_frac must have this many points, all 0 or 1, to suspect the scale_rewards trap."""
+
+
+class UnknownSeriesError(KeyError):
+    """A series name that is neither a canonical metric nor a derived series."""
+
+    def __init__(self, name: str):
+        import difflib
+
+        close = difflib.get_close_matches(name, [*CANONICAL, *DERIVED_SERIES], n=3, cutoff=0.6)
+        hint = f" (closest: {', '.join(close)})" if close else ""
+        super().__init__(f"unknown series {name!r}{hint}: vitals hold the canonical metrics "
+                         "(docs/metrics.md) and the derived series of rlvitals.vitals.core")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+_KNOWN = frozenset(DERIVED_SERIES)
+
+
+def is_known_series(name: str) -> bool:
+    """True for a canonical metric, a derived series, a TRL per-reward-function series
+    (``reward/<fn>/mean``) and their ``eval/`` twins."""
+    base = name[len("eval/") :] if name.startswith("eval/") else name
+    return base in CANONICAL or base in _KNOWN or base.startswith("reward/")
 
 
 @dataclass
@@ -102,9 +144,20 @@ class Vitals:
     # ----------------------------------------------------------------------------------------
 
     def get(self, name: str) -> np.ndarray | None:
-        """The series ``name`` (train or ``eval/...``), or None when absent or never finite."""
-        s = self.eval_series.get(name) if name.startswith("eval/") else self.series.get(name)
-        if s is None or not np.isfinite(s).any():
+        """The series ``name`` (train or ``eval/...``), or None when absent or never finite.
+
+        ``name`` must be a series the vitals can hold (a canonical metric, a derived series,
+        their ``eval/`` twins) or one the run logged under its own name; anything else raises
+        :class:`UnknownSeriesError`, so a misspelt name fails loudly instead of muting the
+        detector that asked.
+        """
+        table = self.eval_series if name.startswith("eval/") else self.series
+        s = table.get(name)
+        if s is None:
+            if not is_known_series(name):
+                raise UnknownSeriesError(name)
+            return None
+        if not np.isfinite(s).any():
             return None
         return s
 
