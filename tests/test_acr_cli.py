@@ -47,3 +47,25 @@ def test_module_entry_point_version_and_help():
     assert out.returncode == 0 and out.stdout.startswith("rlvitals ")
     out = subprocess.run([sys.executable, "-m", "rlvitals", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "acr" in out.stdout
+
+
+def test_acr_and_doctor_split_rewards_in_0_5_alike(tmp_path, capsys):
+    """Renovation bug 3: for per-group rewards in [0, 5], ``rlvitals acr`` called the collapsed
+    groups "flat" (it assumed [0, 1]) while the doctor called them "solve_all" (its vitals infer
+    the range from the rewards). Both now read one library call (rlvitals.vitals.acr_series)."""
+    from rlvitals.doctor import diagnose
+
+    p = tmp_path / "groups.jsonl"
+    lines = []
+    for step in range(1, 41):
+        lines.append(json.dumps({"step": step, "group": 0, "rewards": [5.0] * 4}))
+        lines.append(json.dumps({"step": step, "group": 1, "rewards": [0.0, 5.0, 2.5, 5.0]}))
+    p.write_text("\n".join(lines) + "\n")
+    assert main(["acr", str(p), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["summary"]["reward_range"] == [0.0, 5.0]
+    assert {(r["solve_all"], r["flat"]) for r in out["steps"]} == {(0.5, 0.0)}
+    v = diagnose(load(p)).vitals
+    assert (v.reward_min, v.reward_max) == (0.0, 5.0)
+    np.testing.assert_allclose(v.series["acr_solve_all"], [r["solve_all"] for r in out["steps"]])
+    np.testing.assert_allclose(v.series["acr_flat"], [r["flat"] for r in out["steps"]])

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 import rlvitals_tests_trl_producer as P  # loaded by conftest.py
 
+from rlvitals import progress as _progress
 from rlvitals.cli import main
-from rlvitals.importers import _progress, load
-from rlvitals.importers._progress import ProgressBar, progress_enabled
+from rlvitals.importers import load
+from rlvitals.progress import ProgressBar, progress_enabled
 
 
 @pytest.fixture(scope="session")

@@ -2,32 +2,68 @@
 
 Measure the learning signal (the Advantage Collapse Rate and friends), diagnose what went wrong
 and since which step, and mitigate advantage collapse inside real trainers.
+
+The verbs, each one call::
+
+    run = rlvitals.load("train.log")            # any log a trainer writes, or a recording
+    diagnosis = rlvitals.diagnose(run)           # vitals + the detector catalogue
+    print(rlvitals.render(diagnosis, "md"))      # text, json, md, html
+    adv, metrics, state = rlvitals.estimate("avspo", rewards, group_ids, state=state)
+    with rlvitals.Recorder("runs/exp1") as rec: ...          # record a run of your own
+    mon = rlvitals.Monitor(window=200)                        # watch one live
+
+Every name is imported on first use, so ``import rlvitals`` costs next to nothing and the
+log-diagnosis path never loads what it does not need (torch, the HTML renderer, ...).
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 from rlvitals._version import __version__
-from rlvitals.config import load_config
-from rlvitals.doctor import Diagnosis, DoctorConfig, diagnose, diagnose_path
 from rlvitals.errors import InputError, MissingExtraError, RlvitalsError
-from rlvitals.recording import Event, GroupTable, Manifest, Run, RunBuilder
-from rlvitals.signal import (
-    CollapseSplit,
-    GroupStats,
-    acr_100,
-    acr_volatility,
-    advantage_stats,
-    advantages,
-    collapse_mask,
-    collapse_rate,
-    collapse_split,
-    cumulative_acr,
-    excess_collapse,
-    expected_acr,
-    expected_collapse,
-    group_stats,
-    stall_spans,
-    windowed_acr,
-)
-from rlvitals.vitals import Vitals, compute_vitals
+from rlvitals.registry import import_module
+
+_LAZY: dict[str, str] = {
+    # the verbs
+    "load": "rlvitals.importers",
+    "diagnose": "rlvitals.doctor",
+    "diagnose_path": "rlvitals.doctor",
+    "render": "rlvitals.report",
+    "describe": "rlvitals.inspection",
+    "estimate": "rlvitals.estimators",
+    "Recorder": "rlvitals.recording.writer",
+    "Monitor": "rlvitals.integrations.monitor",
+    "load_config": "rlvitals.config",
+    "compute_vitals": "rlvitals.vitals",
+    # the types they return
+    "Diagnosis": "rlvitals.doctor",
+    "DoctorConfig": "rlvitals.doctor",
+    "Event": "rlvitals.recording.run",
+    "GroupTable": "rlvitals.recording.run",
+    "Manifest": "rlvitals.recording.run",
+    "Run": "rlvitals.recording.run",
+    "RunBuilder": "rlvitals.recording.run",
+    "Vitals": "rlvitals.vitals",
+    # the measures (rlvitals.signal)
+    "CollapseSplit": "rlvitals.signal",
+    "GroupStats": "rlvitals.signal",
+    "acr_100": "rlvitals.signal",
+    "acr_volatility": "rlvitals.signal",
+    "advantage_stats": "rlvitals.signal",
+    "advantages": "rlvitals.signal",
+    "advantages_from_stats": "rlvitals.signal",
+    "collapse_mask": "rlvitals.signal",
+    "collapse_rate": "rlvitals.signal",
+    "collapse_split": "rlvitals.signal",
+    "cumulative_acr": "rlvitals.signal",
+    "excess_collapse": "rlvitals.signal",
+    "expected_acr": "rlvitals.signal",
+    "expected_collapse": "rlvitals.signal",
+    "group_stats": "rlvitals.signal",
+    "stall_spans": "rlvitals.signal",
+    "windowed_acr": "rlvitals.signal",
+}
 
 __all__ = [
     "CollapseSplit",
@@ -39,6 +75,8 @@ __all__ = [
     "InputError",
     "Manifest",
     "MissingExtraError",
+    "Monitor",
+    "Recorder",
     "RlvitalsError",
     "Run",
     "RunBuilder",
@@ -48,11 +86,13 @@ __all__ = [
     "acr_volatility",
     "advantage_stats",
     "advantages",
+    "advantages_from_stats",
     "collapse_mask",
     "collapse_rate",
     "collapse_split",
     "compute_vitals",
     "cumulative_acr",
+    "describe",
     "diagnose",
     "diagnose_path",
     "estimate",
@@ -60,16 +100,22 @@ __all__ = [
     "expected_acr",
     "expected_collapse",
     "group_stats",
+    "load",
     "load_config",
+    "render",
     "stall_spans",
     "windowed_acr",
 ]
 
 
-def __getattr__(name: str):
-    # Estimators load on first use: the log-diagnosis path (the CLI) never needs them.
-    if name == "estimate":
-        from rlvitals.estimators import estimate
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rlvitals' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # the next access is a plain lookup
+    return value
 
-        return estimate
-    raise AttributeError(f"module 'rlvitals' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

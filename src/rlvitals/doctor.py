@@ -19,7 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from rlvitals.detectors import DETECTORS, Detector, Finding, Severity, catalogue, load_all
+from rlvitals.errors import InputError
 from rlvitals.recording.run import Run
 from rlvitals.signal import DEFAULT_TAU, DEFAULT_WINDOW
 from rlvitals.vitals import Vitals, compute_vitals
@@ -29,6 +32,7 @@ __all__ = [
     "JSON_SCHEMA",
     "Diagnosis",
     "DoctorConfig",
+    "check_understood",
     "diagnose",
     "diagnose_path",
     "select_detectors",
@@ -254,13 +258,47 @@ def diagnose(run: Run, config: DoctorConfig | None = None) -> Diagnosis:
     )
 
 
+def check_understood(run: Run, path: str | os.PathLike | None = None) -> None:
+    """Raise :class:`~rlvitals.InputError` when no metric of ``run`` was understood.
+
+    A run whose rows hold only keys rlvitals does not know (custom names, or values that are
+    not numbers) has nothing any detector could judge; a clean report would read as a healthy
+    run. The error names the keys that were not understood and how to map them.
+    """
+    if run.groups is not None and run.groups.n_groups:
+        return
+    unknown = set(run.unknown_keys)
+    for name, series in (*run.series.items(), *run.eval_series.items()):
+        if name not in unknown and np.isfinite(series).any():
+            return
+    detail = ""
+    if run.unknown_keys:
+        shown = ", ".join(run.unknown_keys[:6])
+        if len(run.unknown_keys) > 6:
+            shown += f" and {len(run.unknown_keys) - 6} more"
+        detail = f"; keys not understood: {shown}"
+    for warning in run.warnings[:1]:  # e.g. "... 3 non-numeric values ignored"
+        detail += "; " + warning.removeprefix(f"{path}: ")
+    raise InputError(path, f"no metric rlvitals knows in {run.n_steps} step row(s){detail} "
+                           "(map a custom key with --metric KEY=NAME; names: the metrics page)")
+
+
 def diagnose_path(
     path: str | os.PathLike,
     fmt: str | None = None,
     config: DoctorConfig | None = None,
     progress: Callable[[int, int], None] | None = None,
+    *,
+    require_known: bool = True,
 ) -> Diagnosis:
-    """Load ``path`` with the importers (format sniffed unless ``fmt``) and diagnose it."""
+    """Load ``path`` with the importers (format sniffed unless ``fmt``) and diagnose it.
+
+    With ``require_known`` (default) a file in which no metric was understood is refused
+    (:func:`check_understood`) after the metric names of ``config`` are applied.
+    """
     from rlvitals.importers import load
 
-    return diagnose(load(path, fmt, progress), config)
+    d = diagnose(load(path, fmt, progress), config)
+    if require_known:
+        check_understood(d.run, path)
+    return d

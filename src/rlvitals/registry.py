@@ -6,11 +6,11 @@ Detectors, estimators, importers and renderers all use this shape.
 
 from __future__ import annotations
 
-import importlib
+import sys
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-__all__ = ["Plugins", "Registry"]
+__all__ = ["Plugins", "Registry", "import_module"]
 
 T = TypeVar("T")
 
@@ -63,6 +63,16 @@ class Registry(Generic[T]):
         return len(self._items)
 
 
+def import_module(name: str) -> Any:
+    """The module ``name``, imported with the ``import`` statement's machinery.
+
+    Unlike :func:`importlib.import_module` (pure Python), ``__import__`` goes through CPython's
+    C import path, so the lazily loaded modules show up in ``python -X importtime``.
+    """
+    __import__(name)
+    return sys.modules[name]
+
+
 class Plugins:
     """Modules of ``package`` whose import registers things, imported together on first use.
 
@@ -83,7 +93,7 @@ class Plugins:
         self._loaded = True
         try:
             for name in self.modules:
-                importlib.import_module(f"{self.package}.{name}")
+                import_module(f"{self.package}.{name}")
         except BaseException:
             self._loaded = False
             raise

@@ -8,11 +8,11 @@ Bad input (:class:`rlvitals.InputError`) prints one line and exits 2, never a tr
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
 from rlvitals._version import __version__
 from rlvitals.errors import InputError, MissingExtraError
+from rlvitals.registry import import_module
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"rlvitals {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
-        importlib.import_module(f"rlvitals.cli.{name}").register(sub)
+        import_module(f"rlvitals.cli.{name}").register(sub)
     return parser
 
 

@@ -7,13 +7,7 @@ import json
 import math
 import sys
 
-import numpy as np
-
 from rlvitals.errors import InputError
-from rlvitals.examples import example_path
-from rlvitals.importers import load
-from rlvitals.signal import DEFAULT_TAU, acr_100, acr_volatility, stall_spans, windowed_acr
-from rlvitals.vitals import group_series
 
 HELP = "ACR per step (exact, from per-group rewards) with its split and the paper's summaries"
 EXAMPLE = "example: rlvitals acr --example collapse --every 10"
@@ -24,23 +18,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("path", nargs="?", help="run with per-group rewards (e.g. groups JSONL)")
     src.add_argument("--example", metavar="NAME", help="use a bundled example run")
-    p.add_argument("--format", dest="fmt", help="force the input format")
-    p.add_argument("--tau", type=float, default=DEFAULT_TAU, help="collapse tolerance")
+    p.add_argument("--input-format", "--format", dest="fmt", metavar="FMT",
+                   help="force the input format instead of sniffing it")
+    p.add_argument("--tau", type=float, default=1e-6,
+                   help="collapse tolerance on a group's reward std (default 1e-6)")
     p.add_argument("--every", type=int, default=1, help="print every Nth step (default 1)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from rlvitals.examples import example_path
+    from rlvitals.importers import load
+    from rlvitals.signal import acr_100, acr_volatility, stall_spans, windowed_acr
+    from rlvitals.vitals import acr_series
+
     if args.every < 1:
         raise InputError(None, f"--every must be >= 1, got {args.every}")
     path = example_path(args.example) if args.example else args.path
     r = load(path, args.fmt)
-    if r.groups is None:
+    found = acr_series(r, tau=args.tau)  # the doctor's vitals read the same series and range
+    if found is None:
         raise InputError(path, "run has no per-group rewards; try 'rlvitals doctor' instead")
-    rmin = 0.0 if r.manifest.reward_min is None else r.manifest.reward_min
-    rmax = 1.0 if r.manifest.reward_max is None else r.manifest.reward_max
-    s = group_series(r.groups, tau=args.tau, r_min=rmin, r_max=rmax)
+    s, rr = found
     vol = acr_volatility(s.acr)
     summary = {
         "steps": int(s.steps.size),
@@ -49,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
         "acr_windowed_last": _f(windowed_acr(s.acr)[-1]),
         "volatility_max": _f(np.nanmax(vol)) if np.isfinite(vol).any() else None,
         "stalls": stall_spans(s.acr, s.steps),
+        "reward_range": [rr.low, rr.high],
     }
     if args.json:
         rows = [

@@ -13,9 +13,6 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
-
-import numpy as np
 
 from rlvitals.errors import InputError
 
@@ -96,36 +93,12 @@ def _metric_args(values: list[str]) -> dict[str, str]:
         raise InputError(None, f"--metric: {e}") from None
 
 
-def _check_something_read(run: Any, path: Path) -> None:
-    """Exit 2 rather than print "no findings" for a file in which no metric was understood.
-
-    A run whose rows hold only keys rlvitals does not know (custom names, or values that are
-    not numbers) has nothing any detector could judge; a clean report would read as a healthy
-    run.
-    """
-    if run.groups is not None and run.groups.n_groups:
-        return
-    unknown = set(run.unknown_keys)
-    for name, series in (*run.series.items(), *run.eval_series.items()):
-        if name not in unknown and np.isfinite(series).any():
-            return
-    detail = ""
-    if run.unknown_keys:
-        shown = ", ".join(run.unknown_keys[:6])
-        if len(run.unknown_keys) > 6:
-            shown += f" and {len(run.unknown_keys) - 6} more"
-        detail = f"; keys not understood: {shown}"
-    for warning in run.warnings[:1]:  # e.g. "... 3 non-numeric values ignored"
-        detail += "; " + warning.removeprefix(f"{path}: ")
-    raise InputError(path, f"no metric rlvitals knows in {run.n_steps} step row(s){detail} "
-                           "(map a custom key with --metric KEY=NAME; names: the metrics page)")
-
-
 def run(args: argparse.Namespace) -> int:
+    from rlvitals.cli import EXIT_FINDINGS, EXIT_OK
     from rlvitals.config import load_config
     from rlvitals.doctor import diagnose_path
     from rlvitals.examples import example_path
-    from rlvitals.importers._progress import ProgressBar
+    from rlvitals.progress import ProgressBar
     from rlvitals.report import RenderOptions, render, suffix_format
 
     fmt = args.report_format or (suffix_format(args.output) if args.output else None) or "text"
@@ -145,7 +118,6 @@ def run(args: argparse.Namespace) -> int:
     path = example_path(args.example) if args.example else Path(args.path)
     with ProgressBar(str(path), force=args.progress) as bar:
         diagnosis = diagnose_path(path, fmt=args.input_format, config=config, progress=bar)
-    _check_something_read(diagnosis.run, path)
     to_terminal = args.output is None and sys.stdout.isatty()
     options = RenderOptions(
         color=fmt == "text" and to_terminal and not os.environ.get("NO_COLOR"),
@@ -164,4 +136,4 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(report)
         sys.stdout.flush()
-    return 1 if diagnosis.fails(config.fail_on) else 0
+    return EXIT_FINDINGS if diagnosis.fails(config.fail_on) else EXIT_OK

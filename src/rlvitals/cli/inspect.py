@@ -8,17 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from typing import Any
 
-import numpy as np
-
-from rlvitals.importers import IMPORTERS, load
-from rlvitals.importers._progress import ProgressBar
-from rlvitals.recording.run import Run
-
-__all__ = ["describe", "register", "run"]
+__all__ = ["register", "render_text", "run"]
 
 HELP = "show what rlvitals reads from a run: format, steps, series with coverage, groups"
 EXAMPLE = """\
@@ -36,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("path", help="a run: file or directory (TRL output dir, JSONL, CSV, ...)")
-    p.add_argument("--format", dest="fmt", metavar="FMT",
+    p.add_argument("--input-format", "--format", dest="fmt", metavar="FMT",
                    help="force the input format instead of sniffing it from the content")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", dest="output_format", action="store_const", const="json",
@@ -52,6 +45,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rlvitals.importers import load
+    from rlvitals.inspection import describe
+    from rlvitals.progress import ProgressBar
+
     with ProgressBar(str(args.path), force=args.progress) as bar:
         r = load(args.path, args.fmt, progress=bar)
     info = describe(r)
@@ -61,63 +58,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_text(info))
     return 0
-
-
-def _f(x: Any) -> Any:
-    if isinstance(x, float) and not math.isfinite(x):
-        return None if math.isnan(x) else str(x)
-    return x
-
-
-def _steps_info(steps: np.ndarray) -> dict[str, Any]:
-    if steps.size == 0:
-        return {"count": 0, "first": None, "last": None}
-    return {"count": int(steps.size), "first": int(steps[0]), "last": int(steps[-1])}
-
-
-def describe(r: Run) -> dict[str, Any]:
-    """A JSON-ready summary of a :class:`Run`: what ``rlvitals inspect`` prints."""
-    m = r.manifest
-    fmt_desc = IMPORTERS.get(m.format).description if m.format in IMPORTERS else None
-    info: dict[str, Any] = {
-        "source": m.source,
-        "format": m.format,
-        "format_description": fmt_desc,
-        "trainer": m.trainer,
-        "steps": _steps_info(r.steps),
-        "logging_steps": m.logging_steps,
-        "group_size": m.group_size,
-        "scale_rewards": m.scale_rewards,
-        "estimator": m.estimator,
-        "kl_coef": _f(m.kl_coef),
-        "reward_range": [_f(m.reward_min), _f(m.reward_max)],
-        "series": {n: round(r.coverage(n), 4) for n in sorted(r.series)},
-        "eval_steps": _steps_info(r.eval_steps),
-        "eval_series": {n: round(r.coverage(n), 4) for n in sorted(r.eval_series)},
-        "groups": _groups_info(r),
-        "events": len(r.events),
-        "unknown_keys": list(r.unknown_keys),
-        "warnings": list(r.warnings),
-    }
-    return info
-
-
-def _groups_info(r: Run) -> dict[str, Any]:
-    t = r.groups
-    if t is None or t.n_groups == 0:
-        return {"present": False}
-    sizes = t.sizes()
-    steps = t.unique_steps()
-    return {
-        "present": True,
-        "groups": t.n_groups,
-        "steps": int(steps.size),
-        "first_step": int(steps[0]),
-        "last_step": int(steps[-1]),
-        "group_sizes": sorted({int(s) for s in np.unique(sizes)}),
-        "completions": int(t.rewards.size),
-        "advantages": t.advantages is not None,
-    }
 
 
 def _steps_text(s: dict[str, Any]) -> str:
@@ -150,7 +90,8 @@ def render_text(info: dict[str, Any]) -> str:
     if info["logging_steps"]:
         steps += f", logged every {info['logging_steps']} steps"
     lines.append(f"steps          {steps}")
-    known = [f"{k} {info[k]}" for k in ("group_size", "scale_rewards", "estimator", "kl_coef")
+    known = [f"{k} {info[k]}" for k in ("group_size", "scale_rewards", "estimator", "adv_scale",
+                                        "kl_coef", "filters_zero_var")
              if info[k] is not None]
     lines.append(f"config         {', '.join(known) if known else 'nothing known'}")
     g = info["groups"]

@@ -6,8 +6,9 @@ Submodules are imported on use, so ``import rlvitals.integrations`` needs neithe
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
+
+from rlvitals.registry import import_module
 
 __all__ = ["Monitor", "estimate_distributed"]
 
@@ -19,5 +20,5 @@ _LAZY = {
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'rlvitals.integrations' has no attribute {name!r}")

@@ -5,15 +5,18 @@
 window on demand and runs :func:`rlvitals.doctor.diagnose` over it. :meth:`Monitor.check`
 returns only *new* findings: a detector ID alerts again only after a check in which it was
 silent (its condition cleared). It is trainer-agnostic; the TRL callback owns one, and a custom
-loop can use it directly::
+loop can use it directly (here the second prompt's group starts failing every completion at
+step 50):
 
-    mon = Monitor(Manifest(trainer="mine", group_size=8), window=200)
-    for step in ...:
-        mon.feed_scalars(step, {"loss": loss, "grad_norm": gn})
-        mon.feed_groups(step, rewards, group_ids)
-        if step % 50 == 0:
-            for f in mon.check():
-                print(f.severity, f.message)
+>>> from rlvitals import Manifest, Monitor
+>>> mon = Monitor(Manifest(trainer="mine", group_size=4), window=200)
+>>> for step in range(1, 101):
+...     mon.feed_scalars(step, {"loss": 0.1, "grad_norm": 0.3})
+...     second = [1.0, 0.0, 1.0, 0.0] if step < 50 else [0.0] * 4
+...     mon.feed_groups(step, [1.0] * 4 + second, [0] * 4 + [1] * 4)
+>>> check = mon.check()
+>>> [(f.id, f.onset_step) for f in check.new if f.id == "DEGENERATE_GROUPS"]
+[('DEGENERATE_GROUPS', 50)]
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rlvitals.registry import Plugins, Registry
+from rlvitals.registry import Plugins, Registry, import_module
 
 if TYPE_CHECKING:
     from rlvitals.doctor import Diagnosis
@@ -65,8 +65,17 @@ class Renderer:
 
 RENDERERS: Registry[Renderer] = Registry("report format")
 
-_MODULES = ("text", "json_report", "markdown", "html_page")
-_ensure_loaded = Plugins(__name__, _MODULES).load
+_BUILTIN = {"text": ("text", ".txt"), "json": ("json_report", ".json"),
+            "md": ("markdown", ".md"), "html": ("html_page", ".html")}
+"""Built-in format → (module, file suffix): rendering one format imports only its module (a
+JSON report never loads rich or the HTML renderer)."""
+_ensure_loaded = Plugins(__name__, tuple(m for m, _ in _BUILTIN.values())).load
+
+
+def _renderer(fmt: str) -> Renderer:
+    if fmt in _BUILTIN and fmt not in RENDERERS:
+        import_module(f"{__name__}.{_BUILTIN[fmt][0]}")
+    return RENDERERS.get(fmt)
 
 
 def register(renderer: Renderer) -> Renderer:
@@ -86,15 +95,15 @@ def render(diagnosis: Diagnosis, fmt: str = "text", options: RenderOptions | Non
 
     Raises KeyError listing the valid formats for an unknown ``fmt``.
     """
-    _ensure_loaded()
-    return RENDERERS.get(fmt).render(diagnosis, options or RenderOptions())
+    return _renderer(fmt).render(diagnosis, options or RenderOptions())
 
 
 def suffix_format(path: str) -> str | None:
     """The report format a file name asks for (``report.html`` → ``html``), or None."""
-    _ensure_loaded()
     low = path.lower()
-    for r in formats():
-        if low.endswith(r.suffix):
-            return r.name
+    suffixes = {s: name for name, (_, s) in _BUILTIN.items()}
+    suffixes.update({r.suffix: n for n in RENDERERS.names() if (r := RENDERERS.get(n))})
+    for suffix, name in suffixes.items():
+        if low.endswith(suffix):
+            return name
     return None

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlvitals import vocabulary
-from rlvitals.trainers import TrainerFacts, as_bool, as_float, as_int, as_str
+from rlvitals.trainers._base import TrainerFacts, as_bool, as_float, as_int, as_str
 
 __all__ = ["facts", "recognise", "scale_rewards"]
 

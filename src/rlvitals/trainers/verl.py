@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlvitals import vocabulary
-from rlvitals.trainers import (
+from rlvitals.trainers._base import (
     TrainerFacts,
     as_bool,
     as_float,

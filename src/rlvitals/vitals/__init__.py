@@ -4,10 +4,13 @@ from rlvitals.vitals.core import (
     DERIVED_SERIES,
     EVIDENCE_TIERS,
     MIN_JUDGE_STEPS,
+    RewardRange,
     UnknownSeriesError,
     Vitals,
+    acr_series,
     compute_vitals,
     is_known_series,
+    reward_range,
 )
 from rlvitals.vitals.groups import GroupSeries, group_series
 
@@ -16,9 +19,12 @@ __all__ = [
     "EVIDENCE_TIERS",
     "MIN_JUDGE_STEPS",
     "GroupSeries",
+    "RewardRange",
     "UnknownSeriesError",
     "Vitals",
+    "acr_series",
     "compute_vitals",
     "group_series",
     "is_known_series",
+    "reward_range",
 ]

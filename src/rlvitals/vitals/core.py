@@ -43,15 +43,19 @@ from rlvitals.signal import (
     expected_collapse,
     windowed_acr,
 )
+from rlvitals.vitals.groups import GroupSeries, group_series
 
 __all__ = [
     "DERIVED_SERIES",
     "EVIDENCE_TIERS",
     "MIN_JUDGE_STEPS",
+    "RewardRange",
     "UnknownSeriesError",
     "Vitals",
+    "acr_series",
     "compute_vitals",
     "is_known_series",
+    "reward_range",
 ]
 
 DERIVED_SERIES = (
@@ -259,23 +263,13 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
     """
     m = run.manifest
     notes: list[str] = []
-    known_range = m.reward_min is not None and m.reward_max is not None
-    rmin = float(m.reward_min) if m.reward_min is not None else 0.0
-    rmax = float(m.reward_max) if m.reward_max is not None else 1.0
-    if not rmax > rmin:
-        notes.append(f"reward range [{rmin}, {rmax}] is empty; using [0, 1]")
-        rmin, rmax, known_range = 0.0, 1.0, False
-    inferred = False
-    if not known_range:
-        lo, hi = _observed_reward_range(run)
-        if lo < 0.0 or hi > 1.0:
-            rmin, rmax, inferred = min(0.0, lo), max(1.0, hi), True
-            notes.append(f"reward range unknown: taken from the rewards seen, [{rmin:g}, {rmax:g}]")
+    rr = reward_range(run)
+    rmin, rmax, known_range = rr.low, rr.high, rr.known
+    if rr.inferred:
+        notes.append(rr.note)
 
     gs = None
     if run.groups is not None and run.groups.n_groups > 0:
-        from rlvitals.vitals.groups import group_series
-
         gs = group_series(run.groups, tau=tau, r_min=rmin, r_max=rmax)
     steps = run.steps.astype(np.int64, copy=False)
     if gs is not None and not np.array_equal(gs.steps, steps):
@@ -396,8 +390,8 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
     estimator, adv_scale = vocabulary.resolve(
         m.estimator, scale_rewards=m.scale_rewards, scale=m.adv_scale
     )
-    if not known_range and not inferred:
-        notes.append("reward range unknown: assumed [0, 1]")
+    if not rr.known and not rr.inferred:
+        notes.append(rr.note)  # "assumed [0, 1]", after what was read
     kl = m.kl_coef
     if kl is None and _finite_any(series.get("kl_coef")):
         kl = float(np.nanmedian(series["kl_coef"]))
@@ -446,6 +440,62 @@ def _batch_trap(scale_rewards: str | None, zsf: np.ndarray, notes: list[str]) ->
             )
             return True
     return False
+
+
+@dataclass(frozen=True)
+class RewardRange:
+    """The reward range a run is judged in, and where it came from.
+
+    Attributes:
+        low, high: the range.
+        known: stated by the source (manifest ``reward_min``/``reward_max``).
+        inferred: taken from the rewards seen (they left [0, 1]).
+        note: what was assumed, for the report, or "".
+    """
+
+    low: float
+    high: float
+    known: bool
+    inferred: bool
+    note: str = ""
+
+
+def reward_range(run: Run) -> RewardRange:
+    """The reward range of ``run``: the manifest's when it states one, else [0, 1] widened to
+    the rewards seen (per-group rewards, else reward min/max, else the mean rounded out) when
+    they leave it. Every command that splits collapsed groups into solved / failed / flat reads
+    the range here (the doctor's vitals and ``rlvitals acr`` alike).
+
+    >>> from rlvitals.recording import GroupTable, RunBuilder
+    >>> b = RunBuilder()
+    >>> b.groups = GroupTable.from_lists([1, 1], [[5.0, 5.0], [0.0, 2.5]])
+    >>> r = reward_range(b.build())
+    >>> (r.low, r.high, r.inferred)
+    (0.0, 5.0, True)
+    """
+    m = run.manifest
+    if m.reward_min is not None and m.reward_max is not None:
+        lo, hi = float(m.reward_min), float(m.reward_max)
+        if hi > lo and math.isfinite(lo) and math.isfinite(hi):
+            return RewardRange(lo, hi, True, False)
+        note = f"reward range [{lo}, {hi}] is empty; "
+    else:
+        note = ""
+    lo, hi = _observed_reward_range(run)
+    if lo < 0.0 or hi > 1.0:
+        lo, hi = min(0.0, lo), max(1.0, hi)
+        return RewardRange(lo, hi, False, True,
+                           note + f"reward range unknown: taken from the rewards seen, [{lo:g}, {hi:g}]")
+    return RewardRange(0.0, 1.0, False, False, note + "reward range unknown: assumed [0, 1]")
+
+
+def acr_series(run: Run, *, tau: float = DEFAULT_TAU) -> tuple[GroupSeries, RewardRange] | None:
+    """The exact per-step ACR (and split, expected ACR) of a run with per-group rewards, in the
+    run's :func:`reward_range`; None when the run has no per-group rewards."""
+    if run.groups is None or run.groups.n_groups == 0:
+        return None
+    rr = reward_range(run)
+    return group_series(run.groups, tau=tau, r_min=rr.low, r_max=rr.high), rr
 
 
 def _observed_reward_range(run: Run) -> tuple[float, float]:
