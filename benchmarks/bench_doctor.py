@@ -80,8 +80,14 @@ def write_trl_state(folder: Path, steps: int) -> Path:
     from rlvitals_corpus import generate
     from rlvitals_corpus.writers import write
 
-    lr = generate("collapse_identical", seed=0, view="trl", steps=steps,
-                  onset=int(steps * 0.75), nan_rows=0.01)
+    lr = generate(
+        "collapse_identical",
+        seed=0,
+        view="trl",
+        steps=steps,
+        onset=int(steps * 0.75),
+        nan_rows=0.01,
+    )
     return write(lr, "trl_state", folder)
 
 
@@ -113,16 +119,19 @@ def write_big_jsonl(path: Path, steps: int) -> int:
             }
             keys = list(cols)
             vals = np.column_stack([cols[k] for k in keys]).round(6).tolist()
-            f.write("".join(
-                json.dumps({"step": int(st), **dict(zip(keys, row))}) + "\n"
-                for st, row in zip(s.tolist(), vals)
-            ))
+            f.write(
+                "".join(
+                    json.dumps({"step": int(st), **dict(zip(keys, row))}) + "\n"
+                    for st, row in zip(s.tolist(), vals)
+                )
+            )
     return path.stat().st_size
 
 
 def _sub(code: str, *args: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -140,18 +149,36 @@ def main(argv: list[str] | None = None) -> int:
         r = _sub(_INPROC, str(state), str(args.repeats))
         ratio = r["full"] / r["base"]
         ok &= ratio <= RATIO_TARGET
-        print(f"TRL trainer_state.json: {r['steps']:,} steps, {mib:.1f} MiB; "
-              f"{r['detectors']} detectors; best of {args.repeats}")
+        print(
+            f"TRL trainer_state.json: {r['steps']:,} steps, {mib:.1f} MiB; "
+            f"{r['detectors']} detectors; best of {args.repeats}"
+        )
         print(f"baseline json.loads(read_text()):   {r['base'] * 1e3:8.1f} ms")
-        print(f"load + vitals + every detector:     {r['full'] * 1e3:8.1f} ms   ratio "
-              f"{ratio:.2f}x (target <= {RATIO_TARGET:g}x)")
-        print(f"  load {r['load'] * 1e3:.1f} ms, vitals {r['vitals'] * 1e3:.1f} ms, "
-              f"diagnose (vitals + detectors) {r['diagnose'] * 1e3:.1f} ms")
+        print(
+            f"load + vitals + every detector:     {r['full'] * 1e3:8.1f} ms   ratio "
+            f"{ratio:.2f}x (target <= {RATIO_TARGET:g}x)"
+        )
+        print(
+            f"  load {r['load'] * 1e3:.1f} ms, vitals {r['vitals'] * 1e3:.1f} ms, "
+            f"diagnose (vitals + detectors) {r['diagnose'] * 1e3:.1f} ms"
+        )
         print(f"  findings: {', '.join(r['findings'])}")
 
         out = tmp / "report.json"
-        cmd = [sys.executable, "-m", "rlvitals", "doctor", str(state), "--format", "json",
-               "-o", str(out), "--fail-on", "never", "--no-progress"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "rlvitals",
+            "doctor",
+            str(state),
+            "--format",
+            "json",
+            "-o",
+            str(out),
+            "--fail-on",
+            "never",
+            "--no-progress",
+        ]
         walls = []
         for _ in range(args.repeats):
             t = time.perf_counter()
@@ -161,23 +188,34 @@ def main(argv: list[str] | None = None) -> int:
                 print(p.stderr)
                 return 2
         json.loads(out.read_text())
-        imp = subprocess.run([sys.executable, "-X", "importtime", "-c", "import rlvitals.cli"],
-                             capture_output=True, text=True).stderr.strip().splitlines()
+        imp = (
+            subprocess.run(
+                [sys.executable, "-X", "importtime", "-c", "import rlvitals.cli"],
+                capture_output=True,
+                text=True,
+            )
+            .stderr.strip()
+            .splitlines()
+        )
         total_us = int(imp[-1].split("|")[1]) if imp else 0
         best = min(walls)
         ok &= best < PROCESS_TARGET_S
-        print(f"'rlvitals doctor' process (JSON report): {best:.3f} s best of {args.repeats} "
-              f"(median {sorted(walls)[len(walls) // 2]:.3f} s; target < {PROCESS_TARGET_S} s); "
-              f"'import rlvitals.cli' {total_us / 1e3:.0f} ms")
+        print(
+            f"'rlvitals doctor' process (JSON report): {best:.3f} s best of {args.repeats} "
+            f"(median {sorted(walls)[len(walls) // 2]:.3f} s; target < {PROCESS_TARGET_S} s); "
+            f"'import rlvitals.cli' {total_us / 1e3:.0f} ms"
+        )
 
         if args.big_steps:
             big = tmp / "big.jsonl"
             size = write_big_jsonl(big, args.big_steps)
             r = _sub(_PEAK, str(big))
             ok &= r["peak_mb"] < PEAK_MB_TARGET
-            print(f"{r['steps']:,}-step JSONL ({size / 2**20:.0f} MiB): diagnose_path "
-                  f"{r['seconds']:.1f} s, peak RSS {r['peak_mb']:.0f} MiB "
-                  f"(target < {PEAK_MB_TARGET} MiB); findings: {', '.join(r['findings'])}")
+            print(
+                f"{r['steps']:,}-step JSONL ({size / 2**20:.0f} MiB): diagnose_path "
+                f"{r['seconds']:.1f} s, peak RSS {r['peak_mb']:.0f} MiB "
+                f"(target < {PEAK_MB_TARGET} MiB); findings: {', '.join(r['findings'])}"
+            )
     print("all targets met" if ok else "TARGET MISSED")
     return 0 if ok else 1
 

@@ -85,9 +85,11 @@ def main(argv: list[str] | None = None) -> int:
 
     rewards, ids = make_step(args.groups, args.group_size)
     _, m, _ = rlvitals.estimate("avspo", rewards, ids, state={"tau_adapt": 0.5})
-    print(f"rewards: {args.groups:,} groups x {args.group_size} (float32), ACR {m['acr']:.2f}, "
-          f"avspo K {m['avspo_k']:.0f}, {m['avspo_groups_augmented']:.0f} groups augmented; "
-          f"best of {args.repeats} x {args.calls} calls")
+    print(
+        f"rewards: {args.groups:,} groups x {args.group_size} (float32), ACR {m['acr']:.2f}, "
+        f"avspo K {m['avspo_k']:.0f}, {m['avspo_groups_augmented']:.0f} groups augmented; "
+        f"best of {args.repeats} x {args.calls} calls"
+    )
     ok = True
     if args.backend in ("numpy", "both"):
         times = time_estimators(rewards, ids, calls=args.calls, repeats=args.repeats)

@@ -32,10 +32,25 @@ TIME_RATIO_TARGET = 3.0
 PEAK_MB_TARGET = 1024
 N_KEYS = 20
 KEYS = (
-    "reward", "reward_std", "frac_reward_zero_std", "loss", "grad_norm", "learning_rate", "kl",
-    "entropy", "clip_ratio/region_mean", "completions/mean_length", "completions/max_length",
-    "completions/min_length", "completions/clipped_ratio", "num_tokens", "step_time", "epoch",
-    "rewards/accuracy/mean", "rewards/accuracy/std", "custom/metric_a",
+    "reward",
+    "reward_std",
+    "frac_reward_zero_std",
+    "loss",
+    "grad_norm",
+    "learning_rate",
+    "kl",
+    "entropy",
+    "clip_ratio/region_mean",
+    "completions/mean_length",
+    "completions/max_length",
+    "completions/min_length",
+    "completions/clipped_ratio",
+    "num_tokens",
+    "step_time",
+    "epoch",
+    "rewards/accuracy/mean",
+    "rewards/accuracy/std",
+    "custom/metric_a",
 )  # + "step" = 20 keys per line
 
 
@@ -97,7 +112,9 @@ def _child(mode: str, path: str) -> None:
 def _measure(mode: str, path: Path) -> dict[str, float]:
     res = subprocess.run(
         [sys.executable, __file__, "--child", mode, str(path)],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return json.loads(res.stdout.strip().splitlines()[-1])
 
@@ -114,8 +131,10 @@ def main(argv: list[str] | None = None) -> int:
         path = Path(tmp) / "log.jsonl"
         t = time.perf_counter()
         size = write_log(path, args.steps)
-        print(f"wrote {args.steps} steps x {N_KEYS} keys, {size / 2**20:.0f} MiB "
-              f"in {time.perf_counter() - t:.1f} s")
+        print(
+            f"wrote {args.steps} steps x {N_KEYS} keys, {size / 2**20:.0f} MiB "
+            f"in {time.perf_counter() - t:.1f} s"
+        )
         timing = _measure("time", path)
         mem_base = _measure("baseline", path)
         mem_imp = _measure("import", path)
@@ -124,12 +143,18 @@ def main(argv: list[str] | None = None) -> int:
     ratio = timing["import_cpu_s"] / timing["baseline_cpu_s"]
     wall_ratio = timing["import_s"] / timing["baseline_s"]
     assert timing["import_steps"] == args.steps, timing
-    print(f"json.loads baseline   {timing['baseline_cpu_s']:7.2f} s CPU  {timing['baseline_s']:7.2f} s wall"
-          f"   peak RSS {mem_base['peak_mb']:6.0f} MB")
-    print(f"rlvitals load         {timing['import_cpu_s']:7.2f} s CPU  {timing['import_s']:7.2f} s wall"
-          f"   peak RSS {mem_imp['peak_mb']:6.0f} MB")
-    print(f"ratio {ratio:.2f}x CPU, {wall_ratio:.2f}x wall (target <= {TIME_RATIO_TARGET:.0f}x)   "
-          f"peak {mem_imp['peak_mb']:.0f} MB (target < {PEAK_MB_TARGET} MB)")
+    print(
+        f"json.loads baseline   {timing['baseline_cpu_s']:7.2f} s CPU  {timing['baseline_s']:7.2f} s wall"
+        f"   peak RSS {mem_base['peak_mb']:6.0f} MB"
+    )
+    print(
+        f"rlvitals load         {timing['import_cpu_s']:7.2f} s CPU  {timing['import_s']:7.2f} s wall"
+        f"   peak RSS {mem_imp['peak_mb']:6.0f} MB"
+    )
+    print(
+        f"ratio {ratio:.2f}x CPU, {wall_ratio:.2f}x wall (target <= {TIME_RATIO_TARGET:.0f}x)   "
+        f"peak {mem_imp['peak_mb']:.0f} MB (target < {PEAK_MB_TARGET} MB)"
+    )
     ok = ratio <= TIME_RATIO_TARGET and mem_imp["peak_mb"] < PEAK_MB_TARGET
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1

@@ -41,12 +41,20 @@ def _write_log(path: Path, steps: int) -> None:
     rng = np.random.default_rng(0)
     with open(path, "w") as f:
         for s in range(1, steps + 1):
-            row = {"step": s, "reward": rng.random(), "frac_reward_zero_std": rng.random() * 0.3,
-                   "entropy": 0.8 * np.exp(-s / steps), "kl": 0.05 * s / steps * rng.random(),
-                   "grad_norm": 0.3 * np.exp(rng.normal(0, 0.3)), "loss": rng.normal(0, 0.01),
-                   "completions/mean_length": 300 + rng.normal(0, 10),
-                   "completions/clipped_ratio": 0.01, "clip_ratio/region_mean": 0.02,
-                   "step_time": 60 + rng.normal(0, 2), "learning_rate": 1e-6}
+            row = {
+                "step": s,
+                "reward": rng.random(),
+                "frac_reward_zero_std": rng.random() * 0.3,
+                "entropy": 0.8 * np.exp(-s / steps),
+                "kl": 0.05 * s / steps * rng.random(),
+                "grad_norm": 0.3 * np.exp(rng.normal(0, 0.3)),
+                "loss": rng.normal(0, 0.01),
+                "completions/mean_length": 300 + rng.normal(0, 10),
+                "completions/clipped_ratio": 0.01,
+                "clip_ratio/region_mean": 0.02,
+                "step_time": 60 + rng.normal(0, 2),
+                "learning_rate": 1e-6,
+            }
             f.write(json.dumps(row) + "\n")
 
 
@@ -70,7 +78,9 @@ def speed() -> None:
     vitals = compute_vitals(run)
     dets = [DETECTORS.get(i)() for i in IDS]
     t_det = _best(lambda: [d.check(vitals) for d in dets])
-    diagnosis = Diagnosis(run=run, vitals=vitals, findings=[f for d in dets for f in d.check(vitals)])
+    diagnosis = Diagnosis(
+        run=run, vitals=vitals, findings=[f for d in dets for f in d.check(vitals)]
+    )
     print(f"## speed: {STEPS:,}-step JSONL log, json.loads parse {parse * 1000:.1f} ms (baseline)")
     print(f"{'what':<34} {'ms':>8} {'x parse':>8}")
     print(f"{'10 other detectors':<34} {t_det * 1000:8.1f} {t_det / parse:8.2f}")
@@ -87,19 +97,26 @@ def quality(size: str) -> None:
     for family in sorted(set(FAMILY.values())):
         specs = [s for s in suite if FAMILY[s[1]["detector"]] == family]
         s = evaluate(specs, via_files=True, family=family).summary()
-        print(f"{family:<11} {s['runs']:>5} {s['recall']:>7} "
-              f"{s['median_onset_error_logged_steps']:>17} {s['p90_onset_error_logged_steps']:>6}")
+        print(
+            f"{family:<11} {s['runs']:>5} {s['recall']:>7} "
+            f"{s['median_onset_error_logged_steps']:>17} {s['p90_onset_error_logged_steps']:>6}"
+        )
     healthy = [(n, p) for n, p in collapse_suite(size) if n == "healthy"]
     loud_runs = 0
     for name, params in healthy:
         params = dict(params)
         lr = generate(name, seed=params.pop("seed"), **params)
         v = compute_vitals(to_run(lr))
-        loud = any(Severity(f.severity).rank >= Severity.WARN.rank
-                   for i in IDS for f in DETECTORS.get(i)().check(v))
+        loud = any(
+            Severity(f.severity).rank >= Severity.WARN.rank
+            for i in IDS
+            for f in DETECTORS.get(i)().check(v)
+        )
         loud_runs += loud
-    print(f"false alarms (any warning from these detectors) on {len(healthy)} healthy runs: "
-          f"{loud_runs} ({loud_runs / max(1, len(healthy)):.1%})")
+    print(
+        f"false alarms (any warning from these detectors) on {len(healthy)} healthy runs: "
+        f"{loud_runs} ({loud_runs / max(1, len(healthy)):.1%})"
+    )
 
 
 def main() -> None:

@@ -59,8 +59,12 @@ def main() -> None:
     ragged = best_of(lambda: ours(rrew, rids), args.repeat)
     print(f"rewards: {n_groups:,} groups x {g} (float32); best of {args.repeat}")
     print(f"baseline numpy std(axis=1):     {base * 1e3:8.1f} ms")
-    print(f"rlvitals ACR + grpo, dense:     {dense * 1e3:8.1f} ms   ratio {dense / base:5.2f}x  (target <= 3x)")
-    print(f"rlvitals ACR + grpo, ragged:    {ragged * 1e3:8.1f} ms   ratio {ragged / base:5.2f}x  (target <= 10x)")
+    print(
+        f"rlvitals ACR + grpo, dense:     {dense * 1e3:8.1f} ms   ratio {dense / base:5.2f}x  (target <= 3x)"
+    )
+    print(
+        f"rlvitals ACR + grpo, ragged:    {ragged * 1e3:8.1f} ms   ratio {ragged / base:5.2f}x  (target <= 10x)"
+    )
     # Same check on the answers, so the benchmark measures real work.
     acr = rlvitals.collapse_rate(rewards, ids)
     ref = float(np.mean(rewards.reshape(-1, g).std(axis=1) == 0))

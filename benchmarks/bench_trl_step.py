@@ -49,18 +49,28 @@ def _run(h, tmp: Path, estimator: str | None, a: argparse.Namespace, on: str = "
     tok = h.tiny_tokenizer()
     name = f"{estimator}-{on}" if estimator else "plain"
     args = h.grpo_args(
-        tmp / name, max_steps=a.steps, per_device_train_batch_size=a.groups * a.group_size,
-        num_generations=a.group_size, max_completion_length=a.new_tokens, logging_steps=1,
+        tmp / name,
+        max_steps=a.steps,
+        per_device_train_batch_size=a.groups * a.group_size,
+        num_generations=a.group_size,
+        max_completion_length=a.new_tokens,
+        logging_steps=1,
     )
-    common = dict(model=h.tiny_model(tok), reward_funcs=[h.reward_has_digit, h.reward_short],
-                  args=args, train_dataset=h.train_dataset(), processing_class=tok)
+    common = dict(
+        model=h.tiny_model(tok),
+        reward_funcs=[h.reward_has_digit, h.reward_short],
+        args=args,
+        train_dataset=h.train_dataset(),
+        processing_class=tok,
+    )
     if estimator is None:
         trainer = GRPOTrainer(**common)
         cb = None
     else:
         cb = RlvitalsCallback(tmp / f"{name}-rec", doctor_every=DOCTOR_EVERY)
-        trainer = RlvitalsGRPOTrainer(**common, estimator=estimator, estimator_on=on,
-                                      callbacks=[cb])
+        trainer = RlvitalsGRPOTrainer(
+            **common, estimator=estimator, estimator_on=on, callbacks=[cb]
+        )
     trainer.remove_callback(PrinterCallback)
     cpu = time.process_time()
     trainer.train()
@@ -92,14 +102,18 @@ def main(argv: list[str] | None = None) -> int:
     import transformers
 
     transformers.logging.set_verbosity_error()
-    print(f"tiny Qwen2 GRPO on CPU: {a.steps} steps x {a.groups} groups x G={a.group_size}, "
-          f"{a.new_tokens} new tokens; doctor every {DOCTOR_EVERY} steps")
+    print(
+        f"tiny Qwen2 GRPO on CPU: {a.steps} steps x {a.groups} groups x G={a.group_size}, "
+        f"{a.new_tokens} new tokens; doctor every {DOCTOR_EVERY} steps"
+    )
     failed = False
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         plain = _run(h, tmp, None, a)
-        print(f"plain GRPOTrainer:         {plain['runtime']:6.2f} s "
-              f"({1000 * plain['cpu'] / plain['steps']:.0f} ms CPU/step)")
+        print(
+            f"plain GRPOTrainer:         {plain['runtime']:6.2f} s "
+            f"({1000 * plain['cpu'] / plain['steps']:.0f} ms CPU/step)"
+        )
         for est, on in (("grpo", "host"), ("avspo", "host"), ("avspo", "device")):
             r = _run(h, tmp, est, a, on)
             share = r["estimator_cpu"] / r["cpu"]

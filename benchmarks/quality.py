@@ -45,20 +45,32 @@ def main(argv: list[str] | None = None) -> int:
         s = rep.summary()
         ok &= s["recall"] >= RECALL_TARGET and s["false_alarm_rate"] <= FALSE_ALARM_TARGET
         ok &= s["median_onset_error_logged_steps"] <= ONSET_TARGET
-        print(f"seed {seed}: {s['runs']} runs ({s['healthy_runs']} healthy, {s['labels']} "
-              f"labels) in {time.perf_counter() - t:.0f} s")
-        print(f"  collapse recall {s['recall']:.3f} (target >= {RECALL_TARGET})   "
-              f"false alarms {s['false_alarm_rate']:.3f} (target <= {FALSE_ALARM_TARGET})   "
-              f"median onset error {s['median_onset_error_logged_steps']:.1f} logged steps "
-              f"(target <= {ONSET_TARGET:g}; p90 {s['p90_onset_error_logged_steps']:.1f})")
-        print(f"  wrong diagnosis {s['wrong_diagnosis_rate']:.3f}   false alarms of any "
-              f"family on the healthy runs {s['false_alarm_rate_any_family']:.3f}")
-        print("  recall by detector: " + ", ".join(
-            f"{k} {v:.2f} ({n})" for k, (n, v) in rep.recall_by_id().items()))
-        print("  recall by view:     " + ", ".join(
-            f"{k} {v:.2f}" for k, (n, v) in rep.by("view").items()))
-        print("  recall by format:   " + ", ".join(
-            f"{k} {v:.2f}" for k, (n, v) in rep.by("fmt").items()))
+        print(
+            f"seed {seed}: {s['runs']} runs ({s['healthy_runs']} healthy, {s['labels']} "
+            f"labels) in {time.perf_counter() - t:.0f} s"
+        )
+        print(
+            f"  collapse recall {s['recall']:.3f} (target >= {RECALL_TARGET})   "
+            f"false alarms {s['false_alarm_rate']:.3f} (target <= {FALSE_ALARM_TARGET})   "
+            f"median onset error {s['median_onset_error_logged_steps']:.1f} logged steps "
+            f"(target <= {ONSET_TARGET:g}; p90 {s['p90_onset_error_logged_steps']:.1f})"
+        )
+        print(
+            f"  wrong diagnosis {s['wrong_diagnosis_rate']:.3f}   false alarms of any "
+            f"family on the healthy runs {s['false_alarm_rate_any_family']:.3f}"
+        )
+        print(
+            "  recall by detector: "
+            + ", ".join(f"{k} {v:.2f} ({n})" for k, (n, v) in rep.recall_by_id().items())
+        )
+        print(
+            "  recall by view:     "
+            + ", ".join(f"{k} {v:.2f}" for k, (n, v) in rep.by("view").items())
+        )
+        print(
+            "  recall by format:   "
+            + ", ".join(f"{k} {v:.2f}" for k, (n, v) in rep.by("fmt").items())
+        )
         if args.verbose:
             for r in rep.misses():
                 print(f"  MISS  {r.name} [{r.fmt}] labels {r.labels} found {r.findings[:5]}")

@@ -38,12 +38,14 @@ ROOT = Path(__file__).resolve().parents[1]
 FALLBACK_SERIES = ("reward_mean",)
 """Drawn when a finding names no series the run has (RECORDING_LOSS reads events)."""
 
-_STYLE = ("<style>.ptitle{font:600 12px monospace}.frame{fill:none;stroke:#e5e7eb}"
-          ".grid{stroke:#f1f5f9}.ytick,.xtick{font-size:10px;fill:#6b7280;font-family:sans-serif}"
-          ".ytick{text-anchor:end}.xtick{text-anchor:middle}.series{fill:none;stroke:#334155;"
-          "stroke-width:1.4}.onset{stroke-width:1.5;stroke-dasharray:5 3}.end{stroke-width:1.5;"
-          "stroke-dasharray:2 3}.thr{stroke-width:1.2;stroke-dasharray:2 2}"
-          ".thrlabel{font-size:10px;text-anchor:end;font-family:sans-serif}</style>")
+_STYLE = (
+    "<style>.ptitle{font:600 12px monospace}.frame{fill:none;stroke:#e5e7eb}"
+    ".grid{stroke:#f1f5f9}.ytick,.xtick{font-size:10px;fill:#6b7280;font-family:sans-serif}"
+    ".ytick{text-anchor:end}.xtick{text-anchor:middle}.series{fill:none;stroke:#334155;"
+    "stroke-width:1.4}.onset{stroke-width:1.5;stroke-dasharray:5 3}.end{stroke-width:1.5;"
+    "stroke-dasharray:2 3}.thr{stroke-width:1.2;stroke-dasharray:2 2}"
+    ".thrlabel{font-size:10px;text-anchor:end;font-family:sans-serif}</style>"
+)
 """The report's plot styles, inlined: the SVG is a file of its own on the docs site."""
 
 
@@ -64,15 +66,25 @@ def bad_run_picture(cls: type[Detector]) -> str | None:
     if not names:
         return None
     name = names[0]
-    steps, values = ((vitals.eval_steps, vitals.eval_series[name]) if name.startswith("eval/")
-                     else (vitals.steps, vitals.series[name]))
-    markers = [Marker(f["onset_step"] or 0, f["end_step"], f["severity"],
-                      f"{cls.id}: {f['message']}",
-                      [f["thresholds"][name]] if name in f["thresholds"] else [])
-               for f in findings]
+    steps, values = (
+        (vitals.eval_steps, vitals.eval_series[name])
+        if name.startswith("eval/")
+        else (vitals.steps, vitals.series[name])
+    )
+    markers = [
+        Marker(
+            f["onset_step"] or 0,
+            f["end_step"],
+            f["severity"],
+            f"{cls.id}: {f['message']}",
+            [f["thresholds"][name]] if name in f["thresholds"] else [],
+        )
+        for f in findings
+    ]
     svg = line_plot(f"{name} in the bad test run", steps, values, markers)
-    return svg.replace('<svg class="plot"', '<svg xmlns="http://www.w3.org/2000/svg" class="plot"',
-                       1).replace(">", ">" + _STYLE, 1)
+    return svg.replace(
+        '<svg class="plot"', '<svg xmlns="http://www.w3.org/2000/svg" class="plot"', 1
+    ).replace(">", ">" + _STYLE, 1)
 
 
 @functools.cache
@@ -97,7 +109,8 @@ def pages(docs: Path, pics: dict[Path, str] | None = None) -> dict[Path, str]:
     for cls in catalogue():
         img = docs / "detectors" / "img" / f"{cls.id}.svg"
         out[docs / "detectors" / f"{cls.id}.md"] = detector_page(
-            cls, picture=f"img/{cls.id}.svg" if img in pics else None)
+            cls, picture=f"img/{cls.id}.svg" if img in pics else None
+        )
     return {p: text.rstrip("\n") + "\n\n" + GENERATED + "\n" for p, text in out.items()}
 
 

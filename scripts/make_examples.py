@@ -1,6 +1,6 @@
 """Regenerate the bundled example runs in src/rlvitals/examples (deterministic).
 
-    python scripts/make_examples.py
+python scripts/make_examples.py
 """
 
 from __future__ import annotations
@@ -36,9 +36,19 @@ def length_explosion(path: Path, steps: int = 200, onset: int = 120) -> None:
 
     train, evals = healthy_rows(20261201, steps=steps)
     rng = np.random.default_rng(20261202)
-    keep = ("reward", "reward_std", "frac_reward_zero_std", "entropy", "kl", "grad_norm", "loss",
-            "completions/mean_length", "completions/max_length", "completions/clipped_ratio",
-            "step_time")
+    keep = (
+        "reward",
+        "reward_std",
+        "frac_reward_zero_std",
+        "entropy",
+        "kl",
+        "grad_norm",
+        "loss",
+        "completions/mean_length",
+        "completions/max_length",
+        "completions/clipped_ratio",
+        "step_time",
+    )
     with open(path, "w") as f:
         for s in range(1, steps + 1):
             row = {k: train[s][k] for k in keep}
@@ -48,8 +58,9 @@ def length_explosion(path: Path, steps: int = 200, onset: int = 120) -> None:
                 row["reward"] -= 0.08
                 row["step_time"] *= 2.2
             row.update(evals.get(s, {}))
-            f.write(json.dumps({"step": s, **{k: float(f"{v:.4g}") for k, v in row.items()}})
-                    + "\n")
+            f.write(
+                json.dumps({"step": s, **{k: float(f"{v:.4g}") for k, v in row.items()}}) + "\n"
+            )
 
 
 if __name__ == "__main__":

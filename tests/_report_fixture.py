@@ -13,14 +13,25 @@ from rlvitals.vitals import compute_vitals
 STEPS = 120
 
 
-def fixed_diagnosis(source: str = "runs/demo/trainer_state.json",
-                    odd_name: str | None = None) -> Diagnosis:
+def fixed_diagnosis(
+    source: str = "runs/demo/trainer_state.json", odd_name: str | None = None
+) -> Diagnosis:
     """A 120-step run whose advantages collapse at step 60 and whose entropy collapses at 80.
 
     ``odd_name`` adds a series and a finding that carry that string (for escaping tests).
     """
-    b = RunBuilder(Manifest(source=source, format="trl_state", trainer="trl", group_size=8,
-                            kl_coef=0.0, reward_min=0.0, reward_max=1.0, estimator="grpo"))
+    b = RunBuilder(
+        Manifest(
+            source=source,
+            format="trl_state",
+            trainer="trl",
+            group_size=8,
+            kl_coef=0.0,
+            reward_min=0.0,
+            reward_max=1.0,
+            estimator="grpo",
+        )
+    )
     for s in range(1, STEPS + 1):
         collapsed = s >= 60
         row = {
@@ -39,41 +50,67 @@ def fixed_diagnosis(source: str = "runs/demo/trainer_state.json",
     vitals = compute_vitals(run)
     findings = [
         Finding(
-            id="DEGENERATE_GROUPS", severity=Severity.WARN,
+            id="DEGENERATE_GROUPS",
+            severity=Severity.WARN,
             message="ACR 0.90 >= 0.75 for 61 steps since step 60 (before: 0.10)",
-            onset_step=60, end_step=None, confidence=0.9, evidence="zero_std_frac",
+            onset_step=60,
+            end_step=None,
+            confidence=0.9,
+            evidence="zero_std_frac",
             metrics={"acr": 0.9, "threshold": 0.75, "steps": 61},
-            series=["acr", "zero_std_frac"], thresholds={"acr": 0.75},
-            actions=["filter zero-variance groups and resample (DAPO dynamic sampling)",
-                     "keep collapsed groups teaching with AVSPO"],
+            series=["acr", "zero_std_frac"],
+            thresholds={"acr": 0.75},
+            actions=[
+                "filter zero-variance groups and resample (DAPO dynamic sampling)",
+                "keep collapsed groups teaching with AVSPO",
+            ],
         ),
         Finding(
-            id="ENTROPY_COLLAPSE", severity=Severity.WARN,
+            id="ENTROPY_COLLAPSE",
+            severity=Severity.WARN,
             message="entropy 0.02 < 0.0788 (0.1 of early 0.788) for 41 logged points since "
-                    "step 80; reward gain 0.04 <= 0.05 (plateau)",
-            onset_step=80, end_step=None, confidence=0.85, evidence="entropy,reward_mean",
+            "step 80; reward gain 0.04 <= 0.05 (plateau)",
+            onset_step=80,
+            end_step=None,
+            confidence=0.85,
+            evidence="entropy,reward_mean",
             metrics={"entropy_early": 0.788, "entropy_threshold": 0.0788, "reward_gain": 0.04},
-            series=["entropy", "reward_mean"], thresholds={"entropy": 0.0788},
+            series=["entropy", "reward_mean"],
+            thresholds={"entropy": 0.0788},
             actions=["raise the sampling temperature a little"],
         ),
         Finding(
-            id="GRAD_SPIKE", severity=Severity.INFO,
+            id="GRAD_SPIKE",
+            severity=Severity.INFO,
             message="1 grad_norm spike(s) above 10x the recent median; largest 3.1 = 10.3x "
-                    "at step 30",
-            onset_step=30, end_step=30, confidence=0.7, evidence="grad_norm",
+            "at step 30",
+            onset_step=30,
+            end_step=30,
+            confidence=0.7,
+            evidence="grad_norm",
             metrics={"spikes": 1, "grad_norm_threshold": 3.0, "flag": True, "none": None},
-            series=["grad_norm"], thresholds={"grad_norm": 3.0},
+            series=["grad_norm"],
+            thresholds={"grad_norm": 3.0},
             actions=["keep gradient clipping on"],
         ),
     ]
     if odd_name:
-        findings.append(Finding(
-            id="ODD_" + "NAME", severity=Severity.CRITICAL, message=f"series {odd_name} is odd",
-            onset_step=None, evidence=odd_name, metrics={odd_name: 1.0}, series=[odd_name],
-            actions=[f"rename {odd_name}"],
-        ))
+        findings.append(
+            Finding(
+                id="ODD_" + "NAME",
+                severity=Severity.CRITICAL,
+                message=f"series {odd_name} is odd",
+                onset_step=None,
+                evidence=odd_name,
+                metrics={odd_name: 1.0},
+                series=[odd_name],
+                actions=[f"rename {odd_name}"],
+            )
+        )
     return Diagnosis(
-        run=run, vitals=vitals, findings=findings,
+        run=run,
+        vitals=vitals,
+        findings=findings,
         skipped={"KL_BLOWUP": "needs kl (23+ logged values)"},
         errors={},
         detectors=["DEGENERATE_GROUPS", "ENTROPY_COLLAPSE", "GRAD_SPIKE", "KL_BLOWUP"],

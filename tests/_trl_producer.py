@@ -131,8 +131,14 @@ def shared_grpo_run() -> Path:
 # A realistic subset of what TRL 1.16's GRPOTrainer logs per training row (the real run above
 # logs ~28 keys; the writer's indent=2 path is pure Python, so the long log keeps it shorter).
 _TRAIN_KEYS = (
-    "clip_ratio/region_mean", "completions/clipped_ratio", "completions/mean_length",
-    "entropy", "frac_reward_zero_std", "kl", "reward_std", "rewards/accuracy/mean",
+    "clip_ratio/region_mean",
+    "completions/clipped_ratio",
+    "completions/mean_length",
+    "entropy",
+    "frac_reward_zero_std",
+    "kl",
+    "reward_std",
+    "rewards/accuracy/mean",
 )
 
 
@@ -152,9 +158,14 @@ def synthetic_state(path: Path, n_steps: int, *, eval_every: int = 500, seed: in
         reward = min(1.0, 0.1 + step / n_steps + rng.uniform(-0.05, 0.05))
         row = {k: rng.random() for k in _TRAIN_KEYS}
         row.update(
-            reward=reward, epoch=step / n_steps, step=step, loss=rng.uniform(-0.1, 0.1),
-            grad_norm=rng.uniform(0.1, 2.0), learning_rate=1e-6 * (1 - step / n_steps),
-            num_tokens=float(step * 4096), step_time=rng.uniform(0.5, 1.5),
+            reward=reward,
+            epoch=step / n_steps,
+            step=step,
+            loss=rng.uniform(-0.1, 0.1),
+            grad_norm=rng.uniform(0.1, 2.0),
+            learning_rate=1e-6 * (1 - step / n_steps),
+            num_tokens=float(step * 4096),
+            step_time=rng.uniform(0.5, 1.5),
         )
         if step % 1000 == 0:
             row["grad_norm"] = math.nan
@@ -162,16 +173,38 @@ def synthetic_state(path: Path, n_steps: int, *, eval_every: int = 500, seed: in
         rewards.append(reward)
         rows.append(row)
         if step % eval_every == 0:
-            rows.append({"eval_loss": 0.1, "eval_reward": reward / 2, "eval_runtime": 3.2,
-                         "eval_samples_per_second": 10.0, "eval_steps_per_second": 1.0,
-                         "epoch": step / n_steps, "step": step})
+            rows.append(
+                {
+                    "eval_loss": 0.1,
+                    "eval_reward": reward / 2,
+                    "eval_runtime": 3.2,
+                    "eval_samples_per_second": 10.0,
+                    "eval_steps_per_second": 1.0,
+                    "epoch": step / n_steps,
+                    "step": step,
+                }
+            )
             eval_steps.append(step)
-    rows.append({"epoch": 1.0, "step": n_steps, "total_flos": 0.0, "train_loss": 0.0123,
-                 "train_runtime": 5000.0, "train_samples_per_second": 3.2,
-                 "train_steps_per_second": 4.0})
+    rows.append(
+        {
+            "epoch": 1.0,
+            "step": n_steps,
+            "total_flos": 0.0,
+            "train_loss": 0.0123,
+            "train_runtime": 5000.0,
+            "train_samples_per_second": 3.2,
+            "train_steps_per_second": 4.0,
+        }
+    )
     state = TrainerState(
-        epoch=1.0, global_step=n_steps, max_steps=n_steps, logging_steps=1,
-        eval_steps=eval_every, save_steps=500, train_batch_size=8, num_train_epochs=1,
+        epoch=1.0,
+        global_step=n_steps,
+        max_steps=n_steps,
+        logging_steps=1,
+        eval_steps=eval_every,
+        save_steps=500,
+        train_batch_size=8,
+        num_train_epochs=1,
         log_history=rows,
     )
     state.save_to_json(str(path))

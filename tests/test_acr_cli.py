@@ -35,7 +35,9 @@ def test_acr_bad_inputs(tmp_path, capsys):
     assert main(["acr", str(tmp_path / "missing.jsonl")]) == 2
     assert "no such file" in capsys.readouterr().err
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"step": 1, "group": 0, "rewards": [1, 0]}\n{"step": "x", "group": 0, "rewards": [1]}\n')
+    bad.write_text(
+        '{"step": 1, "group": 0, "rewards": [1, 0]}\n{"step": "x", "group": 0, "rewards": [1]}\n'
+    )
     assert main(["acr", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "bad.jsonl" in err and "line 2" in err
@@ -43,9 +45,13 @@ def test_acr_bad_inputs(tmp_path, capsys):
 
 
 def test_module_entry_point_version_and_help():
-    out = subprocess.run([sys.executable, "-m", "rlvitals", "--version"], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "rlvitals", "--version"], capture_output=True, text=True
+    )
     assert out.returncode == 0 and out.stdout.startswith("rlvitals ")
-    out = subprocess.run([sys.executable, "-m", "rlvitals", "--help"], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "rlvitals", "--help"], capture_output=True, text=True
+    )
     assert out.returncode == 0 and "acr" in out.stdout
 
 

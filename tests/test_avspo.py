@@ -40,8 +40,12 @@ def step(groups):
 
 
 # Ten groups of 8: three solve-all, two solve-none, one flat at 0.5, four mixed -> ACR 0.6.
-MIXED = [[1, 0, 0, 1, 0, 0, 0, 0], [1, 1, 1, 0, 1, 1, 0, 1], [0, 1, 0, 0, 0, 0, 0, 0],
-         [1, 0, 1, 0, 1, 0, 1, 0]]
+MIXED = [
+    [1, 0, 0, 1, 0, 0, 0, 0],
+    [1, 1, 1, 0, 1, 1, 0, 1],
+    [0, 1, 0, 0, 0, 0, 0, 0],
+    [1, 0, 1, 0, 1, 0, 1, 0],
+]
 COLLAPSED = [[1.0] * G, [1.0] * G, [1.0] * G, [0.0] * G, [0.0] * G, [0.5] * G]
 STEP = step(COLLAPSED + MIXED)
 
@@ -64,8 +68,12 @@ def test_homogeneous_group_of_8_plus_one_virtual_gives_plus_minus_one_third(c, s
 
 
 @settings(max_examples=80, deadline=None)
-@given(c=st.sampled_from([0.0, 1.0, 0.5, -0.75, 3.0]), v=st.sampled_from([0.0, 1.0, 0.2, -1.0]),
-       g=st.integers(1, 16), k=st.integers(1, 8))
+@given(
+    c=st.sampled_from([0.0, 1.0, 0.5, -0.75, 3.0]),
+    v=st.sampled_from([0.0, 1.0, 0.2, -1.0]),
+    g=st.integers(1, 16),
+    k=st.integers(1, 8),
+)
 def test_general_formula_for_k_copies_of_one_virtual_value(c, v, g, k):
     if c == v:
         return
@@ -76,15 +84,18 @@ def test_general_formula_for_k_copies_of_one_virtual_value(c, v, g, k):
 
 
 @settings(max_examples=60, deadline=None)
-@given(real=st.lists(st.sampled_from([0.0, 0.25, 1.0, 2.0]), min_size=1, max_size=10),
-       virtual=st.lists(st.floats(-2, 2, allow_nan=False), min_size=1, max_size=6),
-       ddof=st.sampled_from([0, 1]))
+@given(
+    real=st.lists(st.sampled_from([0.0, 0.25, 1.0, 2.0]), min_size=1, max_size=10),
+    virtual=st.lists(st.floats(-2, 2, allow_nan=False), min_size=1, max_size=6),
+    ddof=st.sampled_from([0, 1]),
+)
 def test_augmented_statistics_equal_brute_force_concatenation(real, virtual, ddof):
     both = np.concatenate([real, virtual])
     if len(both) <= ddof:
         return
-    adv = advantages_with_virtual(np.array(real), np.zeros(len(real), dtype=int), virtual,
-                                  augment=[True], ddof=ddof)
+    adv = advantages_with_virtual(
+        np.array(real), np.zeros(len(real), dtype=int), virtual, augment=[True], ddof=ddof
+    )
     np.testing.assert_allclose(adv, brute(real, virtual, ddof=ddof), rtol=1e-9, atol=1e-9)
 
 
@@ -109,8 +120,9 @@ def test_stratified_k_other_sizes_and_alpha():
 def test_stratified_virtual_rewards():
     np.testing.assert_allclose(stratified_virtual_rewards(1), [1.0])
     np.testing.assert_allclose(stratified_virtual_rewards(4), [1.0, 0.75, 0.5, 0.25])
-    np.testing.assert_allclose(stratified_virtual_rewards(7), [7 / 7, 6 / 7, 5 / 7, 4 / 7,
-                                                               3 / 7, 2 / 7, 1 / 7])
+    np.testing.assert_allclose(
+        stratified_virtual_rewards(7), [7 / 7, 6 / 7, 5 / 7, 4 / 7, 3 / 7, 2 / 7, 1 / 7]
+    )
     np.testing.assert_allclose(stratified_virtual_rewards(4, -1.0, 1.0), [1.0, 0.5, 0.0, -0.5])
 
 
@@ -183,8 +195,9 @@ def test_ragged_groups_get_k_from_their_own_size_and_nan_rows_get_zero():
 
 def test_reward_range_other_than_zero_one():
     rewards, ids = step([[-1.0] * 4, [-1.0] * 4, [1.0, -1.0, 1.0, -1.0]])
-    adv, m, _ = rlvitals.estimate("avspo", rewards, ids, r_min=-1.0, r_max=1.0,
-                                  state={"tau_adapt": 0.5})
+    adv, m, _ = rlvitals.estimate(
+        "avspo", rewards, ids, r_min=-1.0, r_max=1.0, state={"tau_adapt": 0.5}
+    )
     k = math.ceil(4 * math.sqrt(2 / 3))  # 4
     np.testing.assert_allclose(adv[ids == 0], brute([-1.0] * 4, [1.0, 0.5, 0.0, -0.5]))
     assert k == 4 and m["acr_solve_none"] == pytest.approx(2 / 3)
@@ -193,8 +206,7 @@ def test_reward_range_other_than_zero_one():
 def test_float32_torch_and_numpy_agree():
     rewards, ids = STEP
     a64, _, _ = rlvitals.estimate("avspo", rewards, ids)
-    t32, m, _ = rlvitals.estimate("avspo", torch.from_numpy(rewards).float(),
-                                  torch.from_numpy(ids))
+    t32, m, _ = rlvitals.estimate("avspo", torch.from_numpy(rewards).float(), torch.from_numpy(ids))
     n32, _, _ = rlvitals.estimate("avspo", rewards.astype(np.float32), ids)
     assert t32.dtype == torch.float32 and n32.dtype == np.float32
     np.testing.assert_allclose(t32.numpy(), a64, rtol=2e-6, atol=2e-6)
@@ -215,16 +227,21 @@ def test_tau_adapt_moves_toward_acr_when_j_rises_and_away_when_it_falls(delta_j,
 
 
 @settings(max_examples=30, deadline=None)
-@given(plan=st.lists(st.tuples(st.integers(0, 10), st.floats(-1, 1, allow_nan=False)),
-                     min_size=1, max_size=40),
-       tau0=st.floats(0.1, 0.9), eta=st.sampled_from([0.01, 0.5, 1.0]))
+@given(
+    plan=st.lists(
+        st.tuples(st.integers(0, 10), st.floats(-1, 1, allow_nan=False)), min_size=1, max_size=40
+    ),
+    tau0=st.floats(0.1, 0.9),
+    eta=st.sampled_from([0.01, 0.5, 1.0]),
+)
 def test_tau_adapt_stays_in_bounds(plan, tau0, eta):
     state = {"tau_adapt": tau0}
     for n_collapsed, delta_j in plan:
         groups = [[1.0] * 4] * n_collapsed + [[1.0, 0.0, 0.0, 0.0]] * (10 - n_collapsed)
         rewards, ids = step(groups)
-        _, m, state = rlvitals.estimate("avspo", rewards, ids, state=state, eta=eta,
-                                        j_signal="explicit", delta_j=delta_j)
+        _, m, state = rlvitals.estimate(
+            "avspo", rewards, ids, state=state, eta=eta, j_signal="explicit", delta_j=delta_j
+        )
         assert 0.1 <= state.tau_adapt <= 0.9
         assert m["avspo_triggered"] == float(n_collapsed / 10 > m["tau_adapt"])
 
@@ -320,8 +337,12 @@ def test_avspo_config_errors(config, message):
 
 
 def test_step_without_scorable_group_changes_nothing():
-    _, m, state = rlvitals.estimate("avspo", np.full(4, math.nan), np.array([0, 0, 1, 1]),
-                                    state={"tau_adapt": 0.3, "acr_history": [0.5]})
+    _, m, state = rlvitals.estimate(
+        "avspo",
+        np.full(4, math.nan),
+        np.array([0, 0, 1, 1]),
+        state={"tau_adapt": 0.3, "acr_history": [0.5]},
+    )
     assert state.tau_adapt == 0.3 and state.acr_history == (0.5,) and state.step == 1
     assert m["avspo_triggered"] == 0.0 and math.isnan(m["acr"])
 
@@ -340,6 +361,7 @@ def test_released_variant_has_no_gate_and_uses_the_complement():
     assert np.array_equal(adv[ids == 1], ref[ids == 1])
     assert m["acr"] == 0.75 and m["acr_residual"] == 0.25
     assert m["avspo_groups_augmented"] == 3.0
-    adv, _, _ = rlvitals.estimate("avspo_released", np.full(4, -1.0), np.zeros(4, dtype=int),
-                                  r_min=-1.0, r_max=1.0)
+    adv, _, _ = rlvitals.estimate(
+        "avspo_released", np.full(4, -1.0), np.zeros(4, dtype=int), r_min=-1.0, r_max=1.0
+    )
     np.testing.assert_allclose(adv, brute([-1.0] * 4, [1.0]))

@@ -27,8 +27,11 @@ def test_every_command_has_help_ending_with_an_example():
         text = subs[name].format_help()
         assert subs[name].description, name
         tail = text.rstrip().splitlines()
-        examples = [ln for ln in tail if ln.strip().startswith(f"rlvitals {name}")
-                    or f"example: rlvitals {name}" in ln]
+        examples = [
+            ln
+            for ln in tail
+            if ln.strip().startswith(f"rlvitals {name}") or f"example: rlvitals {name}" in ln
+        ]
         assert examples, f"'rlvitals {name} --help' has no example"
         assert "example" in "\n".join(tail[-12:]).lower(), f"{name}: help must end with examples"
 
@@ -60,8 +63,12 @@ def length_file(tmp_path_factory) -> Path:
     """The LENGTH_EXPLOSION bad run written as a generic JSONL log."""
     run = PAIRS["LENGTH_EXPLOSION"].bad_run(seed=0)
     path = tmp_path_factory.mktemp("runs") / "length.jsonl"
-    keys = {"length_mean": "completions/mean_length", "truncation_frac": "completions/clipped_ratio",
-            "length_max": "completions/max_length", "reward_mean": "reward"}
+    keys = {
+        "length_mean": "completions/mean_length",
+        "truncation_frac": "completions/clipped_ratio",
+        "length_max": "completions/max_length",
+        "reward_mean": "reward",
+    }
     with open(path, "w") as f:
         for i, s in enumerate(run.steps.tolist()):
             row = {keys.get(k, k): float(v[i]) for k, v in run.series.items() if v[i] == v[i]}
@@ -115,8 +122,7 @@ def test_doctor_formats_and_output_file(length_file, tmp_path, capsys):
 
 
 def test_doctor_input_format_is_forced(length_file, capsys):
-    assert main(["doctor", str(length_file), "--input-format", "jsonl", "--fail-on",
-                 "never"]) == 0
+    assert main(["doctor", str(length_file), "--input-format", "jsonl", "--fail-on", "never"]) == 0
     assert main(["doctor", str(length_file), "--input-format", "nonsense"]) == 2
     assert "unknown format 'nonsense'" in capsys.readouterr().err
 
@@ -133,13 +139,16 @@ def test_doctor_config_file_sets_knobs_and_fail_on(length_file, tmp_path, capsys
     assert "jump_ratio" in capsys.readouterr().err  # the valid knobs are listed
 
 
-@pytest.mark.parametrize("argv", [
-    ["doctor", "/no/such/run.jsonl"],
-    ["doctor", "--example", "nope"],
-    ["doctor", "--example", "collapse", "--select", "NOPE"],
-    ["doctor", "--example", "collapse", "--format", "pdf"],
-    ["doctor"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["doctor", "/no/such/run.jsonl"],
+        ["doctor", "--example", "nope"],
+        ["doctor", "--example", "collapse", "--select", "NOPE"],
+        ["doctor", "--example", "collapse", "--format", "pdf"],
+        ["doctor"],
+    ],
+)
 def test_doctor_bad_input_or_usage_exits_2(argv, capsys):
     try:
         code = main(argv)
@@ -158,12 +167,17 @@ def test_doctor_on_a_garbage_file_is_one_line(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and str(bad) in err
 
 
-@pytest.mark.parametrize("rows, says", [
-    ('{"step": 1, "my/custom_reward": 0.5}\n{"step": 2, "my/custom_reward": 0.7}\n',
-     "keys not understood: my/custom_reward"),
-    ('{"step": 1, "loss": "n/a"}\n', "non-numeric"),
-    ('{"step": 1}\n{"step": 2}\n', "0 step row(s)"),
-])
+@pytest.mark.parametrize(
+    "rows, says",
+    [
+        (
+            '{"step": 1, "my/custom_reward": 0.5}\n{"step": 2, "my/custom_reward": 0.7}\n',
+            "keys not understood: my/custom_reward",
+        ),
+        ('{"step": 1, "loss": "n/a"}\n', "non-numeric"),
+        ('{"step": 1}\n{"step": 2}\n', "0 step row(s)"),
+    ],
+)
 def test_doctor_refuses_a_file_with_no_known_metric(tmp_path, capsys, rows, says):
     # "no findings" would read as a healthy run; nothing was judged, so it is bad input.
     path = tmp_path / "custom.jsonl"
@@ -180,16 +194,21 @@ def test_doctor_refuses_a_file_with_no_known_metric(tmp_path, capsys, rows, says
 
 def test_doctor_metric_flag_maps_custom_keys(tmp_path, capsys):
     path = tmp_path / "custom.jsonl"
-    path.write_text("".join(f'{{"step": {i}, "my/zero": {0.1 if i <= 40 else 0.95}}}\n'
-                            for i in range(1, 81)))
+    path.write_text(
+        "".join(f'{{"step": {i}, "my/zero": {0.1 if i <= 40 else 0.95}}}\n' for i in range(1, 81))
+    )
     assert main(["doctor", str(path)]) == 2
     assert "--metric KEY=NAME" in capsys.readouterr().err
-    assert main(["doctor", str(path), "--metric", "my/zero=frac_reward_zero_std",
-                 "--format", "json"]) == 1
+    assert (
+        main(["doctor", str(path), "--metric", "my/zero=frac_reward_zero_std", "--format", "json"])
+        == 1
+    )
     d = json.loads(capsys.readouterr().out)
     assert [f["onset_step"] for f in d["findings"] if f["id"] == "DEGENERATE_GROUPS"] == [41]
-    for bad, says in ((["--metric", "my/zero"], "KEY=NAME"),
-                      (["--metric", "my/zero=nope"], "no such metric")):
+    for bad, says in (
+        (["--metric", "my/zero"], "KEY=NAME"),
+        (["--metric", "my/zero=nope"], "no such metric"),
+    ):
         assert main(["doctor", str(path), *bad]) == 2
         err = capsys.readouterr().err.strip()
         assert says in err and len(err.splitlines()) == 1
@@ -213,8 +232,13 @@ def test_detectors_lists_the_catalogue(capsys):
 def test_explain_prints_the_page(capsys):
     assert main(["explain", "entropy_collapse"]) == 0
     out = capsys.readouterr().out
-    for section in ("What is happening", "What it looks like in the recording",
-                    "How the detector decides", "What to try", "Knobs"):
+    for section in (
+        "What is happening",
+        "What it looks like in the recording",
+        "How the detector decides",
+        "What to try",
+        "Knobs",
+    ):
         assert f"## {section}" in out
     assert "`collapse_ratio`" in out and ":knob:" not in out
 
@@ -226,8 +250,12 @@ def test_explain_unknown_id_lists_valid_ones(capsys):
 
 
 def test_the_installed_entry_point_runs_the_readme_command():
-    proc = subprocess.run([sys.executable, "-m", "rlvitals", "doctor", "--example", "collapse"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlvitals", "doctor", "--example", "collapse"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1, proc.stderr
     assert "DEGENERATE_GROUPS" in proc.stdout and proc.stderr == ""
 

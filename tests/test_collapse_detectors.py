@@ -15,10 +15,21 @@ from rlvitals.recording import Manifest, RunBuilder
 from rlvitals_corpus import generate, to_run
 from rlvitals_corpus.fixtures import PAIRS
 
-COLLAPSE = ["ADV_COLLAPSE", "DEGENERATE_GROUPS", "REWARD_STD_DEATH", "ACR_STALL",
-            "ACR_VOLATILE", "EXCESS_COLLAPSE", "SATURATION"]
-SECTIONS = ("What is happening", "What it looks like in the recording",
-            "How the detector decides", "What to try")
+COLLAPSE = [
+    "ADV_COLLAPSE",
+    "DEGENERATE_GROUPS",
+    "REWARD_STD_DEATH",
+    "ACR_STALL",
+    "ACR_VOLATILE",
+    "EXCESS_COLLAPSE",
+    "SATURATION",
+]
+SECTIONS = (
+    "What is happening",
+    "What it looks like in the recording",
+    "How the detector decides",
+    "What to try",
+)
 
 
 def _found(diag, det_id, severity=None):
@@ -37,8 +48,7 @@ def test_bad_run_fires_and_good_run_stays_silent(det_id):
             best = min(abs(f.onset_step - lab.onset) for f in hits)
             assert best <= 3 * bad.log_every, (lab, [(f.onset_step, f.end_step) for f in hits])
             if lab.end is not None:
-                assert any(f.end_step is not None and abs(f.end_step - lab.end) <= 5
-                           for f in hits)
+                assert any(f.end_step is not None and abs(f.end_step - lab.end) <= 5 for f in hits)
     g = diagnose(to_run(good))
     assert not _found(g, det_id), [(f.id, f.severity, f.message) for f in g.by_id(det_id)]
 
@@ -78,25 +88,26 @@ def test_transient_collapse_from_60_to_139_alone_in_each_tier(scenario, view, de
     lr = generate(scenario, seed=5, view=view, steps=220, onset=60, end=139)
     d = diagnose(to_run(lr))
     hits = _found(d, det_id)
-    assert any(abs(f.onset_step - 60) <= 3 and f.end_step is not None
-               and abs(f.end_step - 139) <= 5 for f in hits), \
-        [(f.id, f.onset_step, f.end_step, f.message) for f in d.findings]
+    assert any(
+        abs(f.onset_step - 60) <= 3 and f.end_step is not None and abs(f.end_step - 139) <= 5
+        for f in hits
+    ), [(f.id, f.onset_step, f.end_step, f.message) for f in d.findings]
 
 
 def test_late_onset_near_the_end_and_gradual_onset():
     lr = generate("collapse_floor", seed=8, view="trl", steps=300, onset=284)
     hits = _found(diagnose(to_run(lr)), "DEGENERATE_GROUPS")
     assert hits and abs(hits[0].onset_step - 284) <= 3 and hits[0].end_step is None
-    lr = generate("collapse_identical", seed=9, view="groups", steps=300, onset=100,
-                  gradual=True)
+    lr = generate("collapse_identical", seed=9, view="groups", steps=300, onset=100, gradual=True)
     hits = _found(diagnose(to_run(lr)), "DEGENERATE_GROUPS")
     lab = lr.expect[0].onset
     assert hits and abs(hits[0].onset_step - lab) <= lr.expect[0].tolerance
 
 
 def test_logging_every_10_steps_reports_training_steps():
-    lr = generate("collapse_floor", seed=3, view="zero_std_frac", log_every=10, steps=1500,
-                  onset=723)
+    lr = generate(
+        "collapse_floor", seed=3, view="zero_std_frac", log_every=10, steps=1500, onset=723
+    )
     assert lr.steps[1] - lr.steps[0] == 10
     hits = _found(diagnose(to_run(lr)), "DEGENERATE_GROUPS")
     assert hits and hits[0].onset_step % 10 == 0
@@ -118,8 +129,12 @@ def test_short_runs_are_not_judged_unless_totally_collapsed():
     assert healthy.steps.size < 30
     d = diagnose(to_run(healthy))
     assert not [f for f in d.findings if f.id in COLLAPSE and f.severity != Severity.INFO]
-    for view, det_id in [("trl", "DEGENERATE_GROUPS"), ("adv_std", "ADV_COLLAPSE"),
-                         ("reward_std", "REWARD_STD_DEATH"), ("loss_grad", "ADV_COLLAPSE")]:
+    for view, det_id in [
+        ("trl", "DEGENERATE_GROUPS"),
+        ("adv_std", "ADV_COLLAPSE"),
+        ("reward_std", "REWARD_STD_DEATH"),
+        ("loss_grad", "ADV_COLLAPSE"),
+    ]:
         lr = generate("total_short", seed=6, view=view)
         hits = _found(diagnose(to_run(lr)), det_id)
         assert hits and hits[0].onset_step == int(lr.steps[0]), view
@@ -151,8 +166,11 @@ def test_finding_carries_numbers_next_to_thresholds():
     lr = generate("collapse_floor", seed=3, view="adv_std", steps=200, onset=112)
     f = _found(diagnose(to_run(lr)), "ADV_COLLAPSE")[0]
     # numbers in the one message vocabulary (rlvitals._text): 3 significant digits
-    assert re.match(r"adv_std 0(\.\d+)? < 0\.1 for \d+ steps since step 11[0-4] \(early mean "
-                    r"0\.\d+; GRPO-normalised\)", f.message), f.message
+    assert re.match(
+        r"adv_std 0(\.\d+)? < 0\.1 for \d+ steps since step 11[0-4] \(early mean "
+        r"0\.\d+; GRPO-normalised\)",
+        f.message,
+    ), f.message
     assert f.evidence == "advantages" and 0 < f.confidence <= 1 and f.actions
     assert f.metrics["threshold"] == pytest.approx(0.1)
 
@@ -163,8 +181,13 @@ def test_loss_and_grad_exactly_zero_is_adv_collapse(loss_key):
     rng = np.random.default_rng(0)
     for s in range(1, 101):
         z = s >= 70
-        b.add_row(s, {loss_key: 0.0 if z else rng.normal(0, 0.01),
-                      "grad_norm": 0.0 if z else rng.uniform(0.1, 0.5)})
+        b.add_row(
+            s,
+            {
+                loss_key: 0.0 if z else rng.normal(0, 0.01),
+                "grad_norm": 0.0 if z else rng.uniform(0.1, 0.5),
+            },
+        )
     hits = _found(diagnose(b.build()), "ADV_COLLAPSE")
     assert hits and hits[0].onset_step == 70 and hits[0].evidence == "loss_grad_zero"
     assert "no KL term" in hits[0].message

@@ -15,7 +15,9 @@ def _write(path, text):
 
 
 def test_rlvitals_toml(tmp_path):
-    p = _write(tmp_path / "rlvitals.toml", """
+    p = _write(
+        tmp_path / "rlvitals.toml",
+        """
 select = ["collapse"]
 ignore = ["ACR_VOLATILE"]
 fail-on = "critical"
@@ -28,7 +30,8 @@ sustain = 3
 
 [detectors.ACR_STALL]
 enabled = false
-""")
+""",
+    )
     c = load_config(p)
     assert isinstance(c, DoctorConfig)
     assert c.select == ["collapse"] and c.ignore == ["ACR_VOLATILE"] and c.fail_on == "critical"
@@ -39,7 +42,9 @@ enabled = false
 
 def test_pyproject_tool_table_and_search_upward(tmp_path):
     (tmp_path / ".git").mkdir()
-    _write(tmp_path / "pyproject.toml", """
+    _write(
+        tmp_path / "pyproject.toml",
+        """
 [project]
 name = "x"
 
@@ -48,7 +53,8 @@ fail_on = "info"
 
 [tool.rlvitals.detectors.DEGENERATE_GROUPS]
 acr_above = 0.9
-""")
+""",
+    )
     sub = tmp_path / "a" / "b"
     sub.mkdir(parents=True)
     assert find_config(sub) == tmp_path / "pyproject.toml"
@@ -76,12 +82,16 @@ def test_no_config_gives_defaults_and_search_stops_at_project_root(tmp_path):
         ("fail-on = 'sometimes'\n", r"fail-on 'sometimes' is not one of info, warn"),
         ("select = ['NOT_A_DETECTOR']\n", r"unknown detector 'NOT_A_DETECTOR'.*ADV_COLLAPSE"),
         ("[detectors.NOPE]\nx = 1\n", r"\[detectors.NOPE\]: unknown detector 'NOPE'; valid:"),
-        ("[detectors.ADV_COLLAPSE]\ncolapse_below = 1\n",
-         r"\[detectors.ADV_COLLAPSE\]: unknown knob\(s\) colapse_below; valid: enabled, "
-         r"collapse_below, healthy_early, sustain"),
+        (
+            "[detectors.ADV_COLLAPSE]\ncolapse_below = 1\n",
+            r"\[detectors.ADV_COLLAPSE\]: unknown knob\(s\) colapse_below; valid: enabled, "
+            r"collapse_below, healthy_early, sustain",
+        ),
         ("[detectors.ADV_COLLAPSE]\nsustain = 2.5\n", r"knob sustain must be an integer, got 2.5"),
-        ("[detectors.ADV_COLLAPSE]\ncollapse_below = 'low'\n",
-         r"knob collapse_below must be a finite number, got 'low'"),
+        (
+            "[detectors.ADV_COLLAPSE]\ncollapse_below = 'low'\n",
+            r"knob collapse_below must be a finite number, got 'low'",
+        ),
         ("[detectors.ADV_COLLAPSE]\nenabled = 'no'\n", r"'enabled' must be true or false"),
         ("tau = -1\n", r"tau must be a finite number >= 0, got -1"),
         ("window = 0\n", r"window must be an integer >= 1, got 0"),
@@ -89,8 +99,10 @@ def test_no_config_gives_defaults_and_search_stops_at_project_root(tmp_path):
         ("detectors = 3\n", r"'detectors' must be a table"),
         ("x = [\n", r"invalid TOML"),
         ("metrics = 3\n", r"'metrics' must be a table"),
-        ("[metrics]\n'my/r' = 'reward_avg'\n",
-         r"\[metrics\]: metric name 'my/r' -> 'reward_avg': no such metric \(closest: .*reward_mean"),
+        (
+            "[metrics]\n'my/r' = 'reward_avg'\n",
+            r"\[metrics\]: metric name 'my/r' -> 'reward_avg': no such metric \(closest: .*reward_mean",
+        ),
     ],
 )
 def test_errors_name_the_file_and_list_valid_values(tmp_path, text, pattern):
@@ -130,12 +142,15 @@ def test_metrics_table_maps_custom_keys_onto_metrics(tmp_path):
 
     b = RunBuilder()
     for step in range(1, 81):  # zero-variance groups jump from 10% to 95% at step 41
-        b.add_row(step, {"my/zero": 0.1 if step <= 40 else 0.95, "my/pass": 0.6,
-                         "eval_my/pass": 0.5})
+        b.add_row(
+            step, {"my/zero": 0.1 if step <= 40 else 0.95, "my/pass": 0.6, "eval_my/pass": 0.5}
+        )
     run = b.build()
     assert not diagnose(run).findings  # nothing known: nothing judged
-    p = _write(tmp_path / "rlvitals.toml",
-               '[metrics]\n"my/zero" = "frac_reward_zero_std"\n"my/pass" = "reward_mean"\n')
+    p = _write(
+        tmp_path / "rlvitals.toml",
+        '[metrics]\n"my/zero" = "frac_reward_zero_std"\n"my/pass" = "reward_mean"\n',
+    )
     cfg = load_config(p)
     assert cfg.metrics == {"my/zero": "zero_std_frac", "my/pass": "reward_mean"}
     d = diagnose(run, cfg)

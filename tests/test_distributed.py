@@ -57,13 +57,20 @@ def _same(a, b) -> bool:
 def gloo_results(tmp_path_factory):
     """Launch 2 gloo ranks once; return ``[rank0, rank1]`` records per method."""
     out = tmp_path_factory.mktemp("gloo")
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()),
-               WORLD_SIZE="2", OMP_NUM_THREADS="1")
+    env = dict(
+        os.environ,
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(_free_port()),
+        WORLD_SIZE="2",
+        OMP_NUM_THREADS="1",
+    )
     procs = [
         subprocess.Popen(
             [sys.executable, str(SCRIPT), "estimate", str(out), ",".join(METHODS)],
             env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         for r in range(2)
     ]

@@ -18,8 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _gen_docs():
-    spec = importlib.util.spec_from_file_location("rlvitals_gen_docs",
-                                                  ROOT / "scripts" / "gen_docs.py")
+    spec = importlib.util.spec_from_file_location(
+        "rlvitals_gen_docs", ROOT / "scripts" / "gen_docs.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -72,8 +73,9 @@ def test_a_page_naming_a_knob_that_does_not_exist_is_a_problem():
             undocumented: int = 3
 
     problems = page_problems(Fake)
-    assert any("'no_such_knob', which does not exist; valid: limit, undocumented" in p
-               for p in problems)
+    assert any(
+        "'no_such_knob', which does not exist; valid: limit, undocumented" in p for p in problems
+    )
     assert any("'undocumented' is not documented" in p for p in problems)
     assert "[`limit`](#knobs)" in detector_page(Fake)
 
@@ -105,7 +107,10 @@ def _mkdocs() -> str:
 def test_mkdocs_builds_strict(tmp_path):
     proc = subprocess.run(
         [_mkdocs(), "build", "--strict", "--site-dir", str(tmp_path / "site")],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "site" / "detectors" / "ENTROPY_COLLAPSE" / "index.html").exists()

@@ -25,8 +25,10 @@ def collapsed(collapsed_run):
 
 
 def test_findings_sorted_by_severity_then_onset(collapsed):
-    keys = [(-Severity(f.severity).rank, f.onset_step if f.onset_step is not None else 1 << 62)
-            for f in collapsed.findings]
+    keys = [
+        (-Severity(f.severity).rank, f.onset_step if f.onset_step is not None else 1 << 62)
+        for f in collapsed.findings
+    ]
     assert keys == sorted(keys)
     assert collapsed.worst() is Severity.WARN or collapsed.worst() is Severity.CRITICAL
 
@@ -38,13 +40,30 @@ def test_json_contract(collapsed):
     assert d["schema"] == JSON_SCHEMA == 1
     assert {"schema", "run", "vitals", "findings"} <= set(d)
     v = d["vitals"]
-    assert v["evidence"] in ("groups", "zero_std_frac", "advantages", "reward_std", "none",
-                             "loss_grad_zero")
+    assert v["evidence"] in (
+        "groups",
+        "zero_std_frac",
+        "advantages",
+        "reward_std",
+        "none",
+        "loss_grad_zero",
+    )
     assert isinstance(v["acr_mean"], float) and isinstance(v["acr_100"], float)
     assert d["findings"]
     for f in d["findings"]:
-        assert set(f) == {"id", "severity", "onset_step", "end_step", "confidence", "evidence",
-                          "message", "metrics", "actions", "series", "thresholds"}
+        assert set(f) == {
+            "id",
+            "severity",
+            "onset_step",
+            "end_step",
+            "confidence",
+            "evidence",
+            "message",
+            "metrics",
+            "actions",
+            "series",
+            "thresholds",
+        }
         assert f["severity"] in ("info", "warn", "critical")
         assert f["onset_step"] is None or isinstance(f["onset_step"], int)
         assert 0.0 <= f["confidence"] <= 1.0 and isinstance(f["actions"], list)
@@ -71,7 +90,8 @@ def test_healthy_run_passes():
 def test_select_ignore_family_and_disabled(collapsed_run):
     d = diagnose(collapsed_run, DoctorConfig(select=["DEGENERATE_GROUPS"]))
     assert d.detectors == ["DEGENERATE_GROUPS"] and {f.id for f in d.findings} == {
-        "DEGENERATE_GROUPS"}
+        "DEGENERATE_GROUPS"
+    }
     d = diagnose(collapsed_run, DoctorConfig(select=["collapse"], ignore=["ACR_STALL"]))
     assert "ACR_STALL" not in d.detectors and "ADV_COLLAPSE" in d.detectors
     assert all(f.id != "ACR_STALL" for f in d.findings)
@@ -104,9 +124,11 @@ class _Fixed(Detector):
     severity = Severity.CRITICAL
 
     def check(self, vitals):
-        return [self.finding("late and bad", onset_step=5),
-                self.finding("early info", severity=Severity.INFO, onset_step=1),
-                Finding("FIXED_TEST", Severity.CRITICAL, "early and bad", onset_step=2)]
+        return [
+            self.finding("late and bad", onset_step=5),
+            self.finding("early info", severity=Severity.INFO, onset_step=1),
+            Finding("FIXED_TEST", Severity.CRITICAL, "early and bad", onset_step=2),
+        ]
 
 
 def test_a_crashing_detector_does_not_hide_the_others(monkeypatch, collapsed_run):
@@ -126,8 +148,9 @@ def test_a_crashing_detector_does_not_hide_the_others(monkeypatch, collapsed_run
 
 @pytest.mark.parametrize("fmt", ["trl_state", "jsonl", "csv"])
 def test_diagnose_path_through_the_importers(tmp_path, fmt):
-    lr = generate("collapse_floor", seed=4, view="trl" if fmt == "trl_state" else "full",
-                  steps=200, onset=100)
+    lr = generate(
+        "collapse_floor", seed=4, view="trl" if fmt == "trl_state" else "full", steps=200, onset=100
+    )
     d = diagnose_path(write(lr, fmt, tmp_path))
     assert isinstance(d, Diagnosis)
     assert d.run.manifest.format == fmt

@@ -128,8 +128,11 @@ def test_unknown_method_lists_valid_names():
 
 
 def test_unknown_config_key_lists_valid_ones():
-    with pytest.raises(ValueError, match=r"unknown config key\(s\) 'epsilon' for 'grpo'; "
-                                         r"valid: eps, tau, ddof"):
+    with pytest.raises(
+        ValueError,
+        match=r"unknown config key\(s\) 'epsilon' for 'grpo'; "
+        r"valid: eps, tau, ddof",
+    ):
         rlvitals.estimate("grpo", np.ones(2), np.zeros(2, dtype=int), epsilon=1e-6)
     with pytest.raises(ValueError, match=r"'eps'.*dr_grpo"):
         rlvitals.estimate("dr_grpo", np.ones(2), np.zeros(2, dtype=int), eps=1e-6)
@@ -140,8 +143,11 @@ def test_unknown_config_key_lists_valid_ones():
     [
         ("grpo", {"eps": -1.0}, r"eps must be a finite number in \[0.0, inf\], got -1.0"),
         ("grpo", {"tau": math.nan}, "tau must be a finite number"),
-        ("grpo", {"scale_rewards": "sequence"}, "scale_rewards must be one of 'group', 'batch', "
-                                                "'none', got 'sequence'"),
+        (
+            "grpo",
+            {"scale_rewards": "sequence"},
+            "scale_rewards must be one of 'group', 'batch', 'none', got 'sequence'",
+        ),
         ("grpo", {"ddof": 2}, "ddof must be one of 0, 1, got 2"),
         ("grpo", {"r_min": 1.0, "r_max": 1.0}, "need r_min < r_max"),
         ("grpo", {"singleton": "verl", "scale_rewards": "batch"}, "singleton='verl'"),
@@ -187,13 +193,18 @@ def test_every_estimator_logs_the_common_metrics_as_floats(method):
 
 
 @settings(max_examples=60, deadline=None)
-@given(groups=group_steps, seed=st.integers(0, 3), ddof=st.sampled_from([0, 1]),
-       scale=st.sampled_from(["group", "batch", "none"]))
+@given(
+    groups=group_steps,
+    seed=st.integers(0, 3),
+    ddof=st.sampled_from([0, 1]),
+    scale=st.sampled_from(["group", "batch", "none"]),
+)
 def test_grpo_matches_per_group_reference(groups, seed, ddof, scale):
     rewards, ids = flatten(groups, shuffle_seed=seed)
     adv, metrics, state = rlvitals.estimate("grpo", rewards, ids, ddof=ddof, scale_rewards=scale)
-    np.testing.assert_allclose(adv, ref_grpo(rewards, ids, ddof=ddof, scale=scale),
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        adv, ref_grpo(rewards, ids, ddof=ddof, scale=scale), rtol=1e-12, atol=1e-12
+    )
     assert state is None
     if np.isnan(rewards).all():
         assert math.isnan(metrics["acr"])
@@ -201,7 +212,10 @@ def test_grpo_matches_per_group_reference(groups, seed, ddof, scale):
     acr, s_all, s_none, flat = ref_acr(rewards, ids)
     assert metrics["acr"] == pytest.approx(acr)
     assert (metrics["acr_solve_all"], metrics["acr_solve_none"], metrics["acr_flat"]) == (
-        pytest.approx(s_all), pytest.approx(s_none), pytest.approx(flat))
+        pytest.approx(s_all),
+        pytest.approx(s_none),
+        pytest.approx(flat),
+    )
     if scale == "group":
         # Collapsed groups (and only they) keep all-zero advantages.
         assert metrics["acr_residual"] == pytest.approx(acr)
@@ -287,8 +301,9 @@ def test_numpy_and_torch_agree_and_keep_dtype(method):
     ids = np.repeat(np.arange(40), 6)
     state = {"tau_adapt": 0.1} if method == "avspo" else None
     a_np, m_np, _ = rlvitals.estimate(method, rewards, ids, state=state)
-    a_t, m_t, _ = rlvitals.estimate(method, torch.from_numpy(rewards), torch.from_numpy(ids),
-                                    state=state)
+    a_t, m_t, _ = rlvitals.estimate(
+        method, torch.from_numpy(rewards), torch.from_numpy(ids), state=state
+    )
     assert isinstance(a_t, torch.Tensor) and a_t.dtype == torch.float64
     np.testing.assert_allclose(a_t.numpy(), a_np, rtol=1e-12, atol=1e-12)
     assert m_np.keys() == m_t.keys()
@@ -296,8 +311,9 @@ def test_numpy_and_torch_agree_and_keep_dtype(method):
         assert m_np[k] == pytest.approx(m_t[k], rel=1e-9, nan_ok=True), k
     # float32 stays float32 and agrees to float32 precision.
     a32, _, _ = rlvitals.estimate(method, rewards.astype(np.float32), ids, state=state)
-    t32, _, _ = rlvitals.estimate(method, torch.from_numpy(rewards.astype(np.float32)),
-                                  torch.from_numpy(ids), state=state)
+    t32, _, _ = rlvitals.estimate(
+        method, torch.from_numpy(rewards.astype(np.float32)), torch.from_numpy(ids), state=state
+    )
     assert a32.dtype == np.float32 and t32.dtype == torch.float32
     np.testing.assert_allclose(a32, a_np, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(t32.numpy(), a_np, rtol=1e-5, atol=1e-5)
@@ -338,7 +354,8 @@ def test_bad_input_is_a_value_error(rewards, ids, message):
 
 
 def test_eps_zero_gives_zero_not_nan_in_collapsed_groups():
-    adv, _, _ = rlvitals.estimate("grpo", np.array([1.0, 1.0, 1.0, 0.0]),
-                                  np.array([0, 0, 1, 1]), eps=0.0)
+    adv, _, _ = rlvitals.estimate(
+        "grpo", np.array([1.0, 1.0, 1.0, 0.0]), np.array([0, 0, 1, 1]), eps=0.0
+    )
     assert not np.isnan(adv).any()
     np.testing.assert_allclose(adv, [0, 0, 1 / math.sqrt(2), -1 / math.sqrt(2)])

@@ -28,16 +28,20 @@ def test_filter_keeps_rows_of_informative_groups_only():
 
 
 @settings(max_examples=50, deadline=None)
-@given(groups=st.lists(st.lists(st.sampled_from([0.0, 1.0, math.nan]), min_size=1, max_size=6),
-                       min_size=1, max_size=10),
-       seed=st.integers(0, 100))
+@given(
+    groups=st.lists(
+        st.lists(st.sampled_from([0.0, 1.0, math.nan]), min_size=1, max_size=6),
+        min_size=1,
+        max_size=10,
+    ),
+    seed=st.integers(0, 100),
+)
 def test_weights_turn_a_mean_over_all_rows_into_a_mean_over_kept_rows(groups, seed):
     rewards = np.array([v for g in groups for v in g])
     ids = np.array([i for i, g in enumerate(groups) for _ in g])
     loss = np.random.default_rng(seed).normal(size=rewards.size)
     f = zero_variance_filter(rewards, ids)
-    informative = [i for i, g in enumerate(groups)
-                   if len({v for v in g if not math.isnan(v)}) > 1]
+    informative = [i for i, g in enumerate(groups) if len({v for v in g if not math.isnan(v)}) > 1]
     assert f.kept_groups == len(informative)
     if f.kept_rows:
         assert np.mean(f.weights * loss) == pytest.approx(loss[f.keep].mean())
@@ -92,8 +96,13 @@ def test_sampler_fills_the_batch_and_trims_the_last_one():
     assert s.full and s.done
     res = s.result()
     assert res.payloads == ["b1", "b2"] and res.kept_groups == 3
-    assert res.metrics() == {"ds_attempts": 2.0, "ds_kept_groups": 3.0,
-                             "ds_generated_groups": 7.0, "ds_keep_rate": 3 / 7, "ds_full": 1.0}
+    assert res.metrics() == {
+        "ds_attempts": 2.0,
+        "ds_kept_groups": 3.0,
+        "ds_generated_groups": 7.0,
+        "ds_keep_rate": 3 / 7,
+        "ds_full": 1.0,
+    }
     with pytest.raises(RuntimeError, match="3/3 groups kept after 2 of 5 attempts"):
         s.add(*batch("m"))
 
@@ -115,12 +124,14 @@ def test_dynamic_sampling_stops_at_the_attempt_cap():
 
 
 @settings(max_examples=40, deadline=None)
-@given(batches=st.lists(st.text(alphabet="man", min_size=1, max_size=6), min_size=1,
-                        max_size=6),
-       target=st.integers(1, 12))
+@given(
+    batches=st.lists(st.text(alphabet="man", min_size=1, max_size=6), min_size=1, max_size=6),
+    target=st.integers(1, 12),
+)
 def test_kept_groups_is_min_of_target_and_informative_seen(batches, target):
-    res = dynamic_sampling(lambda i: batch(batches[i]), target_groups=target,
-                           max_attempts=len(batches))
+    res = dynamic_sampling(
+        lambda i: batch(batches[i]), target_groups=target, max_attempts=len(batches)
+    )
     seen, informative = 0, 0
     for b in batches[: res.attempts]:
         seen += len(b)

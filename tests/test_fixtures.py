@@ -24,14 +24,18 @@ def _silent_below(cls: type[Detector]) -> int:
 def _problems(cls: type[Detector], p: Pair) -> list[str]:
     out = []
     lr = p.bad()
-    found = [f for f in cls().check(compute_vitals(p.bad_run()))
-             if Severity(f.severity).rank >= cls.severity.rank]
+    found = [
+        f
+        for f in cls().check(compute_vitals(p.bad_run()))
+        if Severity(f.severity).rank >= cls.severity.rank
+    ]
     if not found:
         out.append(f"{cls.id}: silent on its bad run {lr.name}")
     lab = next((x for x in lr.expect if x.id == cls.id), None)
     if p.onset is not None and (lab is None or (lab.onset, lab.end) != (p.onset, p.end)):
-        out.append(f"{cls.id}: the pair says onset {p.onset}, end {p.end}; the bad run's label "
-                   f"says {lab}")
+        out.append(
+            f"{cls.id}: the pair says onset {p.onset}, end {p.end}; the bad run's label says {lab}"
+        )
     if found and lab is not None and lab.onset is not None:
         tol = lab.tolerance * lr.log_every
         best = min(found, key=lambda f: abs(f.onset_step - lab.onset))
@@ -42,10 +46,15 @@ def _problems(cls: type[Detector], p: Pair) -> list[str]:
             and abs(f.end_step - lab.end) <= max(lab.tolerance, END_TOLERANCE) * lr.log_every
             for f in found
         ):
-            out.append(f"{cls.id}: no finding ends near step {lab.end}: "
-                       f"{[(f.onset_step, f.end_step) for f in found]}")
-    loud = [f for f in cls().check(compute_vitals(p.good_run()))
-            if Severity(f.severity).rank >= _silent_below(cls)]
+            out.append(
+                f"{cls.id}: no finding ends near step {lab.end}: "
+                f"{[(f.onset_step, f.end_step) for f in found]}"
+            )
+    loud = [
+        f
+        for f in cls().check(compute_vitals(p.good_run()))
+        if Severity(f.severity).rank >= _silent_below(cls)
+    ]
     if loud:
         out.append(f"{cls.id}: fires on its good run {p.good().name}: {loud[0].message}")
     return out
@@ -56,9 +65,11 @@ def test_every_detector_has_a_bad_and_a_good_run():
     problems = []
     for cls in catalogue():
         if cls.id not in PAIRS:
-            problems.append(f"{cls.id} has no test runs: register a Pair (a bad run that must "
-                            "fire, a good run that must stay silent) in "
-                            "dev/rlvitals_corpus/fixtures.py")
+            problems.append(
+                f"{cls.id} has no test runs: register a Pair (a bad run that must "
+                "fire, a good run that must stay silent) in "
+                "dev/rlvitals_corpus/fixtures.py"
+            )
             continue
         problems += _problems(cls, PAIRS[cls.id])
     stale = sorted(set(PAIRS) - {cls.id for cls in catalogue()})

@@ -31,8 +31,12 @@ from rlvitals.importers import load
 
 HANG_S = 20
 FORMATS = ("trl_state", "trl_completions", "jsonl", "csv", "groups_jsonl")
-FUZZ = settings(max_examples=40, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=40,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 @pytest.fixture(scope="session")
@@ -40,10 +44,14 @@ def seeds() -> dict[str, bytes]:
     run = P.shared_grpo_run()
     table = sorted((run / "completions").glob("completions_*.parquet"))[0]
     rows = [{"step": s, "reward": s / 7, "kl": {"mean": 0.1}, "note": "x"} for s in range(1, 30)]
-    df = pd.DataFrame({"step": range(1, 30), "reward": [s / 7 for s in range(1, 30)],
-                       "kl": [None] * 29})
-    groups = [{"step": s, "group": g, "rewards": [0, 1, 1, None], "advantages": [0, 1, 1, 0]}
-              for s in range(1, 6) for g in range(3)]
+    df = pd.DataFrame(
+        {"step": range(1, 30), "reward": [s / 7 for s in range(1, 30)], "kl": [None] * 29}
+    )
+    groups = [
+        {"step": s, "group": g, "rewards": [0, 1, 1, None], "advantages": [0, 1, 1, 0]}
+        for s in range(1, 6)
+        for g in range(3)
+    ]
     return {
         "trl_state": (run / "trainer_state.json").read_bytes(),
         "trl_completions": table.read_bytes(),
@@ -88,8 +96,11 @@ def check(path: Path, fmt: str | None) -> Run | None:
 
 
 def _write(workdir: Path, fmt: str, data: bytes) -> Path:
-    suffix = {"trl_state": "trainer_state.json", "trl_completions": "completions_00001.parquet",
-              "csv": "log.csv"}.get(fmt, "log.jsonl")
+    suffix = {
+        "trl_state": "trainer_state.json",
+        "trl_completions": "completions_00001.parquet",
+        "csv": "log.csv",
+    }.get(fmt, "log.jsonl")
     d = workdir / fmt
     d.mkdir(exist_ok=True)
     p = d / suffix
@@ -114,8 +125,11 @@ def test_truncated_valid_files(seeds, workdir, fmt, frac):
 
 @pytest.mark.parametrize("fmt", FORMATS)
 @FUZZ
-@given(edits=st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.integers(0, 255)),
-                      min_size=1, max_size=8))
+@given(
+    edits=st.lists(
+        st.tuples(st.floats(0, 1, exclude_max=True), st.integers(0, 255)), min_size=1, max_size=8
+    )
+)
 def test_corrupted_valid_files(seeds, workdir, fmt, edits):
     buf = bytearray(seeds[fmt])
     for where, byte in edits:
@@ -124,27 +138,55 @@ def test_corrupted_valid_files(seeds, workdir, fmt, edits):
 
 
 _SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(10**400), max_value=10**400),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**400), max_value=10**400),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=20),
 )
 _VALUES = st.recursive(
     _SCALARS,
-    lambda inner: st.one_of(st.lists(inner, max_size=4),
-                            st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 
 
 @pytest.mark.parametrize("fmt", ("jsonl", "groups_jsonl", "trl_state"))
 @FUZZ
-@given(rows=st.lists(st.dictionaries(
-    st.sampled_from(["step", "global_step", "group", "prompt", "rewards", "advantages",
-                     "lengths", "reward", "loss", "eval_reward", "log_history", "data", "x"]),
-    _VALUES, max_size=6), min_size=1, max_size=6))
+@given(
+    rows=st.lists(
+        st.dictionaries(
+            st.sampled_from(
+                [
+                    "step",
+                    "global_step",
+                    "group",
+                    "prompt",
+                    "rewards",
+                    "advantages",
+                    "lengths",
+                    "reward",
+                    "loss",
+                    "eval_reward",
+                    "log_history",
+                    "data",
+                    "x",
+                ]
+            ),
+            _VALUES,
+            max_size=6,
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
 def test_wrong_types_in_json(workdir, fmt, rows):
     if fmt == "trl_state":
-        text = json.dumps({"global_step": 3, "logging_steps": rows[0].get("loss", 1),
-                           "log_history": rows})
+        text = json.dumps(
+            {"global_step": 3, "logging_steps": rows[0].get("loss", 1), "log_history": rows}
+        )
     else:
         text = "".join(json.dumps(r) + "\n" for r in rows)
     check(_write(workdir, fmt, text.encode()), fmt)
@@ -166,7 +208,7 @@ def _deep(n: int, kind: str) -> str:
         '{"step": 1, "group": ' + _deep(900, "list") + ', "rewards": [1]}\n',
         '{"step": ' + "9" * 5000 + ', "reward": 1}\n',
         '{"step": ' + "9" * 4000 + ', "group": 1, "rewards": [1]}\n',
-        '{"step": 1, "group": 1, "rewards": [' + "9" * 400 + "], \"reward\": 1e999}\n",
+        '{"step": 1, "group": 1, "rewards": [' + "9" * 400 + '], "reward": 1e999}\n',
         '{"step": 1e300, "group": 1, "rewards": [1]}\n',
         '{"log_history": [{"step": ' + "9" * 30 + ', "loss": ' + "9" * 400 + "}]}",
         '{"log_history": [{"step": 1, "loss": -Infinity, "kl": NaN}], "logging_steps": 1e400}',
@@ -188,8 +230,8 @@ def test_adversarial_json(workdir, fmt, text):
         "step,reward\n1,caf\xe9\n".encode("latin-1"),
         b"step,reward\r\n1,0.5\r\n2,1e99999\r\n3,-inf\r\n",
         b"step,reward\n" + b"9" * 200_000 + b",1\n",
-        b"step,reward\n1,\"unterminated\n2,3\n",
-        b"\xff\xfe{\x00\"\x00s\x00",  # UTF-16
+        b'step,reward\n1,"unterminated\n2,3\n',
+        b'\xff\xfe{\x00"\x00s\x00',  # UTF-16
         b"PAR1" + b"\x00" * 64 + b"PAR1",
         b'{"step": 1, "data": {"a": 1}}\n',
     ],

@@ -63,8 +63,13 @@ def test_jsonl_without_step_uses_line_numbers(tmp_path):
 
 
 def test_jsonl_nested_dicts_flatten_with_slash(tmp_path):
-    rows = [{"step": 1, "actor": {"entropy": 0.5, "kl": {"mean": 0.1}}, "critic": {"score":
-             {"mean": 0.7}}}]
+    rows = [
+        {
+            "step": 1,
+            "actor": {"entropy": 0.5, "kl": {"mean": 0.1}},
+            "critic": {"score": {"mean": 0.7}},
+        }
+    ]
     run = load(_jsonl(tmp_path / "log.jsonl", rows), "jsonl")
     assert run.series["entropy"].tolist() == [0.5]
     assert run.series["reward_mean"].tolist() == [0.7]  # critic/score/mean
@@ -130,8 +135,14 @@ def test_jsonl_repeated_step_later_row_wins(tmp_path):
 
 
 def test_csv_from_pandas(tmp_path):
-    df = pd.DataFrame({"step": [1, 2, 3], "reward": [0.1, np.nan, 0.3], "kl": [0.1, 0.2, 0.3],
-                       "run": ["a", "a", "a"]})
+    df = pd.DataFrame(
+        {
+            "step": [1, 2, 3],
+            "reward": [0.1, np.nan, 0.3],
+            "kl": [0.1, 0.2, 0.3],
+            "run": ["a", "a", "a"],
+        }
+    )
     p = tmp_path / "metrics.csv"
     df.to_csv(p, index=False)
     assert sniff(p).name == "csv"
@@ -196,10 +207,8 @@ def test_csv_not_utf8_names_the_line(tmp_path):
 
 def test_each_shape_sniffs_to_its_format(tmp_path):
     generic = _jsonl(tmp_path / "a.jsonl", _rows(3))
-    groups = _jsonl(tmp_path / "b.jsonl",
-                    [{"step": 1, "group": 0, "rewards": [0, 1, 1, 0]}])
-    verl_file = _jsonl(tmp_path / "c.jsonl",
-                       [{"step": 1, "data": {"critic/score/mean": 0.5}}])
+    groups = _jsonl(tmp_path / "b.jsonl", [{"step": 1, "group": 0, "rewards": [0, 1, 1, 0]}])
+    verl_file = _jsonl(tmp_path / "c.jsonl", [{"step": 1, "data": {"critic/score/mean": 0.5}}])
     csv_path = tmp_path / "d.jsonl"  # content, not the name, decides
     csv_path.write_text("step,reward\n1,0.5\n")
     assert sniff(generic).name == "jsonl"

@@ -247,8 +247,14 @@ def test_one_config_one_estimator_through_every_importer(tmp_path):
     from tensorboardX import SummaryWriter
 
     console = tmp_path / "train.log"
-    console.write_text(COMMAND + "\n" + PREFIX.format(1) + "✨ Global step 1: "
-                       + repr({"reward": 0.5, "kl": 0.0}) + "\n")
+    console.write_text(
+        COMMAND
+        + "\n"
+        + PREFIX.format(1)
+        + "✨ Global step 1: "
+        + repr({"reward": 0.5, "kl": 0.0})
+        + "\n"
+    )
     flags = {k: v for k, v in load(console).manifest.config.items() if k != "entrypoint"}
     assert flags["n_samples_per_prompt"] == 8 and flags["advantage_estimator"] == "group_norm"
     tb = tmp_path / "tb"
@@ -260,8 +266,14 @@ def test_one_config_one_estimator_through_every_importer(tmp_path):
     db = tmp_path / "mlflow.db"
     env = {**os.environ, "HOME": str(tmp_path), "MLFLOW_TRACKING_URI": ""}
     params = [f"{k}={v}" for k, v in flags.items() if not isinstance(v, list)]
-    subprocess.run([sys.executable, "-c", MLFLOW_SCRIPT, str(db), *params], check=True, env=env,
-                   cwd=tmp_path, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-c", MLFLOW_SCRIPT, str(db), *params],
+        check=True,
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=300,
+    )
     seen = {}
     for name, path in (("console", console), ("tensorboard", tb), ("mlflow", db)):
         m = load(path).manifest

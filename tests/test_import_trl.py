@@ -79,19 +79,35 @@ def test_real_state_series_match_log_history(grpo_run, state_json):
     assert run.steps.tolist() == [r["step"] for r in train_rows] == [2, 4, 6]
     assert run.manifest.logging_steps == state_json["logging_steps"] == 2
     np.testing.assert_allclose(run.series["reward_mean"], [r["reward"] for r in train_rows])
-    np.testing.assert_allclose(run.series["zero_std_frac"],
-                               [r["frac_reward_zero_std"] for r in train_rows])
+    np.testing.assert_allclose(
+        run.series["zero_std_frac"], [r["frac_reward_zero_std"] for r in train_rows]
+    )
     np.testing.assert_allclose(run.series["loss"], [r["loss"] for r in train_rows])
     assert run.eval_steps.tolist() == [r["step"] for r in eval_rows] == [3, 6]
-    np.testing.assert_allclose(run.eval_series["eval/reward_mean"],
-                               [r["eval_reward"] for r in eval_rows])
+    np.testing.assert_allclose(
+        run.eval_series["eval/reward_mean"], [r["eval_reward"] for r in eval_rows]
+    )
 
 
 def test_real_trl_keys_map_to_canonical_names(grpo_run):
     run = load(grpo_run)
-    for name in ("reward_mean", "reward_std", "zero_std_frac", "kl", "entropy", "clip_frac",
-                 "length_mean", "length_max", "truncation_frac", "num_tokens", "step_time",
-                 "grad_norm", "loss", "learning_rate", "epoch"):
+    for name in (
+        "reward_mean",
+        "reward_std",
+        "zero_std_frac",
+        "kl",
+        "entropy",
+        "clip_frac",
+        "length_mean",
+        "length_max",
+        "truncation_frac",
+        "num_tokens",
+        "step_time",
+        "grad_norm",
+        "loss",
+        "learning_rate",
+        "epoch",
+    ):
         assert run.has(name), name
     assert any(n.startswith("reward/") and n.endswith("/mean") for n in run.series)
     for raw in ("reward", "frac_reward_zero_std", "completions/mean_length", "kl", "entropy"):
@@ -232,15 +248,17 @@ def test_real_completions_become_groups(grpo_run, state_json):
     assert t is not None and run.manifest.group_size == g
     assert (t.sizes() == g).all()
     np.testing.assert_allclose(t.rewards, expected)
-    np.testing.assert_allclose(t.advantages,
-                               np.concatenate([df["advantage"].to_numpy() for df in tables]))
+    np.testing.assert_allclose(
+        t.advantages, np.concatenate([df["advantage"].to_numpy() for df in tables])
+    )
     assert t.unique_steps().tolist() == sorted({int(df["step"].iloc[0]) for df in tables})
     # TRL computed these advantages with scale_rewards="none" from its own groups: they are the
     # rewards minus their group mean only if our grouping is TRL's.
     for i in range(t.n_groups):
         a, b = t.offsets[i], t.offsets[i + 1]
-        np.testing.assert_allclose(t.advantages[a:b], t.rewards[a:b] - t.rewards[a:b].mean(),
-                                   atol=1e-6)
+        np.testing.assert_allclose(
+            t.advantages[a:b], t.rewards[a:b] - t.rewards[a:b].mean(), atol=1e-6
+        )
     assert any("eval completions" in w for w in run.warnings)
 
 
@@ -266,8 +284,9 @@ def test_reward_weights_from_config(grpo_run, tmp_path):
     (d / P.ARGS_NAME).write_text(json.dumps(args))
     run = load(d)
     base = load(grpo_run)
-    np.testing.assert_allclose(run.groups.rewards, 2 * base.groups.rewards
-                               - 2 * _short_column(grpo_run, base))
+    np.testing.assert_allclose(
+        run.groups.rewards, 2 * base.groups.rewards - 2 * _short_column(grpo_run, base)
+    )
 
 
 def _short_column(grpo_run, base: Run) -> np.ndarray:

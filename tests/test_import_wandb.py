@@ -158,8 +158,11 @@ def test_torn_history_row(main_file, tmp_path):
     # the value right after a train/reward key (the bare digits may also occur by chance in a
     # timestamp or runtime written earlier, which made this test flaky)
     needle = str(P.LONG_STEPS[-1] / 1000).encode()
-    cut = next(m.start() for m in re.finditer(rb"train/reward", data)
-               if needle in data[m.start() : m.start() + 64])
+    cut = next(
+        m.start()
+        for m in re.finditer(rb"train/reward", data)
+        if needle in data[m.start() : m.start() + 64]
+    )
     p = tmp_path / "run-torn.wandb"
     p.write_bytes(data[:cut])
     run = load(p)

@@ -89,8 +89,13 @@ print(json.dumps(sorted(m for m in sys.modules if m.startswith(("rlvitals", "ric
 
 
 def _loaded(code: str) -> set[str]:
-    out = subprocess.run([sys.executable, "-I", "-c", PROBE.format(code=code)],
-                         capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", PROBE.format(code=code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return set(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
@@ -104,8 +109,16 @@ def test_sniffing_a_jsonl_imports_only_what_could_claim_it(tmp_path):
     p = tmp_path / "run.jsonl"
     p.write_text('{"step": 1, "reward": 0.5}\n')
     loaded = _loaded(f"import rlvitals.importers as i; assert i.sniff({str(p)!r}).name == 'jsonl'")
-    for never in ("tensorboard", "wandb", "mlflow", "verl_console", "openrlhf", "_protobuf",
-                  "_crc32c", "trl_completions"):
+    for never in (
+        "tensorboard",
+        "wandb",
+        "mlflow",
+        "verl_console",
+        "openrlhf",
+        "_protobuf",
+        "_crc32c",
+        "trl_completions",
+    ):
         assert f"rlvitals.importers.{never}" not in loaded, never
 
 

@@ -112,8 +112,12 @@ def test_bad_inputs_exit_2_with_one_plain_line(tmp_path, capsys, name, content, 
 def test_real_process_bad_file_no_traceback(tmp_path):
     bad = tmp_path / "trainer_state.json"
     bad.write_text('{"log_history": [{"step": 1,')
-    res = subprocess.run([sys.executable, "-m", "rlvitals", "inspect", str(bad)],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "rlvitals", "inspect", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.count("\n") == 1 and str(bad) in res.stderr
     assert "Traceback" not in res.stderr

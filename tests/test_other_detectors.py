@@ -25,8 +25,16 @@ ONSET_TOLERANCE = 3
 
 def _detector(det_id: str, **knobs):
     for mod in (
-        "entropy_collapse", "kl_blowup", "length_explosion", "truncation", "clip_saturation",
-        "grad_nonfinite", "grad_spike", "zero_grad_steps", "reward_hacking", "throughput_rot",
+        "entropy_collapse",
+        "kl_blowup",
+        "length_explosion",
+        "truncation",
+        "clip_saturation",
+        "grad_nonfinite",
+        "grad_spike",
+        "zero_grad_steps",
+        "reward_hacking",
+        "throughput_rot",
     ):
         __import__(f"rlvitals.detectors.{mod}")
     return DETECTORS.get(det_id)(**knobs)
@@ -39,14 +47,19 @@ def _findings(det_id: str, run: Run, **knobs):
 def _subsample(run: Run, every: int) -> Run:
     """The run as a trainer logging every ``every`` steps would have written it."""
     keep = run.steps % every == 0
-    return dataclasses.replace(run, steps=run.steps[keep],
-                               series={k: v[keep] for k, v in run.series.items()})
+    return dataclasses.replace(
+        run, steps=run.steps[keep], series={k: v[keep] for k, v in run.series.items()}
+    )
 
 
 @pytest.fixture(scope="module")
 def runs() -> dict[tuple[str, str, int], Run]:
-    return {(i, kind, seed): getattr(PAIRS[i], f"{kind}_run")(seed=seed)
-            for i in IDS for kind in ("bad", "good") for seed in SEEDS}
+    return {
+        (i, kind, seed): getattr(PAIRS[i], f"{kind}_run")(seed=seed)
+        for i in IDS
+        for kind in ("bad", "good")
+        for seed in SEEDS
+    }
 
 
 def _tolerance(det_id: str, log_every: int = 1) -> int:
@@ -90,8 +103,11 @@ def test_no_detector_warns_on_another_detectors_good_run(runs, kind):
         for det_id in IDS:
             if kind == "bad" and (det_id == scen or det_id in allowed.get(scen, ())):
                 continue
-            loud = [f for f in _detector(det_id).check(vitals)
-                    if Severity(f.severity).rank >= Severity.WARN.rank]
+            loud = [
+                f
+                for f in _detector(det_id).check(vitals)
+                if Severity(f.severity).rank >= Severity.WARN.rank
+            ]
             assert loud == [], f"{det_id} on {scen}/{kind}: {loud[0].message}"
 
 
@@ -110,8 +126,9 @@ def test_nan_rows_and_short_runs_are_harmless(runs, det_id):
     holed = {k: np.where(rng.random(v.shape) < 0.05, np.nan, v) for k, v in run.series.items()}
     assert _findings(det_id, dataclasses.replace(run, series=holed)) == []
     keep = run.steps <= 12
-    short = dataclasses.replace(run, steps=run.steps[keep],
-                                series={k: v[keep] for k, v in run.series.items()})
+    short = dataclasses.replace(
+        run, steps=run.steps[keep], series={k: v[keep] for k, v in run.series.items()}
+    )
     assert _findings(det_id, short) == []
     det = _detector(det_id)
     empty = compute_vitals(RunBuilder().build())
@@ -296,8 +313,11 @@ def test_silent_on_the_corpus_healthy_runs():
         lr = generate(name, seed=params.pop("seed"), **params)
         vitals = compute_vitals(to_run(lr))
         for det_id in IDS:
-            loud += [(lr.name, f.id, f.message) for f in _detector(det_id).check(vitals)
-                     if Severity(f.severity).rank >= Severity.WARN.rank]
+            loud += [
+                (lr.name, f.id, f.message)
+                for f in _detector(det_id).check(vitals)
+                if Severity(f.severity).rank >= Severity.WARN.rank
+            ]
     assert loud == []
 
 

@@ -13,8 +13,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-DEV_ONLY = ("wandb", "mlflow", "tensorboardX", "tensorboard", "hypothesis", "pytest", "_pytest",
-            "rlvitals_corpus")
+DEV_ONLY = (
+    "wandb",
+    "mlflow",
+    "tensorboardX",
+    "tensorboard",
+    "hypothesis",
+    "pytest",
+    "_pytest",
+    "rlvitals_corpus",
+)
 """Top-level packages the product must never import: the corpus writers' trackers, the test
 tools and the corpus itself."""
 
@@ -28,23 +36,40 @@ def test_the_wheel_holds_no_corpus(tmp_path):
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, project / name)
     # a copy: a build in the checkout would reuse its build/ folder, stale files and all
-    shutil.copytree(ROOT / "src", project / "src",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copytree(
+        ROOT / "src", project / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+    )
     out = tmp_path / "wheel"
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(project), "--no-deps", "--no-build-isolation",
-         "--no-index", "-q", "-w", str(out)],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(project),
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, (
         "building the wheel needs setuptools>=77 in this environment (pip install -e '.[dev]'):"
-        f"\n{proc.stderr[-3000:]}")
+        f"\n{proc.stderr[-3000:]}"
+    )
     (wheel,) = out.glob("rlvitals-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "rlvitals/__init__.py" in names and "rlvitals/examples/collapse_groups.jsonl" in names
     assert [n for n in names if "corpus" in n] == []
-    assert {n.split("/")[0] for n in names} == {"rlvitals", wheel.name.split("-py")[0]
-                                                + ".dist-info"}
+    assert {n.split("/")[0] for n in names} == {
+        "rlvitals",
+        wheel.name.split("-py")[0] + ".dist-info",
+    }
 
 
 _WALK = textwrap.dedent("""
@@ -82,10 +107,18 @@ def test_no_module_imports_a_development_only_package(tmp_path):
     # -I: no PYTHONPATH, no current directory on sys.path (dev/ and tests/ stay out of reach)
     proc = subprocess.run(
         [sys.executable, "-I", "-c", _WALK, ",".join(DEV_ONLY), ",".join(EXTRAS)],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.splitlines()[-1])
-    assert {"rlvitals.doctor", "rlvitals.report.pages", "rlvitals.importers.wandb",
-            "rlvitals.importers.mlflow", "rlvitals.importers.tensorboard"} <= set(got["walked"])
+    assert {
+        "rlvitals.doctor",
+        "rlvitals.report.pages",
+        "rlvitals.importers.wandb",
+        "rlvitals.importers.mlflow",
+        "rlvitals.importers.tensorboard",
+    } <= set(got["walked"])
     assert got["culprits"] == {} and got["loaded"] == [], got["culprits"]

@@ -14,8 +14,15 @@ from rlvitals_corpus.scenarios import collapse_suite
 
 SEED = 7  # not a seed the detectors were tuned on
 FORMATS = {
-    "trl_state", "jsonl", "csv", "groups_jsonl", "verl_console", "verl_file", "openrlhf_console",
-    "tensorboard", "recording",
+    "trl_state",
+    "jsonl",
+    "csv",
+    "groups_jsonl",
+    "verl_console",
+    "verl_file",
+    "openrlhf_console",
+    "tensorboard",
+    "recording",
 }
 
 

@@ -27,19 +27,31 @@ ONSET_LOGGED = 3.0
 STEPS = 200
 
 VIEW = {
-    "trl_state": "trl", "tensorboard": "trl", "wandb": "trl", "mlflow": "trl",
-    "jsonl": "full", "csv": "full", "openrlhf_console": "full",
-    "groups_jsonl": "groups", "recording": "groups",
-    "verl_console": "verl", "verl_file": "verl",
+    "trl_state": "trl",
+    "tensorboard": "trl",
+    "wandb": "trl",
+    "mlflow": "trl",
+    "jsonl": "full",
+    "csv": "full",
+    "openrlhf_console": "full",
+    "groups_jsonl": "groups",
+    "recording": "groups",
+    "verl_console": "verl",
+    "verl_file": "verl",
 }
 """Format → the view its collapse runs are seen through."""
 
 OTHER = {
-    "trl_state": ("REWARD_HACKING", "trl"), "tensorboard": ("GRAD_SPIKE", "trl"),
-    "wandb": ("REWARD_HACKING", "trl"), "mlflow": ("TRUNCATION", "trl"),
-    "jsonl": ("KL_BLOWUP", "full"), "csv": ("CLIP_SATURATION", "full"),
-    "openrlhf_console": ("ZERO_GRAD_STEPS", "full"), "recording": ("GRAD_NONFINITE", "full"),
-    "verl_console": ("LENGTH_EXPLOSION", "verl"), "verl_file": ("ENTROPY_COLLAPSE", "verl"),
+    "trl_state": ("REWARD_HACKING", "trl"),
+    "tensorboard": ("GRAD_SPIKE", "trl"),
+    "wandb": ("REWARD_HACKING", "trl"),
+    "mlflow": ("TRUNCATION", "trl"),
+    "jsonl": ("KL_BLOWUP", "full"),
+    "csv": ("CLIP_SATURATION", "full"),
+    "openrlhf_console": ("ZERO_GRAD_STEPS", "full"),
+    "recording": ("GRAD_NONFINITE", "full"),
+    "verl_console": ("LENGTH_EXPLOSION", "verl"),
+    "verl_file": ("ENTROPY_COLLAPSE", "verl"),
 }
 """Format → (another family's failure, view); groups_jsonl only carries group rewards."""
 
@@ -49,19 +61,26 @@ CASES = ("healthy", "transient", "late", "other")
 def _spec(fmt: str, case: str) -> tuple[str, dict[str, Any]] | None:
     view = VIEW[fmt]
     if case == "healthy":
-        return "healthy", {"seed": 101, "shape": "learning", "view": view, "steps": STEPS,
-                           "eval_every": 25}
+        return "healthy", {
+            "seed": 101,
+            "shape": "learning",
+            "view": view,
+            "steps": STEPS,
+            "eval_every": 25,
+        }
     if case == "transient":
-        return "collapse_identical", {"seed": 102, "onset_kind": "transient", "view": view,
-                                      "steps": STEPS}
+        return "collapse_identical", {
+            "seed": 102,
+            "onset_kind": "transient",
+            "view": view,
+            "steps": STEPS,
+        }
     if case == "late":
-        return "collapse_floor", {"seed": 103, "onset_kind": "late", "view": view,
-                                  "steps": STEPS}
+        return "collapse_floor", {"seed": 103, "onset_kind": "late", "view": view, "steps": STEPS}
     if fmt not in OTHER:
         return None
     det, oview = OTHER[fmt]
-    return "other_failure", {"seed": 104, "detector": det, "onset_kind": "middle",
-                             "view": oview}
+    return "other_failure", {"seed": 104, "detector": det, "onset_kind": "middle", "view": oview}
 
 
 @pytest.fixture(scope="module")
@@ -103,8 +122,7 @@ PARAMS = [(f, c) for f in VIEW for c in CASES if _spec(f, c) is not None]
 def test_format_reads_back_and_diagnoses(diagnosed, fmt, case):
     lr, sniffed, diag = diagnosed(fmt, case)
     assert sniffed == fmt
-    findings = [(f.id, Severity(f.severity).value, f.onset_step, f.end_step)
-                for f in diag.findings]
+    findings = [(f.id, Severity(f.severity).value, f.onset_step, f.end_step) for f in diag.findings]
     assert not diag.errors, diag.errors
     warn = Severity.WARN.rank
     if lr.healthy:

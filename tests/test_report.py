@@ -23,7 +23,8 @@ ODD = "<script>alert(1)</script>"
 
 def _fixture():
     spec = importlib.util.spec_from_file_location(
-        "rlvitals_tests_report_fixture", Path(__file__).with_name("_report_fixture.py"))
+        "rlvitals_tests_report_fixture", Path(__file__).with_name("_report_fixture.py")
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -49,13 +50,17 @@ def _check_snapshot(name: str, got: str) -> None:
         path.write_text(got, encoding="utf-8")
     want = path.read_text(encoding="utf-8")
     if got != want:
-        diff = "".join(difflib.unified_diff(want.splitlines(True), got.splitlines(True),
-                                            "snapshot", "rendered"))
+        diff = "".join(
+            difflib.unified_diff(
+                want.splitlines(True), got.splitlines(True), "snapshot", "rendered"
+            )
+        )
         pytest.fail(f"{name} differs from its snapshot:\n{diff}")
 
 
-@pytest.mark.parametrize(("fmt", "snap"), [("text", "report.txt"), ("md", "report.md"),
-                                           ("json", "report.json")])
+@pytest.mark.parametrize(
+    ("fmt", "snap"), [("text", "report.txt"), ("md", "report.md"), ("json", "report.json")]
+)
 def test_snapshot(diagnosis, fmt, snap):
     _check_snapshot(snap, render(diagnosis, fmt, RenderOptions(width=100)))
 
@@ -77,12 +82,25 @@ def test_json_is_the_schema_1_contract(diagnosis):
     d = json.loads(render(diagnosis, "json"))
     assert d["schema"] == 1
     assert set(d) >= {"schema", "run", "vitals", "findings"}
-    assert d["vitals"]["evidence"] in {"groups", "zero_std_frac", "advantages", "reward_std",
-                                       "loss_grad_zero", "none"}
+    assert d["vitals"]["evidence"] in {
+        "groups",
+        "zero_std_frac",
+        "advantages",
+        "reward_std",
+        "loss_grad_zero",
+        "none",
+    }
     for key in ("acr_mean", "acr_100"):
         assert d["vitals"][key] is None or isinstance(d["vitals"][key], float)
-    want = {"id": str, "severity": str, "confidence": float, "evidence": str, "message": str,
-            "metrics": dict, "actions": list}
+    want = {
+        "id": str,
+        "severity": str,
+        "confidence": float,
+        "evidence": str,
+        "message": str,
+        "metrics": dict,
+        "actions": list,
+    }
     assert len(d["findings"]) == 3
     for f in d["findings"]:
         for key, typ in want.items():

@@ -27,7 +27,8 @@ _CSS_REMOTE = re.compile(r"""(?:url\(|@import)\s*["']?\s*(?:https?:)?//""", re.I
 
 def _fixture():
     spec = importlib.util.spec_from_file_location(
-        "rlvitals_tests_report_fixture_html", Path(__file__).with_name("_report_fixture.py"))
+        "rlvitals_tests_report_fixture_html", Path(__file__).with_name("_report_fixture.py")
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -44,14 +45,25 @@ def _chromium() -> str:
 
 def _screenshot(html_path: Path, png: Path, profile: Path) -> None:
     cmd = [
-        _chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-        "--no-first-run", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--disable-dev-shm-usage", f"--user-data-dir={profile}",
-        f"--screenshot={png}", f"--window-size={WINDOW[0]},{WINDOW[1]}",
+        _chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={profile}",
+        f"--screenshot={png}",
+        f"--window-size={WINDOW[0]},{WINDOW[1]}",
         html_path.resolve().as_uri(),
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHROMIUM_TIMEOUT_S)
-    assert png.exists(), f"chromium wrote no screenshot (rc {proc.returncode}): {proc.stderr[-2000:]}"
+    assert png.exists(), (
+        f"chromium wrote no screenshot (rc {proc.returncode}): {proc.stderr[-2000:]}"
+    )
 
 
 def test_html_renders_in_headless_chromium(tmp_path):
@@ -63,7 +75,7 @@ def test_html_renders_in_headless_chromium(tmp_path):
     assert img.size == WINDOW
     px = np.asarray(img, dtype=np.float64)
     assert px.std() > MIN_STD, "screenshot is blank"
-    colours = np.unique(px.reshape(-1, 3)[:: 7], axis=0).shape[0]
+    colours = np.unique(px.reshape(-1, 3)[::7], axis=0).shape[0]
     assert colours > MIN_COLOURS, f"screenshot has only {colours} colours"
     # the severity colours of the badges and plot markers made it to the screen
     warn_orange = np.all(np.abs(px - np.array([0xD9, 0x77, 0x06])) < 12, axis=-1)
@@ -100,8 +112,14 @@ def test_html_stays_small_on_long_runs(n):
     b = RunBuilder()
     rng = np.random.default_rng(0)
     for s in range(1, n + 1):
-        b.add_row(s, {"reward": float(rng.random()), "entropy": float(rng.random()),
-                      "grad_norm": float(rng.random())})
+        b.add_row(
+            s,
+            {
+                "reward": float(rng.random()),
+                "entropy": float(rng.random()),
+                "grad_norm": float(rng.random()),
+            },
+        )
     run = b.build()
     d = Diagnosis(run=run, vitals=compute_vitals(run), findings=[])
     assert len(render(d, "html")) < 400_000

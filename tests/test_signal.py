@@ -460,7 +460,9 @@ def test_collapsed_groups_get_exact_zero_on_both_backends(method):
     r = np.array([0.0, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3], dtype=np.float32)
     g = np.array([0, 1, 1, 1, 1, 1, 1])
     assert rlvitals.advantages(r, g, method=method).tolist() == [0.0] * 7
-    assert rlvitals.advantages(torch.tensor(r), torch.tensor(g), method=method).tolist() == [0.0] * 7
+    assert (
+        rlvitals.advantages(torch.tensor(r), torch.tensor(g), method=method).tolist() == [0.0] * 7
+    )
     # Statistics accumulate in float64, so a live group centred on its mean agrees to the bit
     # (in float32 sums, 0.25 among six 0.3s put the two backends 4e-6 apart; second CI find).
     r = np.array([0.0, 0.0, 0.25, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3], dtype=np.float32)

@@ -112,8 +112,17 @@ def tok():
     torch.set_num_threads(threads)
 
 
-def _trainer(cls, tok, out_dir, *, reward_funcs=None, callbacks=None, n_prompts=None,
-             trainer_kwargs=None, **args):
+def _trainer(
+    cls,
+    tok,
+    out_dir,
+    *,
+    reward_funcs=None,
+    callbacks=None,
+    n_prompts=None,
+    trainer_kwargs=None,
+    **args,
+):
     kw = dict(per_device_train_batch_size=16, max_steps=2)
     kw.update(args)
     return cls(
@@ -136,13 +145,24 @@ def _rows(trainer) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize(
     ("estimator", "scale_rewards", "loss_type"),
-    [(None, "group", "dapo"), ("grpo", "batch", "dapo"), (None, "none", "dapo"),
-     ("dr_grpo", "none", "dr_grpo")],
+    [
+        (None, "group", "dapo"),
+        ("grpo", "batch", "dapo"),
+        (None, "none", "dapo"),
+        ("dr_grpo", "none", "dr_grpo"),
+    ],
 )
-def test_reference_estimators_match_trl_in_a_real_step(tok, tmp_path, estimator, scale_rewards,
-                                                       loss_type):
-    trainer = _trainer(Capturing, tok, tmp_path, scale_rewards=scale_rewards, loss_type=loss_type,
-                       trainer_kwargs={"estimator": estimator})
+def test_reference_estimators_match_trl_in_a_real_step(
+    tok, tmp_path, estimator, scale_rewards, loss_type
+):
+    trainer = _trainer(
+        Capturing,
+        tok,
+        tmp_path,
+        scale_rewards=scale_rewards,
+        loss_type=loss_type,
+        trainer_kwargs={"estimator": estimator},
+    )
     trainer.train()
     assert trainer.state.global_step == 2 and len(trainer.infos) == 2
     partial = nan_seen = False
@@ -168,18 +188,27 @@ def test_reference_estimators_match_trl_in_a_real_step(tok, tmp_path, estimator,
     assert trainer.rlvitals_estimator.name == (estimator or default)
 
 
-@pytest.mark.parametrize(("scale_rewards", "estimator", "scale"),
-                         [("none", "dr_grpo", "none"), ("batch", "grpo", "batch_std"),
-                          ("group", "grpo", "group_std")])
-def test_default_estimator_is_recorded_as_what_trained(tok, tmp_path, scale_rewards, estimator,
-                                                       scale):
+@pytest.mark.parametrize(
+    ("scale_rewards", "estimator", "scale"),
+    [("none", "dr_grpo", "none"), ("batch", "grpo", "batch_std"), ("group", "grpo", "group_std")],
+)
+def test_default_estimator_is_recorded_as_what_trained(
+    tok, tmp_path, scale_rewards, estimator, scale
+):
     """Renovation bug 1: RlvitalsGRPOTrainer(estimator=None) with scale_rewards="none" recorded
     estimator "grpo" (the trainer and the callback each had their own idea of what TRL does),
     so the doctor judged a Dr. GRPO-scale run by GRPO gates and missed a collapse."""
     rec = tmp_path / "rec"
     cb = RlvitalsCallback(rec, doctor_every=0)
-    trainer = _trainer(RlvitalsGRPOTrainer, tok, tmp_path / "out", callbacks=[cb],
-                       reward_funcs=[reward_scorable], scale_rewards=scale_rewards, max_steps=1)
+    trainer = _trainer(
+        RlvitalsGRPOTrainer,
+        tok,
+        tmp_path / "out",
+        callbacks=[cb],
+        reward_funcs=[reward_scorable],
+        scale_rewards=scale_rewards,
+        max_steps=1,
+    )
     trainer.train()
     assert trainer.rlvitals_estimator.name == estimator
     m = read_recording(rec).manifest
@@ -198,14 +227,20 @@ def test_default_estimator_is_recorded_as_what_trained(tok, tmp_path, scale_rewa
 def test_plain_trainer_attach_records_trl_advantages(tok, tmp_path):
     """A plain GRPOTrainer: the callback records TRL's own rewards and advantages per group."""
     rec = tmp_path / "rec"
-    trainer = _trainer(GRPOTrainer, tok, tmp_path / "out", reward_funcs=[reward_scorable],
-                       max_steps=3, beta=0.0)
+    trainer = _trainer(
+        GRPOTrainer, tok, tmp_path / "out", reward_funcs=[reward_scorable], max_steps=3, beta=0.0
+    )
     cb = RlvitalsCallback(rec, doctor_every=0).attach(trainer)
     trainer.train()
     run = read_recording(rec)
     m = run.manifest
     assert (m.trainer, m.group_size, m.scale_rewards, m.kl_coef, m.estimator) == (
-        "trl", 4, "group", 0.0, "grpo")
+        "trl",
+        4,
+        "group",
+        0.0,
+        "grpo",
+    )
     assert m.config["loss_type"] == "dapo" and m.config["per_group_rewards"] is True
     g = run.groups
     assert g is not None and g.n_groups == 3 * 4 and set(g.sizes()) == {4}
@@ -234,9 +269,14 @@ def test_avspo_run_logs_metrics_and_records(tok, tmp_path):
     rec = tmp_path / "rec"
     cb = RlvitalsCallback(rec, doctor_every=2)
     trainer = _trainer(
-        Capturing, tok, tmp_path / "out", reward_funcs=[H.reward_prompt_parity], max_steps=4,
-        report_to=["tensorboard"], callbacks=[cb], trainer_kwargs={"estimator": "avspo",
-                                        "estimator_config": {"tau_adapt0": 0.2}},
+        Capturing,
+        tok,
+        tmp_path / "out",
+        reward_funcs=[H.reward_prompt_parity],
+        max_steps=4,
+        report_to=["tensorboard"],
+        callbacks=[cb],
+        trainer_kwargs={"estimator": "avspo", "estimator_config": {"tau_adapt0": 0.2}},
     )
     trainer.train()
     assert trainer.state.global_step == 4
@@ -281,8 +321,9 @@ def test_avspo_run_logs_metrics_and_records(tok, tmp_path):
     from rlvitals.cli import main as cli_main
 
     report = tmp_path / "report.json"
-    assert cli_main(["doctor", str(rec), "--format", "json", "-o", str(report),
-                     "--no-progress"]) == 1
+    assert (
+        cli_main(["doctor", str(rec), "--format", "json", "-o", str(report), "--no-progress"]) == 1
+    )
     doc = json.loads(report.read_text())
     assert doc["run"]["trainer"] == "trl" and doc["run"]["has_groups"] is True
     assert "DEGENERATE_GROUPS" in {f["id"] for f in doc["findings"]}
@@ -295,8 +336,14 @@ def test_halt_policy_stops_training(tok, tmp_path):
     """Every group collapsed from step 1: DEGENERATE_GROUPS (warn) fires at the first check."""
     rec = tmp_path / "rec"
     cb = RlvitalsCallback(rec, doctor_every=2, halt_on="warn")
-    trainer = _trainer(Capturing, tok, tmp_path / "out", reward_funcs=[H.reward_prompt_parity],
-                       max_steps=8, callbacks=[cb])
+    trainer = _trainer(
+        Capturing,
+        tok,
+        tmp_path / "out",
+        reward_funcs=[H.reward_prompt_parity],
+        max_steps=8,
+        callbacks=[cb],
+    )
     trainer.train()
     assert cb.halted_at == 2 and trainer.state.global_step == 2
     run = read_recording(rec)
@@ -304,8 +351,14 @@ def test_halt_policy_stops_training(tok, tmp_path):
     assert len(halts) == 1 and halts[0].step == 2 and "DEGENERATE_GROUPS" in halts[0].data["ids"]
     # halt_on="critical" lets the same run go on: the collapse family warns, it is not critical.
     cb2 = RlvitalsCallback(tmp_path / "rec2", doctor_every=2, halt_on="critical")
-    trainer = _trainer(Capturing, tok, tmp_path / "out2", reward_funcs=[H.reward_prompt_parity],
-                       max_steps=4, callbacks=[cb2])
+    trainer = _trainer(
+        Capturing,
+        tok,
+        tmp_path / "out2",
+        reward_funcs=[H.reward_prompt_parity],
+        max_steps=4,
+        callbacks=[cb2],
+    )
     trainer.train()
     assert cb2.halted_at is None and trainer.state.global_step == 4
     assert {f.id for _, f in cb2.findings} >= {"DEGENERATE_GROUPS"}
@@ -320,9 +373,13 @@ def test_avspo_metrics_reach_wandb(tok, tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
     monkeypatch.setenv("WANDB_SILENT", "true")
     trainer = _trainer(
-        Capturing, tok, tmp_path / "out", reward_funcs=[H.reward_prompt_parity], max_steps=2,
-        report_to=["wandb"], trainer_kwargs={"estimator": "avspo",
-                                             "estimator_config": {"tau_adapt0": 0.2}},
+        Capturing,
+        tok,
+        tmp_path / "out",
+        reward_funcs=[H.reward_prompt_parity],
+        max_steps=2,
+        report_to=["wandb"],
+        trainer_kwargs={"estimator": "avspo", "estimator_config": {"tau_adapt0": 0.2}},
     )
     trainer.train()
     wandb.finish()
@@ -350,8 +407,16 @@ def test_avspo_metrics_reach_wandb(tok, tmp_path, monkeypatch):
 def test_resume_restores_estimator_state(tok, tmp_path):
     out = tmp_path / "out"
     cfg = {"estimator": "avspo", "estimator_config": {"tau_adapt0": 0.2, "eta": 0.5}}
-    first = _trainer(Capturing, tok, out, reward_funcs=[reward_mixed], max_steps=2,
-                     save_strategy="steps", save_steps=2, trainer_kwargs=cfg)
+    first = _trainer(
+        Capturing,
+        tok,
+        out,
+        reward_funcs=[reward_mixed],
+        max_steps=2,
+        save_strategy="steps",
+        save_steps=2,
+        trainer_kwargs=cfg,
+    )
     first.train()
     ckpt = out / "checkpoint-2"
     saved = json.loads((ckpt / STATE_FILE).read_text())
@@ -359,8 +424,15 @@ def test_resume_restores_estimator_state(tok, tmp_path):
     assert saved["state"]["step"] == 2
     assert saved["state"] != AvspoState(tau_adapt=0.2).to_dict()
 
-    second = _trainer(Capturing, tok, out, reward_funcs=[reward_mixed], max_steps=3,
-                      save_strategy="no", trainer_kwargs=cfg)
+    second = _trainer(
+        Capturing,
+        tok,
+        out,
+        reward_funcs=[reward_mixed],
+        max_steps=3,
+        save_strategy="no",
+        trainer_kwargs=cfg,
+    )
     second.train(resume_from_checkpoint=str(ckpt))
     assert len(second.infos) == 1
     assert second.infos[0]["state_before"] == saved["state"]
@@ -368,8 +440,15 @@ def test_resume_restores_estimator_state(tok, tmp_path):
 
     # A checkpoint without the file: reported once, the estimator starts afresh.
     (ckpt / STATE_FILE).unlink()
-    third = _trainer(Capturing, tok, out, reward_funcs=[reward_mixed], max_steps=3,
-                     save_strategy="no", trainer_kwargs=cfg)
+    third = _trainer(
+        Capturing,
+        tok,
+        out,
+        reward_funcs=[reward_mixed],
+        max_steps=3,
+        save_strategy="no",
+        trainer_kwargs=cfg,
+    )
     with pytest.warns(RlvitalsHookWarning, match="restoring the estimator state"):
         third.train(resume_from_checkpoint=str(ckpt))
     assert third.infos[0]["state_before"] is None
@@ -410,10 +489,17 @@ def test_failures_are_contained(tok, tmp_path, flaky_estimator):
 
     # Three failures at once: the estimator raises on its second batch, the recording directory
     # cannot be created, and the doctor is configured with a detector that does not exist.
-    cb = RlvitalsCallback(blocker / "rec", doctor_every=1,
-                          doctor_config=DoctorConfig(select=["NO_SUCH_DETECTOR"]))
-    trainer = _trainer(Capturing, tok, tmp_path / "out", max_steps=3, callbacks=[cb],
-                       trainer_kwargs={"estimator": name})
+    cb = RlvitalsCallback(
+        blocker / "rec", doctor_every=1, doctor_config=DoctorConfig(select=["NO_SUCH_DETECTOR"])
+    )
+    trainer = _trainer(
+        Capturing,
+        tok,
+        tmp_path / "out",
+        max_steps=3,
+        callbacks=[cb],
+        trainer_kwargs={"estimator": name},
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         trainer.train()
@@ -441,8 +527,12 @@ def test_invalid_configuration_fails_at_construction(tok, tmp_path):
     with pytest.raises(KeyError, match="unknown estimator 'nope'"):
         _trainer(Capturing, tok, tmp_path, trainer_kwargs={"estimator": "nope"})
     with pytest.raises(ValueError, match="alpha"):
-        _trainer(Capturing, tok, tmp_path,
-                 trainer_kwargs={"estimator": "avspo", "estimator_config": {"alpha": -1}})
+        _trainer(
+            Capturing,
+            tok,
+            tmp_path,
+            trainer_kwargs={"estimator": "avspo", "estimator_config": {"alpha": -1}},
+        )
     with pytest.raises(ValueError, match="sum_then_normalize"):
         _trainer(Capturing, tok, tmp_path, multi_objective_aggregation="normalize_then_sum")
     assert with_estimator(GRPOTrainer).__mro__[1].__name__ == "RlvitalsGRPOMixin"
@@ -461,11 +551,27 @@ def _free_port() -> int:
 
 @pytest.mark.slow
 def test_torchrun_two_ranks_match_single_process(tmp_path):
-    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1",
-               HF_HUB_DISABLE_TELEMETRY="1", TOKENIZERS_PARALLELISM="false")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-           "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
-           str(SCRIPT), str(tmp_path), "avspo"]
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        HF_HUB_OFFLINE="1",
+        HF_HUB_DISABLE_TELEMETRY="1",
+        TOKENIZERS_PARALLELISM="false",
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(_free_port()),
+        str(SCRIPT),
+        str(tmp_path),
+        "avspo",
+    ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
@@ -477,8 +583,9 @@ def test_torchrun_two_ranks_match_single_process(tmp_path):
         assert r0["rewards"] == r1["rewards"], "TRL gathers the same global rewards everywhere"
         rewards = np.asarray(r0["rewards"], dtype=np.float32)  # TRL's float32 rewards
         ids = np.arange(rewards.shape[0]) // 8
-        ref, metrics, state = rlvitals.estimate("avspo", rewards, ids, state=state,
-                                                **H.DDP_ESTIMATOR_CONFIG["avspo"])
+        ref, metrics, state = rlvitals.estimate(
+            "avspo", rewards, ids, state=state, **H.DDP_ESTIMATOR_CONFIG["avspo"]
+        )
         # Each G=8 group straddles the ranks: rows 0-3 on rank 0, 4-7 on rank 1.
         assert r0["slice"] == [0, 4] and r1["slice"] == [4, 8]
         assert r0["local_advantages"] + r1["local_advantages"] == ref.tolist(), step
@@ -490,10 +597,14 @@ def test_torchrun_two_ranks_match_single_process(tmp_path):
     # One recording, written by rank 0 only, holding every rank's completions.
     rec = tmp_path / "rec"
     assert sorted(p.name for p in rec.glob("*.rank*")) == [
-        "events.rank0.jsonl", "groups.rank0.bin", "scalars.rank0.jsonl"]
+        "events.rank0.jsonl",
+        "groups.rank0.bin",
+        "scalars.rank0.jsonl",
+    ]
     run = read_recording(rec)
     assert run.manifest.config["world_size"] == 2 and run.manifest.group_size == 8
     assert run.groups.n_groups == H.DDP_STEPS and set(run.groups.sizes()) == {8}
     np.testing.assert_array_equal(
-        run.groups.rewards, np.concatenate([r["rewards"] for r in ranks[0]]))
+        run.groups.rewards, np.concatenate([r["rewards"] for r in ranks[0]])
+    )
     np.testing.assert_array_equal(run.series["acr"], [r["metrics"]["acr"] for r in ranks[0]])

@@ -33,10 +33,12 @@ def _groups(per_step: dict[int, list[list[float]]]) -> GroupTable:
 
 
 def test_groups_tier_gives_exact_acr_and_split():
-    groups = _groups({
-        1: [[1, 1, 1, 1], [0, 0, 0, 0], [1, 0, 1, 0], [0.5, 0.5, 0.5, 0.5]],
-        2: [[1, 0, 0, 0], [1, 1, 0, 1], [0, 0, 0, 0], [1, 1, 1, 1]],
-    })
+    groups = _groups(
+        {
+            1: [[1, 1, 1, 1], [0, 0, 0, 0], [1, 0, 1, 0], [0.5, 0.5, 0.5, 0.5]],
+            2: [[1, 0, 0, 0], [1, 1, 0, 1], [0, 0, 0, 0], [1, 1, 1, 1]],
+        }
+    )
     v = compute_vitals(_run({}, groups=groups))
     assert v.evidence == "groups"
     assert v.series["acr"].tolist() == [0.75, 0.5]
@@ -57,8 +59,17 @@ def test_group_steps_and_scalar_steps_are_merged():
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.lists(st.lists(st.sampled_from([0.0, 0.5, 1.0]), min_size=2, max_size=6),
-                         min_size=1, max_size=5), min_size=1, max_size=6))
+@given(
+    st.lists(
+        st.lists(
+            st.lists(st.sampled_from([0.0, 0.5, 1.0]), min_size=2, max_size=6),
+            min_size=1,
+            max_size=5,
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
 def test_groups_acr_matches_signal_per_step(data):
     per_step = {i + 1: gs for i, gs in enumerate(data)}
     v = compute_vitals(_run({}, groups=_groups(per_step)))
@@ -67,15 +78,23 @@ def test_groups_acr_matches_signal_per_step(data):
         gid = np.repeat(np.arange(len(gs)), [len(g) for g in gs])
         ref = collapse_split(r, gid)
         assert math.isclose(v.series["acr"][i], ref.acr)
-        parts = (v.series["acr_solve_all"][i] + v.series["acr_solve_none"][i]
-                 + v.series["acr_flat"][i])
+        parts = (
+            v.series["acr_solve_all"][i] + v.series["acr_solve_none"][i] + v.series["acr_flat"][i]
+        )
         assert math.isclose(parts, ref.acr, abs_tol=1e-12)
 
 
 def test_zero_std_frac_tier_and_expected_collapse():
     m = Manifest(group_size=4)
-    v = compute_vitals(_run({1: {"frac_reward_zero_std": 0.25, "reward": 0.5},
-                             2: {"frac_reward_zero_std": 0.5, "reward": 1.0}}, m))
+    v = compute_vitals(
+        _run(
+            {
+                1: {"frac_reward_zero_std": 0.25, "reward": 0.5},
+                2: {"frac_reward_zero_std": 0.5, "reward": 1.0},
+            },
+            m,
+        )
+    )
     assert v.evidence == "zero_std_frac"
     assert v.series["acr"].tolist() == [0.25, 0.5]
     assert v.series["expected_acr"].tolist() == [0.125, 1.0]  # P0 = p^4 + (1-p)^4
@@ -100,12 +119,20 @@ def test_batch_trap_from_values_only_zero_or_one():
 
 
 def test_advantage_tier_from_adv_zero_frac_and_verl_extremes():
-    v = compute_vitals(_run({1: {"adv_std": 0.9, "rlvitals/adv_zero_frac": 0.2},
-                             2: {"adv_std": 0.0, "rlvitals/adv_zero_frac": 1.0}}))
+    v = compute_vitals(
+        _run(
+            {
+                1: {"adv_std": 0.9, "rlvitals/adv_zero_frac": 0.2},
+                2: {"adv_std": 0.0, "rlvitals/adv_zero_frac": 1.0},
+            }
+        )
+    )
     assert v.evidence == "advantages"
     assert v.series["acr"].tolist() == [0.2, 1.0]
-    verl = {1: {"critic/advantages/max": 2.1, "critic/advantages/min": -1.5},
-            2: {"critic/advantages/max": 0.0, "critic/advantages/min": 0.0}}
+    verl = {
+        1: {"critic/advantages/max": 2.1, "critic/advantages/min": -1.5},
+        2: {"critic/advantages/max": 0.0, "critic/advantages/min": 0.0},
+    }
     v = compute_vitals(_run(verl))
     assert v.evidence == "advantages"
     assert v.series["adv_all_zero"].tolist() == [0.0, 1.0]
@@ -117,19 +144,27 @@ def test_reward_std_and_loss_grad_tiers_and_none():
     v = compute_vitals(_run({1: {"reward_std": 0.4, "reward": 0.5}}, Manifest(group_size=8)))
     assert v.evidence == "reward_std" and "acr" not in v.series
     assert v.series["expected_acr"][0] == pytest.approx(2 * 0.5**8)
-    v = compute_vitals(_run({1: {"loss": 0.0, "grad_norm": 0.0}, 2: {"loss": 0.1,
-                                                                      "grad_norm": 0.3}}))
+    v = compute_vitals(
+        _run({1: {"loss": 0.0, "grad_norm": 0.0}, 2: {"loss": 0.1, "grad_norm": 0.3}})
+    )
     assert v.evidence == "loss_grad_zero"
     assert v.series["zero_update"].tolist() == [1.0, 0.0]
     v = compute_vitals(_run({1: {"learning_rate": 1e-6}}))
     assert v.evidence == "none" and any("no collapse evidence" in n for n in v.notes)
-    assert set(EVIDENCE_TIERS) >= {"groups", "zero_std_frac", "advantages", "reward_std",
-                                   "loss_grad_zero", "none"}
+    assert set(EVIDENCE_TIERS) >= {
+        "groups",
+        "zero_std_frac",
+        "advantages",
+        "reward_std",
+        "loss_grad_zero",
+        "none",
+    }
 
 
 def test_windowed_acr_volatility_acr100_and_summary_is_json():
-    rows = {s: {"frac_reward_zero_std": 0.1 if s <= 100 else 0.9, "reward": 0.5}
-            for s in range(1, 151)}
+    rows = {
+        s: {"frac_reward_zero_std": 0.1 if s <= 100 else 0.9, "reward": 0.5} for s in range(1, 151)
+    }
     v = compute_vitals(_run(rows), window=10)
     assert v.acr_100 == pytest.approx(0.1)
     assert v.series["acr_windowed"][-1] == pytest.approx(0.9)
@@ -151,8 +186,10 @@ def test_window_restricts_to_a_step_range():
 
 
 def test_nan_rows_and_reward_range():
-    rows = {1: {"reward": float("nan"), "frac_reward_zero_std": float("nan")},
-            2: {"reward": 3.0, "frac_reward_zero_std": 0.5}}
+    rows = {
+        1: {"reward": float("nan"), "frac_reward_zero_std": float("nan")},
+        2: {"reward": 3.0, "frac_reward_zero_std": 0.5},
+    }
     v = compute_vitals(_run(rows, Manifest(reward_min=-1.0, reward_max=4.0)))
     assert v.reward_range_known and v.series["pass_rate"][1] == pytest.approx(0.8)
     assert v.acr_mean == 0.5

@@ -57,10 +57,17 @@ def tiny_model(tok, seed: int = 0):
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(
         Qwen2Config(
-            vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-            num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
-            pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
-            bos_token_id=tok.eos_token_id, tie_word_embeddings=True,
+            vocab_size=len(tok),
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            max_position_embeddings=64,
+            pad_token_id=tok.pad_token_id,
+            eos_token_id=tok.eos_token_id,
+            bos_token_id=tok.eos_token_id,
+            tie_word_embeddings=True,
         )
     )
     model.generation_config.pad_token_id = tok.pad_token_id

@@ -147,13 +147,20 @@ def generate(name: str, seed: int = 0, **params: Any) -> LabelledRun:
 def to_run(lr: LabelledRun) -> Run:
     """Build the :class:`Run` directly (no file), as an importer of the columns would."""
     m = lr.manifest
-    b = RunBuilder(Manifest(
-        source=lr.name, format="corpus", trainer=m.get("trainer"),
-        group_size=m.get("group_size"), scale_rewards=m.get("scale_rewards"),
-        reward_min=m.get("reward_min"), reward_max=m.get("reward_max"),
-        estimator=m.get("estimator"), kl_coef=m.get("kl_coef"),
-        logging_steps=lr.log_every,
-    ))
+    b = RunBuilder(
+        Manifest(
+            source=lr.name,
+            format="corpus",
+            trainer=m.get("trainer"),
+            group_size=m.get("group_size"),
+            scale_rewards=m.get("scale_rewards"),
+            reward_min=m.get("reward_min"),
+            reward_max=m.get("reward_max"),
+            estimator=m.get("estimator"),
+            kl_coef=m.get("kl_coef"),
+            logging_steps=lr.log_every,
+        )
+    )
     cols = list(lr.columns.items())
     for i, s in enumerate(lr.steps.tolist()):
         b.add_row(int(s), {k: float(v[i]) for k, v in cols})

@@ -77,8 +77,17 @@ def healthy_rows(seed: int, steps: int = STEPS) -> tuple[Rows, Rows]:
 
 def build_run(train: Rows, evals: Rows, name: str, kl_coef: float = 0.04) -> Run:
     """A :class:`Run` from rows (what an importer would produce from a TRL log)."""
-    b = RunBuilder(Manifest(source=f"synthetic:{name}", format="synthetic", trainer="trl",
-                            group_size=8, kl_coef=kl_coef, reward_min=0.0, reward_max=1.0))
+    b = RunBuilder(
+        Manifest(
+            source=f"synthetic:{name}",
+            format="synthetic",
+            trainer="trl",
+            group_size=8,
+            kl_coef=kl_coef,
+            reward_min=0.0,
+            reward_max=1.0,
+        )
+    )
     for s in sorted(set(train) | set(evals)):
         row = dict(train.get(s, {}))
         row.update(evals.get(s, {}))
@@ -149,8 +158,12 @@ def length_bad(seed: int = 0) -> tuple[Rows, Rows]:
     train, evals = healthy_rows(seed)
     rng = np.random.default_rng(seed + 3)
     n = STEPS - ONSET + 1
-    _set(train, "completions/mean_length", ONSET,
-         _ramp(n, 600, 900, 3) * np.exp(rng.normal(0, 0.03, n)))
+    _set(
+        train,
+        "completions/mean_length",
+        ONSET,
+        _ramp(n, 600, 900, 3) * np.exp(rng.normal(0, 0.03, n)),
+    )
     _set(train, "completions/clipped_ratio", ONSET, np.clip(_ramp(n, 0.3, 0.5, 3), 0, 1))
     return train, evals
 
@@ -277,8 +290,9 @@ def hack_bad(seed: int = 0) -> tuple[Rows, Rows]:
     peak = evals[ONSET]["eval_reward"]
     for s, row in evals.items():
         if s > ONSET:
-            row["eval_reward"] = float(peak - 0.15 * (s - ONSET) / (STEPS - ONSET)
-                                       + rng.normal(0, 0.005))
+            row["eval_reward"] = float(
+                peak - 0.15 * (s - ONSET) / (STEPS - ONSET) + rng.normal(0, 0.005)
+            )
     return train, evals
 
 

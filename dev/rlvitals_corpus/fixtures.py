@@ -118,8 +118,14 @@ def _spec(name: str, params: dict[str, Any]) -> Make:
     return make
 
 
-def _scenarios(det_id: str, bad: tuple[str, dict[str, Any]], good: tuple[str, dict[str, Any]],
-               onset: int | None = None, end: int | None = None, about: str = "") -> None:
+def _scenarios(
+    det_id: str,
+    bad: tuple[str, dict[str, Any]],
+    good: tuple[str, dict[str, Any]],
+    onset: int | None = None,
+    end: int | None = None,
+    about: str = "",
+) -> None:
     register(Pair(det_id, _spec(*bad), _spec(*good), onset, end, about))
 
 
@@ -128,20 +134,27 @@ _scenarios(
     "ADV_COLLAPSE",
     bad=("plumbing", {"seed": 11, "view": "adv_std", "steps": _T, "onset": 60, "end": 139}),
     good=("healthy", {"seed": 12, "shape": "dr_grpo", "view": "adv_std", "steps": _T}),
-    onset=60, end=139, about="advantages scaled toward 0 from step 60 to 139 (a plumbing bug)",
+    onset=60,
+    end=139,
+    about="advantages scaled toward 0 from step 60 to 139 (a plumbing bug)",
 )
 _scenarios(
     "DEGENERATE_GROUPS",
-    bad=("collapse_identical", {"seed": 21, "view": "groups", "steps": _T, "onset": 60,
-                                "end": 139}),
+    bad=(
+        "collapse_identical",
+        {"seed": 21, "view": "groups", "steps": _T, "onset": 60, "end": 139},
+    ),
     good=("healthy", {"seed": 22, "shape": "saturating", "view": "groups", "steps": _T}),
-    onset=60, end=139, about="identical completions from step 60 to 139",
+    onset=60,
+    end=139,
+    about="identical completions from step 60 to 139",
 )
 _scenarios(
     "REWARD_STD_DEATH",
     bad=("collapse_floor", {"seed": 31, "view": "reward_std", "steps": _T, "onset": 120}),
     good=("healthy", {"seed": 32, "shape": "learning", "view": "reward_std", "steps": _T}),
-    onset=120, about="pass rates fall to 0 from step 120",
+    onset=120,
+    about="pass rates fall to 0 from step 120",
 )
 _scenarios(
     "ACR_STALL",
@@ -159,7 +172,8 @@ _scenarios(
     "EXCESS_COLLAPSE",
     bad=("collapse_identical", {"seed": 61, "view": "trl", "steps": _T, "onset": 90}),
     good=("healthy", {"seed": 62, "shape": "bimodal", "view": "trl", "steps": _T}),
-    onset=90, about="identical completions from step 90: more collapse than pass rates explain",
+    onset=90,
+    about="identical completions from step 90: more collapse than pass rates explain",
 )
 _scenarios(
     "SATURATION",
@@ -172,13 +186,23 @@ _scenarios(
 # --------------------------------------------------------------------------------------------
 # The other families: hand-written rows (rlvitals_corpus.families); the seed defaults to 0.
 
-_MANIFEST = {"trainer": "trl", "group_size": 8, "kl_coef": 0.04, "reward_min": 0.0,
-             "reward_max": 1.0}
+_MANIFEST = {
+    "trainer": "trl",
+    "group_size": 8,
+    "kl_coef": 0.04,
+    "reward_min": 0.0,
+    "reward_max": 1.0,
+}
 """What :func:`rlvitals_corpus.families.build_run` puts in the manifest."""
 
 
-def _from_rows(det_id: str, kind: str, rows: Callable[[int], tuple[F.Rows, F.Rows]],
-               onset: int, end: int | None) -> Make:
+def _from_rows(
+    det_id: str,
+    kind: str,
+    rows: Callable[[int], tuple[F.Rows, F.Rows]],
+    onset: int,
+    end: int | None,
+) -> Make:
     def make(seed: int | None = None) -> LabelledRun:
         seed = 0 if seed is None else seed
         train, evals = rows(seed)
@@ -192,37 +216,70 @@ def _from_rows(det_id: str, kind: str, rows: Callable[[int], tuple[F.Rows, F.Row
         # REWARD_HACKING reads the evaluation series, logged every EVAL_EVERY steps
         tol = float(F.EVAL_EVERY) if det_id == "REWARD_HACKING" else 3.0
         return LabelledRun(
-            name=f"{det_id.lower()}_{kind}-s{seed}", scenario=f"families.{rows.__name__}",
-            family=FAMILY[det_id], steps=steps, columns=columns, eval_steps=esteps,
-            eval_columns=ecols, manifest=dict(_MANIFEST),
+            name=f"{det_id.lower()}_{kind}-s{seed}",
+            scenario=f"families.{rows.__name__}",
+            family=FAMILY[det_id],
+            steps=steps,
+            columns=columns,
+            eval_steps=esteps,
+            eval_columns=ecols,
+            manifest=dict(_MANIFEST),
             expect=[Label(det_id, onset, end, tolerance=tol)] if bad else [],
-            allow=ALLOW.get(det_id, set()) if bad else set(), healthy=not bad,
-            formats=("jsonl",), params={"seed": seed},
+            allow=ALLOW.get(det_id, set()) if bad else set(),
+            healthy=not bad,
+            formats=("jsonl",),
+            params={"seed": seed},
         )
 
     return make
 
 
-def _rows(det_id: str, bad: Callable[[int], tuple[F.Rows, F.Rows]],
-          good: Callable[[int], tuple[F.Rows, F.Rows]], end: int | None = None,
-          about: str = "") -> None:
-    register(Pair(det_id, _from_rows(det_id, "bad", bad, F.ONSET, end),
-                  _from_rows(det_id, "good", good, F.ONSET, end), F.ONSET, end, about))
+def _rows(
+    det_id: str,
+    bad: Callable[[int], tuple[F.Rows, F.Rows]],
+    good: Callable[[int], tuple[F.Rows, F.Rows]],
+    end: int | None = None,
+    about: str = "",
+) -> None:
+    register(
+        Pair(
+            det_id,
+            _from_rows(det_id, "bad", bad, F.ONSET, end),
+            _from_rows(det_id, "good", good, F.ONSET, end),
+            F.ONSET,
+            end,
+            about,
+        )
+    )
 
 
-_rows("ENTROPY_COLLAPSE", F.entropy_bad, F.entropy_good,
-      about="entropy to ~3% of early while reward plateaus")
-_rows("KL_BLOWUP", F.kl_bad, F.kl_good, end=F.ONSET + 39,
-      about="KL x30 within ten steps, settles after 40")
+_rows(
+    "ENTROPY_COLLAPSE",
+    F.entropy_bad,
+    F.entropy_good,
+    about="entropy to ~3% of early while reward plateaus",
+)
+_rows(
+    "KL_BLOWUP",
+    F.kl_bad,
+    F.kl_good,
+    end=F.ONSET + 39,
+    about="KL x30 within ten steps, settles after 40",
+)
 _rows("LENGTH_EXPLOSION", F.length_bad, F.length_good, about="mean length 340 -> 900 tokens")
-_rows("TRUNCATION", F.trunc_bad, F.trunc_good, end=F.ONSET + 59,
-      about="30% truncated for 60 steps")
+_rows("TRUNCATION", F.trunc_bad, F.trunc_good, end=F.ONSET + 59, about="30% truncated for 60 steps")
 _rows("CLIP_SATURATION", F.clip_bad, F.clip_good, about="35% of tokens clipped")
 _rows("GRAD_NONFINITE", F.nonfinite_bad, F.nonfinite_good, about="inf grad norm, then NaN")
-_rows("GRAD_SPIKE", F.spike_bad, F.spike_good, end=F.ONSET + 60,
-      about="three 25-400x grad-norm spikes")
-_rows("ZERO_GRAD_STEPS", F.zero_bad, F.zero_good,
-      about="every third step has zero gradient and loss")
+_rows(
+    "GRAD_SPIKE",
+    F.spike_bad,
+    F.spike_good,
+    end=F.ONSET + 60,
+    about="three 25-400x grad-norm spikes",
+)
+_rows(
+    "ZERO_GRAD_STEPS", F.zero_bad, F.zero_good, about="every third step has zero gradient and loss"
+)
 _rows("REWARD_HACKING", F.hack_bad, F.hack_good, about="eval falls while train reward rises")
 _rows("THROUGHPUT_ROT", F.rot_bad, F.rot_good, about="steps take twice as long from the onset")
 
@@ -244,8 +301,9 @@ def _recording(kind: str) -> Make:
         train, _ = F.healthy_rows(seed, steps=RECORDING_STEPS)
         rng = np.random.default_rng(seed + 12)
         ids = np.repeat(np.arange(RECORDING_GROUPS), RECORDING_G)
-        manifest = Manifest(trainer="trl", group_size=RECORDING_G, kl_coef=0.04,
-                            reward_min=0.0, reward_max=1.0)
+        manifest = Manifest(
+            trainer="trl", group_size=RECORDING_G, kl_coef=0.04, reward_min=0.0, reward_max=1.0
+        )
         with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # the recorder warns once per loss
             path = Path(tmp) / "recording"
@@ -255,9 +313,10 @@ def _recording(kind: str) -> Make:
             with Recorder(path, manifest) as rec:
                 for step, row in train.items():
                     rec.log_scalars(step, row)
-                    p = rng.beta(4 * row["reward"] + 0.5, 4 * (1 - row["reward"]) + 0.5,
-                                 RECORDING_GROUPS)
-                    rewards = (rng.random((RECORDING_GROUPS, RECORDING_G)) < p[:, None])
+                    p = rng.beta(
+                        4 * row["reward"] + 0.5, 4 * (1 - row["reward"]) + 0.5, RECORDING_GROUPS
+                    )
+                    rewards = rng.random((RECORDING_GROUPS, RECORDING_G)) < p[:, None]
                     rec.log_groups(step, rewards.astype(np.float64).ravel(), ids)
             if kind == "bad":
                 blocked.rmdir()  # the reader wants files; the lost groups stay lost
@@ -272,16 +331,41 @@ def _from_run(run: Run, name: str, kind: str, seed: int) -> LabelledRun:
     m = run.manifest
     bad = kind == "bad"
     return LabelledRun(
-        name=name, scenario="recording", family="recording", steps=run.steps,
-        columns=dict(run.series), groups=run.groups, eval_steps=run.eval_steps,
-        eval_columns=dict(run.eval_series), events=list(run.events),
-        manifest={k: getattr(m, k) for k in ("trainer", "group_size", "scale_rewards",
-                                              "reward_min", "reward_max", "estimator",
-                                              "kl_coef")},
-        expect=[Label("RECORDING_LOSS")] if bad else [], allow={"*"} if bad else set(),
-        healthy=not bad, view="recording", formats=("recording",), params={"seed": seed},
+        name=name,
+        scenario="recording",
+        family="recording",
+        steps=run.steps,
+        columns=dict(run.series),
+        groups=run.groups,
+        eval_steps=run.eval_steps,
+        eval_columns=dict(run.eval_series),
+        events=list(run.events),
+        manifest={
+            k: getattr(m, k)
+            for k in (
+                "trainer",
+                "group_size",
+                "scale_rewards",
+                "reward_min",
+                "reward_max",
+                "estimator",
+                "kl_coef",
+            )
+        },
+        expect=[Label("RECORDING_LOSS")] if bad else [],
+        allow={"*"} if bad else set(),
+        healthy=not bad,
+        view="recording",
+        formats=("recording",),
+        params={"seed": seed},
     )
 
 
-register(Pair("RECORDING_LOSS", _recording("bad"), _recording("good"),
-              about="the recorder could not open its groups stream and dropped every group"))
+register(
+    Pair(
+        "RECORDING_LOSS",
+        _recording("bad"),
+        _recording("good"),
+        about="the recorder could not open its groups stream and dropped every group",
+    )
+)

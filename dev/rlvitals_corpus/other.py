@@ -25,9 +25,15 @@ from rlvitals_corpus.sim import Sim, simulate
 __all__ = ["ALLOW", "FAMILY", "INJECT", "other_suite"]
 
 FAMILY = {
-    "ENTROPY_COLLAPSE": "entropy", "KL_BLOWUP": "kl", "LENGTH_EXPLOSION": "length",
-    "TRUNCATION": "length", "CLIP_SATURATION": "clip", "GRAD_NONFINITE": "gradient",
-    "GRAD_SPIKE": "gradient", "ZERO_GRAD_STEPS": "gradient", "REWARD_HACKING": "reward",
+    "ENTROPY_COLLAPSE": "entropy",
+    "KL_BLOWUP": "kl",
+    "LENGTH_EXPLOSION": "length",
+    "TRUNCATION": "length",
+    "CLIP_SATURATION": "clip",
+    "GRAD_NONFINITE": "gradient",
+    "GRAD_SPIKE": "gradient",
+    "ZERO_GRAD_STEPS": "gradient",
+    "REWARD_HACKING": "reward",
     "THROUGHPUT_ROT": "throughput",
 }
 """Detector ID → its family."""
@@ -63,8 +69,9 @@ def _entropy(sim: Sim, rng: np.random.Generator, onset: int, end: int | None) ->
     m, T = sim.metrics, sim.steps.shape[0]
     w = _window(T, onset, end)
     early = float(np.median(m["entropy"][:5]))
-    m["entropy"] = np.where(w, early * rng.uniform(0.01, 0.05) * rng.lognormal(0, 0.1, T),
-                            m["entropy"])
+    m["entropy"] = np.where(
+        w, early * rng.uniform(0.01, 0.05) * rng.lognormal(0, 0.1, T), m["entropy"]
+    )
     r = m["reward_mean"]
     m["reward_mean"] = np.where(w, r[onset - 1] + rng.normal(0, 0.005, T), r)
 
@@ -85,8 +92,9 @@ def _length(sim: Sim, rng: np.random.Generator, onset: int, end: int | None) -> 
     w = _window(T, onset, end)
     f = rng.uniform(2.0, 3.0)
     m["length_mean"] = np.where(w, m["length_mean"] * f, m["length_mean"])
-    m["truncation_frac"] = np.where(w, np.clip(m["truncation_frac"] + 0.3 * (f - 1), 0, 1),
-                                    m["truncation_frac"])
+    m["truncation_frac"] = np.where(
+        w, np.clip(m["truncation_frac"] + 0.3 * (f - 1), 0, 1), m["truncation_frac"]
+    )
 
 
 def _truncation(sim: Sim, rng: np.random.Generator, onset: int, end: int | None) -> None:
@@ -135,9 +143,15 @@ def _throughput(sim: Sim, rng: np.random.Generator, onset: int, end: int | None)
 
 
 INJECT: dict[str, Callable[[Sim, np.random.Generator, int, int | None], None]] = {
-    "ENTROPY_COLLAPSE": _entropy, "KL_BLOWUP": _kl, "LENGTH_EXPLOSION": _length,
-    "TRUNCATION": _truncation, "CLIP_SATURATION": _clip, "GRAD_NONFINITE": _nonfinite,
-    "GRAD_SPIKE": _spike, "ZERO_GRAD_STEPS": _zero, "REWARD_HACKING": lambda *a: None,
+    "ENTROPY_COLLAPSE": _entropy,
+    "KL_BLOWUP": _kl,
+    "LENGTH_EXPLOSION": _length,
+    "TRUNCATION": _truncation,
+    "CLIP_SATURATION": _clip,
+    "GRAD_NONFINITE": _nonfinite,
+    "GRAD_SPIKE": _spike,
+    "ZERO_GRAD_STEPS": _zero,
+    "REWARD_HACKING": lambda *a: None,
     "THROUGHPUT_ROT": _throughput,
 }
 """Detector ID → ``(sim, rng, onset, end)`` that writes the failure into ``sim.metrics``."""
@@ -171,8 +185,9 @@ def _hack_eval(lr: LabelledRun, onset: int, rng: np.random.Generator) -> None:
     peak = start + float(rng.uniform(0.1, 0.2))
     rise = start + (peak - start) * es / onset
     fall = peak - rng.uniform(0.15, 0.3) * (es - onset) / max(T - onset, 1)
-    lr.eval_columns["eval_reward"] = np.where(es > onset, fall, rise) + rng.normal(0, 0.005,
-                                                                                   es.size)
+    lr.eval_columns["eval_reward"] = np.where(es > onset, fall, rise) + rng.normal(
+        0, 0.005, es.size
+    )
 
 
 @scenario("other_failure")
@@ -190,8 +205,14 @@ def other_failure(
     k = log_every
     T = _steps_for(rng, k)
     # a steady prompt set: the injected failure is the only thing going on
-    spec = _base_spec(rng, T, kl_coef=float(rng.choice([0.0, 0.04])), kl_growth=0.05,
-                      skill0=rng.uniform(-0.5, 0.5), skill1=rng.uniform(0.2, 1.0))
+    spec = _base_spec(
+        rng,
+        T,
+        kl_coef=float(rng.choice([0.0, 0.04])),
+        kl_growth=0.05,
+        skill0=rng.uniform(-0.5, 0.5),
+        skill1=rng.uniform(0.2, 1.0),
+    )
     sim = simulate(spec, rng)
     eval_every = 0
     if detector == "REWARD_HACKING":
@@ -204,10 +225,16 @@ def other_failure(
     INJECT[detector](sim, rng, onset, end)
     tol = TOLERANCE.get(detector, 3.0) * (eval_every / k if eval_every else 1.0)
     lr = build(
-        sim, name=f"other-{detector.lower()}-{onset_kind}-{view}-k{k}",
-        scenario_name="other_failure", view=view, log_every=k,
+        sim,
+        name=f"other-{detector.lower()}-{onset_kind}-{view}-k{k}",
+        scenario_name="other_failure",
+        view=view,
+        log_every=k,
         expect=[Label(detector, onset, end, tolerance=tol)],
-        allow=ALLOW.get(detector, set()), nan_rows=nan_rows, eval_every=eval_every, rng=rng,
+        allow=ALLOW.get(detector, set()),
+        nan_rows=nan_rows,
+        eval_every=eval_every,
+        rng=rng,
         family=FAMILY[detector],
     )
     lr.params = {"steps": T}
@@ -227,17 +254,26 @@ def other_suite(size: str = "ci", seed: int = 0) -> list[tuple[str, dict[str, An
     out: list[tuple[str, dict[str, Any]]] = []
     n = seed * 100_000
     for det in INJECT:
-        kinds = ("middle",) if det == "REWARD_HACKING" else ("early", "middle", "late",
-                                                            "transient")
+        kinds = ("middle",) if det == "REWARD_HACKING" else ("early", "middle", "late", "transient")
         for kind in kinds:
             for view in VIEWS.get(det, ("trl", "full", "verl")):
                 if not full and rng.random() < 0.6:
                     continue
                 k = int(rng.choice([1, 1, 1, 5, 10]))
                 n += 1
-                out.append(("other_failure", {"seed": n, "detector": det, "onset_kind": kind,
-                                              "view": view, "log_every": k,
-                                              "nan_rows": float(rng.choice([0.0, 0.02]))}))
+                out.append(
+                    (
+                        "other_failure",
+                        {
+                            "seed": n,
+                            "detector": det,
+                            "onset_kind": kind,
+                            "view": view,
+                            "log_every": k,
+                            "nan_rows": float(rng.choice([0.0, 0.02])),
+                        },
+                    )
+                )
     return out
 
 

@@ -253,7 +253,6 @@ def evaluate(
         lr = generate(name, seed=seed, **params)
         fmt = lr.formats[i % len(lr.formats)] if alternate_formats else lr.formats[0]
         results.append(
-            run_one(lr, fmt=fmt, via_files=via_files, tmpdir=tmpdir, family=family,
-                    config=config)
+            run_one(lr, fmt=fmt, via_files=via_files, tmpdir=tmpdir, family=family, config=config)
         )
     return QualityReport(results, family or "all")

@@ -32,8 +32,13 @@ from rlvitals_corpus.sim import Sim, Spec, schedule, simulate
 __all__ = ["CORE_ID", "VIEWS", "build", "collapse_suite", "onset_at"]
 
 COLLAPSE_IDS = (
-    "ADV_COLLAPSE", "DEGENERATE_GROUPS", "REWARD_STD_DEATH", "ACR_STALL", "ACR_VOLATILE",
-    "EXCESS_COLLAPSE", "SATURATION",
+    "ADV_COLLAPSE",
+    "DEGENERATE_GROUPS",
+    "REWARD_STD_DEATH",
+    "ACR_STALL",
+    "ACR_VOLATILE",
+    "EXCESS_COLLAPSE",
+    "SATURATION",
 )
 CORE_ID = {
     "trl": "DEGENERATE_GROUPS",
@@ -60,26 +65,46 @@ FORMATS = {
 """View → the writers that can express its runs (the quality bar cycles through them); other
 views go to ``jsonl`` and ``csv``. wandb and mlflow (slow) are in no rotation."""
 _TRL_KEYS = {
-    "reward_mean": "reward", "reward_std": "reward_std", "zero_std_frac": "frac_reward_zero_std",
-    "loss": "loss", "grad_norm": "grad_norm", "learning_rate": "learning_rate",
-    "entropy": "entropy", "length_mean": "completions/mean_length",
-    "truncation_frac": "completions/clipped_ratio", "clip_frac": "clip_ratio/region_mean",
+    "reward_mean": "reward",
+    "reward_std": "reward_std",
+    "zero_std_frac": "frac_reward_zero_std",
+    "loss": "loss",
+    "grad_norm": "grad_norm",
+    "learning_rate": "learning_rate",
+    "entropy": "entropy",
+    "length_mean": "completions/mean_length",
+    "truncation_frac": "completions/clipped_ratio",
+    "clip_frac": "clip_ratio/region_mean",
     "kl": "kl",
 }
 _FULL_KEYS = {
-    "reward_mean": "reward_mean", "reward_std": "reward_std",
-    "zero_std_frac": "frac_reward_zero_std", "adv_std": "adv_std",
-    "adv_zero_frac": "adv_zero_frac", "loss": "loss", "grad_norm": "grad_norm",
-    "learning_rate": "learning_rate", "entropy": "entropy", "kl": "kl",
-    "length_mean": "response_length", "clip_frac": "clip_frac",
+    "reward_mean": "reward_mean",
+    "reward_std": "reward_std",
+    "zero_std_frac": "frac_reward_zero_std",
+    "adv_std": "adv_std",
+    "adv_zero_frac": "adv_zero_frac",
+    "loss": "loss",
+    "grad_norm": "grad_norm",
+    "learning_rate": "learning_rate",
+    "entropy": "entropy",
+    "kl": "kl",
+    "length_mean": "response_length",
+    "clip_frac": "clip_frac",
 }
 _VERL_KEYS = {
-    "reward_mean": "critic/score/mean", "reward_max": "critic/score/max",
-    "reward_min": "critic/score/min", "adv_mean": "critic/advantages/mean",
-    "adv_max": "critic/advantages/max", "adv_min": "critic/advantages/min",
-    "loss": "actor/pg_loss", "grad_norm": "actor/grad_norm", "entropy": "actor/entropy",
-    "kl": "actor/kl_loss", "length_mean": "response_length/mean",
-    "truncation_frac": "response_length/clip_ratio", "clip_frac": "actor/pg_clipfrac",
+    "reward_mean": "critic/score/mean",
+    "reward_max": "critic/score/max",
+    "reward_min": "critic/score/min",
+    "adv_mean": "critic/advantages/mean",
+    "adv_max": "critic/advantages/max",
+    "adv_min": "critic/advantages/min",
+    "loss": "actor/pg_loss",
+    "grad_norm": "actor/grad_norm",
+    "entropy": "actor/entropy",
+    "kl": "actor/kl_loss",
+    "length_mean": "response_length/mean",
+    "truncation_frac": "response_length/clip_ratio",
+    "clip_frac": "actor/pg_clipfrac",
     "learning_rate": "actor/lr",
 }
 _NARROW = {
@@ -142,7 +167,9 @@ def build(
             protect = np.zeros(steps.shape[0], dtype=bool)
             for label in expect or ():
                 if label.onset is not None:
-                    protect[min(int(np.searchsorted(steps, label.onset)), steps.shape[0] - 1)] = True
+                    protect[min(int(np.searchsorted(steps, label.onset)), steps.shape[0] - 1)] = (
+                        True
+                    )
             _poke_nans(columns, rng, nan_rows, protect)
     groups = None
     if view == "groups":
@@ -152,8 +179,11 @@ def build(
         offsets = np.arange(0, Tn * N * G + 1, G, dtype=np.int64)
         adv = sim.advantages.reshape(-1) if record_advantages else None
         groups = GroupTable(
-            step=step_of.astype(np.int64), offsets=offsets, rewards=r.reshape(-1).copy(),
-            prompt=None, advantages=adv,
+            step=step_of.astype(np.int64),
+            offsets=offsets,
+            rewards=r.reshape(-1).copy(),
+            prompt=None,
+            advantages=adv,
         )
     lo, hi = spec.reward_range
     manifest: dict[str, Any] = {
@@ -263,8 +293,19 @@ def _steps_for(rng: np.random.Generator, k: int) -> int:
 
 
 HEALTHY_SHAPES = (
-    "learning", "saturating", "too_hard", "dr_grpo", "batch_scaled", "partial_credit",
-    "scaled_reward", "noisy_grad", "kl_growth", "bimodal", "short", "long", "plateau",
+    "learning",
+    "saturating",
+    "too_hard",
+    "dr_grpo",
+    "batch_scaled",
+    "partial_credit",
+    "scaled_reward",
+    "noisy_grad",
+    "kl_growth",
+    "bimodal",
+    "short",
+    "long",
+    "plateau",
 )
 
 
@@ -283,11 +324,17 @@ def healthy(
     T = steps or _steps_for(rng, k)
     over: dict[str, Any] = {}
     if shape == "saturating":
-        over = {"skill0": rng.uniform(-0.5, 1.0), "skill1": rng.uniform(4.0, 7.0),
-                "tau": rng.uniform(0.2, 0.5) * T}
+        over = {
+            "skill0": rng.uniform(-0.5, 1.0),
+            "skill1": rng.uniform(4.0, 7.0),
+            "tau": rng.uniform(0.2, 0.5) * T,
+        }
     elif shape == "too_hard":
-        over = {"skill0": rng.uniform(-4.0, -2.5), "skill1": rng.uniform(0.0, 1.5),
-                "tau": rng.uniform(0.2, 0.5) * T}
+        over = {
+            "skill0": rng.uniform(-4.0, -2.5),
+            "skill1": rng.uniform(0.0, 1.5),
+            "tau": rng.uniform(0.2, 0.5) * T,
+        }
     elif shape == "dr_grpo":
         over = {"estimator": "dr_grpo"}
     elif shape == "batch_scaled":
@@ -306,18 +353,28 @@ def healthy(
         T = int(rng.uniform(8, 29))
     elif shape == "long":
         T = steps or 20000
-        over = {"tau": rng.uniform(0.1, 0.5) * T, "N": 8, "G": 8,
-                "skill1": rng.uniform(0.3, 1.2)}
+        over = {"tau": rng.uniform(0.1, 0.5) * T, "N": 8, "G": 8, "skill1": rng.uniform(0.3, 1.2)}
     elif shape == "plateau":
-        over = {"skill0": rng.uniform(-0.3, 0.3), "skill1": rng.uniform(-0.3, 0.3),
-                "diff_sd": rng.uniform(0.5, 1.0), "G": int(rng.choice([8, 12, 16]))}
+        over = {
+            "skill0": rng.uniform(-0.3, 0.3),
+            "skill1": rng.uniform(-0.3, 0.3),
+            "diff_sd": rng.uniform(0.5, 1.0),
+            "G": int(rng.choice([8, 12, 16])),
+        }
     elif shape != "learning":
         raise ValueError(f"unknown healthy shape {shape!r}; valid: {', '.join(HEALTHY_SHAPES)}")
     spec = _base_spec(rng, T, **over)
     sim = simulate(spec, rng)
     return build(
-        sim, name=f"healthy-{shape}-{view}-k{k}", scenario_name="healthy", view=view,
-        log_every=k, healthy=True, allow=set(), nan_rows=nan_rows, eval_every=eval_every,
+        sim,
+        name=f"healthy-{shape}-{view}-k{k}",
+        scenario_name="healthy",
+        view=view,
+        log_every=k,
+        healthy=True,
+        allow=set(),
+        nan_rows=nan_rows,
+        eval_every=eval_every,
         rng=rng,
     )
 
@@ -410,9 +467,21 @@ def collapse_identical(
         over["kl_coef"] = 0.0
     if _excess_expected(view):
         required.append("EXCESS_COLLAPSE")
-    lr = _failure(rng, "identical", onset_kind=onset_kind, view=view, log_every=log_every,
-                  gradual=gradual, c_max=c_max, steps=steps, required=required,
-                  nan_rows=nan_rows, onset=onset, end=end, **over)
+    lr = _failure(
+        rng,
+        "identical",
+        onset_kind=onset_kind,
+        view=view,
+        log_every=log_every,
+        gradual=gradual,
+        c_max=c_max,
+        steps=steps,
+        required=required,
+        nan_rows=nan_rows,
+        onset=onset,
+        end=end,
+        **over,
+    )
     return lr
 
 
@@ -432,9 +501,21 @@ def collapse_floor(
     total = view in ("adv_std", "adv_zero_frac", "loss_grad", "verl")
     c_max = 1.0 if total else float(rng.uniform(0.985, 1.0))
     over: dict[str, Any] = {"kl_coef": 0.0} if view == "loss_grad" else {}
-    return _failure(rng, "floor", onset_kind=onset_kind, view=view, log_every=log_every,
-                    gradual=gradual, c_max=c_max, steps=steps, required=[CORE_ID[view]],
-                    nan_rows=nan_rows, onset=onset, end=end, **over)
+    return _failure(
+        rng,
+        "floor",
+        onset_kind=onset_kind,
+        view=view,
+        log_every=log_every,
+        gradual=gradual,
+        c_max=c_max,
+        steps=steps,
+        required=[CORE_ID[view]],
+        nan_rows=nan_rows,
+        onset=onset,
+        end=end,
+        **over,
+    )
 
 
 @scenario("collapse_constant")
@@ -454,9 +535,21 @@ def collapse_constant(
     over: dict[str, Any] = {"const_value": v, "reward": "binary"}
     if view == "loss_grad":
         over["kl_coef"] = 0.0
-    lr = _failure(rng, "constant", onset_kind=onset_kind, view=view, log_every=log_every,
-                  gradual=False, c_max=1.0, steps=steps, required=[CORE_ID[view]],
-                  nan_rows=nan_rows, onset=onset, end=end, **over)
+    lr = _failure(
+        rng,
+        "constant",
+        onset_kind=onset_kind,
+        view=view,
+        log_every=log_every,
+        gradual=False,
+        c_max=1.0,
+        steps=steps,
+        required=[CORE_ID[view]],
+        nan_rows=nan_rows,
+        onset=onset,
+        end=end,
+        **over,
+    )
     return lr
 
 
@@ -484,10 +577,21 @@ def plumbing(
         required.append("EXCESS_COLLAPSE")
     over: dict[str, Any] = {"kl_coef": 0.0, "estimator": "grpo"}
     lr = _failure(
-        rng, "plumbing", onset_kind=onset_kind, view=view, log_every=log_every, gradual=False,
-        c_max=c_max, steps=steps, required=required,
-        forbid={"DEGENERATE_GROUPS", "REWARD_STD_DEATH"}, nan_rows=nan_rows,
-        record_advantages=True, onset=onset, end=end, **over,
+        rng,
+        "plumbing",
+        onset_kind=onset_kind,
+        view=view,
+        log_every=log_every,
+        gradual=False,
+        c_max=c_max,
+        steps=steps,
+        required=required,
+        forbid={"DEGENERATE_GROUPS", "REWARD_STD_DEATH"},
+        nan_rows=nan_rows,
+        record_advantages=True,
+        onset=onset,
+        end=end,
+        **over,
     )
     return lr
 
@@ -515,13 +619,27 @@ def acr_stall(
     else:
         onset, end = int(rng.uniform(0.35, 0.55) * T), None
     c = schedule(T, onset, end=end, ramp=int(rng.integers(1, 4)), c_max=rng.uniform(0.45, 0.6))
-    spec = _base_spec(rng, T, mechanism="stall", c=c, onset=onset,
-                      skill0=rng.uniform(-0.5, 0.3), skill1=rng.uniform(0.3, 1.0),
-                      diff_sd=rng.uniform(0.6, 1.2), G=int(rng.choice([8, 12, 16])))
+    spec = _base_spec(
+        rng,
+        T,
+        mechanism="stall",
+        c=c,
+        onset=onset,
+        skill0=rng.uniform(-0.5, 0.3),
+        skill1=rng.uniform(0.3, 1.0),
+        diff_sd=rng.uniform(0.6, 1.2),
+        G=int(rng.choice([8, 12, 16])),
+    )
     sim = simulate(spec, rng)
     return build(
-        sim, name=f"stall-{onset_kind}-{view}-k{k}", scenario_name="acr_stall", view=view,
-        log_every=k, expect=[Label("ACR_STALL", onset, end, 5.0)], allow={"*"}, rng=rng,
+        sim,
+        name=f"stall-{onset_kind}-{view}-k{k}",
+        scenario_name="acr_stall",
+        view=view,
+        log_every=k,
+        expect=[Label("ACR_STALL", onset, end, 5.0)],
+        allow={"*"},
+        rng=rng,
     )
 
 
@@ -552,8 +670,14 @@ def acr_volatile(
     spec = _base_spec(rng, T, mechanism="volatile", c=c, onset=onset)
     sim = simulate(spec, rng)
     return build(
-        sim, name=f"volatile-{onset_kind}-{view}-k{k}", scenario_name="acr_volatile", view=view,
-        log_every=k, expect=[Label("ACR_VOLATILE", onset, end, 8.0)], allow={"*"}, rng=rng,
+        sim,
+        name=f"volatile-{onset_kind}-{view}-k{k}",
+        scenario_name="acr_volatile",
+        view=view,
+        log_every=k,
+        expect=[Label("ACR_VOLATILE", onset, end, 8.0)],
+        allow={"*"},
+        rng=rng,
     )
 
 
@@ -567,8 +691,13 @@ def total_short(
     spec = _base_spec(rng, T, mechanism=mechanism, c=c, onset=1, kl_coef=0.0)
     sim = simulate(spec, rng)
     return build(
-        sim, name=f"total-short-{mechanism}-{view}", scenario_name="total_short", view=view,
-        expect=[Label(CORE_ID[view], 1, None, 3.0)], allow={"*"}, rng=rng,
+        sim,
+        name=f"total-short-{mechanism}-{view}",
+        scenario_name="total_short",
+        view=view,
+        expect=[Label(CORE_ID[view], 1, None, 3.0)],
+        allow={"*"},
+        rng=rng,
     )
 
 
@@ -600,24 +729,34 @@ def collapse_suite(size: str = "ci", seed: int = 0) -> list[tuple[str, dict[str,
                     if not full and rng.random() < 0.5:
                         continue
                     add(mech, onset_kind=onset, view=view, log_every=_pick_k(rng, view))
-                add(mech, onset_kind="middle", view=view, gradual=True,
-                    log_every=_pick_k(rng, view))
+                add(
+                    mech, onset_kind="middle", view=view, gradual=True, log_every=_pick_k(rng, view)
+                )
         for view in ("trl", "groups", "zero_std_frac", "loss_grad", "verl", "reward_std"):
-            for onset in (onsets if full else ("middle", "transient")):
-                add("collapse_constant", onset_kind=onset, view=view,
-                    log_every=_pick_k(rng, view))
+            for onset in onsets if full else ("middle", "transient"):
+                add("collapse_constant", onset_kind=onset, view=view, log_every=_pick_k(rng, view))
         for view in PLUMBING_VIEWS:
-            for onset in (onsets if full else ("middle", "late")):
+            for onset in onsets if full else ("middle", "late"):
                 add("plumbing", onset_kind=onset, view=view, log_every=_pick_k(rng, view))
         for view in ACR_VIEWS:
-            for onset in (onsets if full else ("middle", "transient")):
+            for onset in onsets if full else ("middle", "transient"):
                 add("acr_stall", onset_kind=onset, view=view, log_every=_pick_k(rng, view))
                 add("acr_volatile", onset_kind=onset, view=view, log_every=_pick_k(rng, view))
         for view in ("trl", "groups", "zero_std_frac", "adv_std", "reward_std", "loss_grad"):
             add("total_short", view=view)
     # Healthy runs: every shape through several views.
-    hviews = ("trl", "full", "groups", "zero_std_frac", "adv_std", "reward_std", "loss_grad",
-              "verl", "reward_std_only", "adv_zero_frac")
+    hviews = (
+        "trl",
+        "full",
+        "groups",
+        "zero_std_frac",
+        "adv_std",
+        "reward_std",
+        "loss_grad",
+        "verl",
+        "reward_std_only",
+        "adv_zero_frac",
+    )
     hreps = 4 if full else 1
     for _ in range(hreps):
         for shape in HEALTHY_SHAPES:
@@ -630,9 +769,14 @@ def collapse_suite(size: str = "ci", seed: int = 0) -> list[tuple[str, dict[str,
                 if shape == "saturating" and view in NO_REWARD_VIEWS:
                     continue  # without the reward, saturation looks like a collapse
                 k = 1 if shape in ("short", "long") else _pick_k(rng, view)
-                add("healthy", shape=shape, view=view, log_every=k,
+                add(
+                    "healthy",
+                    shape=shape,
+                    view=view,
+                    log_every=k,
                     nan_rows=float(rng.choice([0.0, 0.0, 0.02])),
-                    eval_every=int(rng.choice([0, 25, 50])))
+                    eval_every=int(rng.choice([0, 25, 50])),
+                )
     return out
 
 

@@ -72,17 +72,38 @@ def write_trl_state(lr: LabelledRun, dest: Path) -> Path:
     history = [r[2] for r in rows]
     loss = lr.columns.get("loss")
     train_loss = float(np.nanmean(loss)) if loss is not None and np.isfinite(loss).any() else 0.0
-    history.append({
-        "epoch": 3.0, "step": T, "total_flos": 0.0, "train_loss": train_loss,
-        "train_runtime": 1234.5, "train_samples_per_second": 1.0, "train_steps_per_second": 0.1,
-    })
+    history.append(
+        {
+            "epoch": 3.0,
+            "step": T,
+            "total_flos": 0.0,
+            "train_loss": train_loss,
+            "train_runtime": 1234.5,
+            "train_samples_per_second": 1.0,
+            "train_steps_per_second": 0.1,
+        }
+    )
     state = {
-        "best_global_step": None, "best_metric": None, "best_model_checkpoint": None,
-        "epoch": 3.0, "eval_steps": 50, "global_step": T, "is_hyper_param_search": False,
-        "is_local_process_zero": True, "is_world_process_zero": True, "log_history": history,
-        "logging_steps": lr.log_every, "max_steps": T, "num_input_tokens_seen": 0,
-        "num_train_epochs": 3, "save_steps": 500, "stateful_callbacks": {},
-        "total_flos": 0.0, "train_batch_size": 8, "trial_name": None, "trial_params": None,
+        "best_global_step": None,
+        "best_metric": None,
+        "best_model_checkpoint": None,
+        "epoch": 3.0,
+        "eval_steps": 50,
+        "global_step": T,
+        "is_hyper_param_search": False,
+        "is_local_process_zero": True,
+        "is_world_process_zero": True,
+        "log_history": history,
+        "logging_steps": lr.log_every,
+        "max_steps": T,
+        "num_input_tokens_seen": 0,
+        "num_train_epochs": 3,
+        "save_steps": 500,
+        "stateful_callbacks": {},
+        "total_flos": 0.0,
+        "train_batch_size": 8,
+        "trial_name": None,
+        "trial_params": None,
     }
     path = dest / "trainer_state.json"
     path.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
@@ -165,9 +186,11 @@ def write_verl_console(lr: LabelledRun, dest: Path) -> Path:
     m = lr.manifest
     est = "grpo"
     cmd = (
-        "python3 -m verl.trainer.main_ppo algorithm.adv_estimator=" + est
+        "python3 -m verl.trainer.main_ppo algorithm.adv_estimator="
+        + est
         + f" actor_rollout_ref.rollout.n={m.get('group_size')}"
-        + " actor_rollout_ref.actor.use_kl_loss=" + ("True" if m.get("kl_coef") else "False")
+        + " actor_rollout_ref.actor.use_kl_loss="
+        + ("True" if m.get("kl_coef") else "False")
         + f" actor_rollout_ref.actor.kl_loss_coef={m.get('kl_coef') or 0.0}"
         + f" data.train_batch_size={m.get('n_prompts', 16)} trainer.logger=['console']"
     )
@@ -210,7 +233,7 @@ def _hf_tag(key: str) -> str:
     ``train/<key>``."""
     for prefix in ("eval_", "test_"):
         if key.startswith(prefix):
-            return prefix[:-1] + "/" + key[len(prefix):]
+            return prefix[:-1] + "/" + key[len(prefix) :]
     return "train/" + key
 
 
@@ -243,16 +266,24 @@ def write_verl_file(lr: LabelledRun, dest: Path) -> Path:
 
 
 OPENRLHF_KEYS = {
-    "reward": "reward", "reward_mean": "reward", "critic/score/mean": "reward",
-    "loss": "policy_loss", "actor/pg_loss": "policy_loss",
-    "kl": "kl", "actor/kl_loss": "kl",
-    "response_length": "response_length", "completions/mean_length": "response_length",
+    "reward": "reward",
+    "reward_mean": "reward",
+    "critic/score/mean": "reward",
+    "loss": "policy_loss",
+    "actor/pg_loss": "policy_loss",
+    "kl": "kl",
+    "actor/kl_loss": "kl",
+    "response_length": "response_length",
+    "completions/mean_length": "response_length",
     "response_length/mean": "response_length",
     "completions/clipped_ratio": "response_clip_ratio",
     "response_length/clip_ratio": "response_clip_ratio",
-    "learning_rate": "actor_lr", "actor/lr": "actor_lr",
-    "entropy": "policy_entropy", "actor/entropy": "policy_entropy",
-    "clip_frac": "ppo_clip_ratio", "clip_ratio/region_mean": "ppo_clip_ratio",
+    "learning_rate": "actor_lr",
+    "actor/lr": "actor_lr",
+    "entropy": "policy_entropy",
+    "actor/entropy": "policy_entropy",
+    "clip_frac": "ppo_clip_ratio",
+    "clip_ratio/region_mean": "ppo_clip_ratio",
     "actor/pg_clipfrac": "ppo_clip_ratio",
     "step_time": "timing/step_total",
 }
@@ -267,7 +298,8 @@ def write_openrlhf_console(lr: LabelledRun, dest: Path) -> Path:
     est = {"dr_grpo": "dr_grpo"}.get(str(m.get("estimator")), "group_norm")
     kl = m.get("kl_coef") or 0.0
     cmd = (
-        "python3 -m openrlhf.cli.train_ppo_ray --advantage_estimator " + est
+        "python3 -m openrlhf.cli.train_ppo_ray --advantage_estimator "
+        + est
         + f" --n_samples_per_prompt {m.get('group_size')} --init_kl_coef {kl}"
         + (" --use_kl_loss" if kl else "")
         + f" --rollout_batch_size {m.get('n_prompts', 16)} --logging_steps {lr.log_every}"
@@ -316,10 +348,14 @@ def write_recording(lr: LabelledRun, dest: Path) -> Path:
 
     m = lr.manifest
     manifest = Manifest(
-        trainer=m.get("trainer"), group_size=m.get("group_size"),
-        scale_rewards=m.get("scale_rewards"), estimator=m.get("estimator"),
-        kl_coef=m.get("kl_coef"), reward_min=m.get("reward_min", 0.0),
-        reward_max=m.get("reward_max", 1.0), logging_steps=lr.log_every,
+        trainer=m.get("trainer"),
+        group_size=m.get("group_size"),
+        scale_rewards=m.get("scale_rewards"),
+        estimator=m.get("estimator"),
+        kl_coef=m.get("kl_coef"),
+        reward_min=m.get("reward_min", 0.0),
+        reward_max=m.get("reward_max", 1.0),
+        logging_steps=lr.log_every,
     )
     path = dest / "recording"
     rows = [(s, 0, row) for s, row in _rows(lr)] + [(s, 1, row) for s, row in _eval_rows(lr)]
@@ -350,8 +386,12 @@ def write_wandb(lr: LabelledRun, dest: Path) -> Path:
     rows = [*_rows(lr), *_eval_rows(lr)]
     rows.sort(key=lambda r: r[0])
     run = wandb.init(
-        project="rlvitals-corpus", name=lr.name, dir=str(dest), mode="offline",
-        config=_trl_args(lr, dest), settings=wandb.Settings(silent=True, console="off"),
+        project="rlvitals-corpus",
+        name=lr.name,
+        dir=str(dest),
+        mode="offline",
+        config=_trl_args(lr, dest),
+        settings=wandb.Settings(silent=True, console="off"),
     )
     try:
         for s, row in rows:

@@ -110,8 +110,9 @@ def rnd(x: Any, digits: int = 4) -> float | None:
     return round(x, max(0, digits - 1 - math.floor(math.log10(abs(x)))))
 
 
-def span_text(onset: int, end: int | None, last: int, *, total: bool = False,
-              points: int | None = None) -> str:
+def span_text(
+    onset: int, end: int | None, last: int, *, total: bool = False, points: int | None = None
+) -> str:
     """Where a condition held, for a message.
 
     Args:

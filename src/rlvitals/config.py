@@ -153,8 +153,9 @@ def config_from_dict(table: dict[str, Any], source: str | None = None, where: st
             if isinstance(v, str):
                 v = [s.strip() for s in v.split(",") if s.strip()]
             if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
-                raise InputError(source, f"'{key}' must be a list of detector IDs, got {v!r}",
-                                 where)
+                raise InputError(
+                    source, f"'{key}' must be a list of detector IDs, got {v!r}", where
+                )
             setattr(cfg, key, list(v))
     fail_on = table.get("fail-on", table.get("fail_on"))
     if fail_on is not None:
@@ -179,7 +180,7 @@ def config_from_dict(table: dict[str, Any], source: str | None = None, where: st
         m = table["metrics"]
         t = _subtable(where, "metrics")
         if not isinstance(m, dict):
-            raise InputError(source, "'metrics' must be a table of \"run key\" = \"metric\"", where)
+            raise InputError(source, '\'metrics\' must be a table of "run key" = "metric"', where)
         try:
             cfg.metrics = metric_names(m)
         except ValueError as e:

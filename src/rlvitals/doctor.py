@@ -75,9 +75,7 @@ class DoctorConfig:
     def validate(self) -> None:
         """Raise ValueError naming the bad entry (unknown IDs, knobs, fail_on)."""
         if self.fail_on not in FAIL_ON_CHOICES:
-            raise ValueError(
-                f"fail_on {self.fail_on!r} is not one of {', '.join(FAIL_ON_CHOICES)}"
-            )
+            raise ValueError(f"fail_on {self.fail_on!r} is not one of {', '.join(FAIL_ON_CHOICES)}")
         select_detectors(self)
         for det_id, overrides in self.knobs.items():
             cls = _lookup(det_id)
@@ -279,8 +277,11 @@ def check_understood(run: Run, path: str | os.PathLike | None = None) -> None:
         detail = f"; keys not understood: {shown}"
     for warning in run.warnings[:1]:  # e.g. "... 3 non-numeric values ignored"
         detail += "; " + warning.removeprefix(f"{path}: ")
-    raise InputError(path, f"no metric rlvitals knows in {run.n_steps} step row(s){detail} "
-                           "(map a custom key with --metric KEY=NAME; names: the metrics page)")
+    raise InputError(
+        path,
+        f"no metric rlvitals knows in {run.n_steps} step row(s){detail} "
+        "(map a custom key with --metric KEY=NAME; names: the metrics page)",
+    )
 
 
 def diagnose_path(

@@ -35,7 +35,5 @@ class MissingExtraError(RlvitalsError, ImportError):
     """An optional feature whose dependencies are not installed; says what to install."""
 
     def __init__(self, feature: str, extra: str, module: str):
-        super().__init__(
-            f"{feature} needs the '{module}' package: pip install 'rlvitals[{extra}]'"
-        )
+        super().__init__(f"{feature} needs the '{module}' package: pip install 'rlvitals[{extra}]'")
         self.extra = extra

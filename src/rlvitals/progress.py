@@ -136,4 +136,4 @@ class ProgressBar:
 
 
 def _short(label: str, width: int = 40) -> str:
-    return label if len(label) <= width else "…" + label[-(width - 1):]
+    return label if len(label) <= width else "…" + label[-(width - 1) :]

@@ -85,37 +85,70 @@ ESTIMATOR_INFO: dict[str, EstimatorInfo] = {
     e.name: e
     for e in (
         # rlvitals' own estimators (rlvitals.estimators)
-        EstimatorInfo("grpo", Scale.GROUP_STD, summary="GRPO: (r - mean_j) / (std_j + eps)",
-                      aliases=("group_norm", "grpo_vectorized")),
+        EstimatorInfo(
+            "grpo",
+            Scale.GROUP_STD,
+            summary="GRPO: (r - mean_j) / (std_j + eps)",
+            aliases=("group_norm", "grpo_vectorized"),
+        ),
         EstimatorInfo("dr_grpo", Scale.NONE, summary="Dr. GRPO: r - mean_j"),
-        EstimatorInfo("rloo", Scale.NONE, summary="RLOO: r - mean of the other members",
-                      aliases=("rloo_vectorized",)),
-        EstimatorInfo("avspo", Scale.VIRTUAL,
-                      summary="AVSPO: virtual samples in collapsed groups' statistics"),
-        EstimatorInfo("avspo_released", Scale.VIRTUAL,
-                      summary="AVSPO as released: one virtual sample per collapsed group"),
-        EstimatorInfo("zero_var_filter", Scale.GROUP_STD, filters=True,
-                      summary="GRPO with zero-variance groups dropped from the loss"),
+        EstimatorInfo(
+            "rloo",
+            Scale.NONE,
+            summary="RLOO: r - mean of the other members",
+            aliases=("rloo_vectorized",),
+        ),
+        EstimatorInfo(
+            "avspo", Scale.VIRTUAL, summary="AVSPO: virtual samples in collapsed groups' statistics"
+        ),
+        EstimatorInfo(
+            "avspo_released",
+            Scale.VIRTUAL,
+            summary="AVSPO as released: one virtual sample per collapsed group",
+        ),
+        EstimatorInfo(
+            "zero_var_filter",
+            Scale.GROUP_STD,
+            filters=True,
+            summary="GRPO with zero-variance groups dropped from the loss",
+        ),
         # other trainers' estimators rlvitals recognises (veRL core_algos names)
-        EstimatorInfo("gae", Scale.BATCH_STD, group_baseline=False,
-                      summary="PPO: critic baseline (GAE), advantages whitened over the batch"),
-        EstimatorInfo("reinforce_plus_plus", Scale.BATCH_STD, group_baseline=False,
-                      summary="REINFORCE++: returns whitened over the batch",
-                      aliases=("reinforce",)),
-        EstimatorInfo("reinforce_plus_plus_baseline", Scale.BATCH_STD,
-                      summary="REINFORCE++ baseline: group mean off, then batch whitening",
-                      aliases=("reinforce_baseline",)),
-        EstimatorInfo("gdpo", Scale.BATCH_STD,
-                      summary="GDPO: per-reward group normalisation, then batch whitening"),
+        EstimatorInfo(
+            "gae",
+            Scale.BATCH_STD,
+            group_baseline=False,
+            summary="PPO: critic baseline (GAE), advantages whitened over the batch",
+        ),
+        EstimatorInfo(
+            "reinforce_plus_plus",
+            Scale.BATCH_STD,
+            group_baseline=False,
+            summary="REINFORCE++: returns whitened over the batch",
+            aliases=("reinforce",),
+        ),
+        EstimatorInfo(
+            "reinforce_plus_plus_baseline",
+            Scale.BATCH_STD,
+            summary="REINFORCE++ baseline: group mean off, then batch whitening",
+            aliases=("reinforce_baseline",),
+        ),
+        EstimatorInfo(
+            "gdpo",
+            Scale.BATCH_STD,
+            summary="GDPO: per-reward group normalisation, then batch whitening",
+        ),
         EstimatorInfo("grpo_passk", Scale.GROUP_STD, summary="GRPO for pass@k"),
-        EstimatorInfo("remax", Scale.NONE, group_baseline=False,
-                      summary="ReMax: greedy-rollout baseline"),
+        EstimatorInfo(
+            "remax", Scale.NONE, group_baseline=False, summary="ReMax: greedy-rollout baseline"
+        ),
         EstimatorInfo("opo", Scale.NONE, summary="OPO: length-weighted group baseline"),
         EstimatorInfo("gpg", Scale.NONE, summary="GPG: alpha (r - mean_j), no std division"),
-        EstimatorInfo("optimal_token_baseline", Scale.NONE,
-                      summary="token-level optimal baseline"),
-        EstimatorInfo("tir_optimal_token_baseline", Scale.NONE,
-                      summary="multi-turn token-level optimal baseline"),
+        EstimatorInfo("optimal_token_baseline", Scale.NONE, summary="token-level optimal baseline"),
+        EstimatorInfo(
+            "tir_optimal_token_baseline",
+            Scale.NONE,
+            summary="multi-turn token-level optimal baseline",
+        ),
     )
 }
 """Every estimator of the vocabulary by rlvitals name."""

@@ -44,8 +44,12 @@ def batch(groups, seed=0):
 
 
 GROUPS = [
-    [1.0] * 8, [0.0] * 8, [0.5] * 8,  # collapsed
-    [1, 0, 0, 1, 0, 0, 0, 0], [1, 1, 1, 0, 1, 1, 0, 1], [0.2, 0.9, 0.4, 0.4, 0.1, 0, 1, 0.7],
+    [1.0] * 8,
+    [0.0] * 8,
+    [0.5] * 8,  # collapsed
+    [1, 0, 0, 1, 0, 0, 0, 0],
+    [1, 1, 1, 0, 1, 1, 0, 1],
+    [0.2, 0.9, 0.4, 0.4, 0.1, 0, 1, 0.7],
     [0.7],  # a lone response: veRL gives it mean 0, std 1
 ]
 
@@ -58,8 +62,9 @@ def _fresh_runs():
 
 
 def call(name, tlr, mask, uids, config):
-    return get_adv_estimator_fn(name)(token_level_rewards=tlr, response_mask=mask,
-                                      config=config, index=uids)
+    return get_adv_estimator_fn(name)(
+        token_level_rewards=tlr, response_mask=mask, config=config, index=uids
+    )
 
 
 def test_every_estimator_is_in_verls_registry():
@@ -76,7 +81,8 @@ def test_every_estimator_is_in_verls_registry():
 def test_rlvitals_grpo_matches_verls_compute_grpo_outcome_advantage(norm, seed):
     tlr, mask, uids = batch(GROUPS, seed)
     expect, expect_ret = compute_grpo_outcome_advantage(
-        tlr.clone(), mask, uids, norm_adv_by_std_in_grpo=norm)
+        tlr.clone(), mask, uids, norm_adv_by_std_in_grpo=norm
+    )
     config = AlgoConfig(adv_estimator="rlvitals_grpo", norm_adv_by_std_in_grpo=norm)
     adv, ret = call("rlvitals_grpo", tlr, mask, uids, config)
     assert adv.shape == expect.shape and adv.dtype == expect.dtype
@@ -85,24 +91,39 @@ def test_rlvitals_grpo_matches_verls_compute_grpo_outcome_advantage(norm, seed):
     assert not adv[mask == 0].any()
     if not norm:  # Dr. GRPO: the lone response keeps its score, as in veRL
         torch.testing.assert_close(
-            get_adv_estimator_fn("rlvitals_dr_grpo")(token_level_rewards=tlr,
-                                                      response_mask=mask, index=uids)[0],
-            expect, rtol=1e-6, atol=1e-6)
+            get_adv_estimator_fn("rlvitals_dr_grpo")(
+                token_level_rewards=tlr, response_mask=mask, index=uids
+            )[0],
+            expect,
+            rtol=1e-6,
+            atol=1e-6,
+        )
 
 
 def test_rlvitals_avspo_keeps_state_across_steps_and_equals_the_library():
-    config = OmegaConf.create({"adv_estimator": "rlvitals_avspo", "norm_adv_by_std_in_grpo": True,
-                               "rlvitals": {"tau_adapt0": 0.3, "j_signal": "explicit",
-                                            "delta_j": 0.1}})
+    config = OmegaConf.create(
+        {
+            "adv_estimator": "rlvitals_avspo",
+            "norm_adv_by_std_in_grpo": True,
+            "rlvitals": {"tau_adapt0": 0.3, "j_signal": "explicit", "delta_j": 0.1},
+        }
+    )
     state = None
     for step in range(3):
         tlr, mask, uids = batch(GROUPS, seed=step)
         adv, _ = call("rlvitals_avspo", tlr, mask, uids, config)
         scores = tlr.sum(-1)
         codes = torch.as_tensor(np.unique(uids.astype(str), return_inverse=True)[1])
-        lib, metrics, state = rlvitals.estimate("avspo", scores, codes, state=state,
-                                                eps=1e-6, tau_adapt0=0.3, j_signal="explicit",
-                                                delta_j=0.1)
+        lib, metrics, state = rlvitals.estimate(
+            "avspo",
+            scores,
+            codes,
+            state=state,
+            eps=1e-6,
+            tau_adapt0=0.3,
+            j_signal="explicit",
+            delta_j=0.1,
+        )
         torch.testing.assert_close(adv, lib[:, None] * mask)
         assert rv.get_state() == state and state.step == step + 1
         got = rv.last_metrics()

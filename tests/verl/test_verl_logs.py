@@ -14,12 +14,24 @@ from verl.utils.tracking import Tracking
 from rlvitals.importers import load, sniff
 
 ROWS = {
-    1: {"critic/score/mean": 0.25, "actor/entropy": np.float64(0.75), "actor/grad_norm": 0.5,
-        "critic/advantages/max": 1.75, "critic/advantages/min": -1.75,
-        "response_length/clip_ratio": 0.0, "val-core/openai/gsm8k/reward/mean@1": 0.125},
-    2: {"critic/score/mean": 0.5, "actor/entropy": 0.5, "actor/grad_norm": float("nan"),
-        "critic/advantages/max": 0.0, "critic/advantages/min": 0.0,
-        "response_length/clip_ratio": 0.03125, "global_seqlen/mean": 123.0},
+    1: {
+        "critic/score/mean": 0.25,
+        "actor/entropy": np.float64(0.75),
+        "actor/grad_norm": 0.5,
+        "critic/advantages/max": 1.75,
+        "critic/advantages/min": -1.75,
+        "response_length/clip_ratio": 0.0,
+        "val-core/openai/gsm8k/reward/mean@1": 0.125,
+    },
+    2: {
+        "critic/score/mean": 0.5,
+        "actor/entropy": 0.5,
+        "actor/grad_norm": float("nan"),
+        "critic/advantages/max": 0.0,
+        "critic/advantages/min": 0.0,
+        "response_length/clip_ratio": 0.03125,
+        "global_seqlen/mean": 123.0,
+    },
     3: {"critic/score/mean": -0.0, "actor/entropy": 0.0625, "actor/grad_norm": 2.0},
 }
 
@@ -96,8 +108,8 @@ def test_rollout_dumps_from_verl_trainer_writer(tmp_path):
     assert groups.sizes().tolist() == [g] * 6
     for step, scores in scores_by_step.items():
         got = sorted(
-            tuple(groups.rewards[groups.offsets[i]:groups.offsets[i + 1]].tolist())
+            tuple(groups.rewards[groups.offsets[i] : groups.offsets[i + 1]].tolist())
             for i in np.flatnonzero(groups.step == step)
         )
-        want = sorted(tuple(scores[j * g:(j + 1) * g]) for j in range(len(prompts)))
+        want = sorted(tuple(scores[j * g : (j + 1) * g]) for j in range(len(prompts)))
         assert got == want

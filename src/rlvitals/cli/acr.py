@@ -18,10 +18,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("path", nargs="?", help="run with per-group rewards (e.g. groups JSONL)")
     src.add_argument("--example", metavar="NAME", help="use a bundled example run")
-    p.add_argument("--input-format", "--format", dest="fmt", metavar="FMT",
-                   help="force the input format instead of sniffing it")
-    p.add_argument("--tau", type=float, default=1e-6,
-                   help="collapse tolerance on a group's reward std (default 1e-6)")
+    p.add_argument(
+        "--input-format",
+        "--format",
+        dest="fmt",
+        metavar="FMT",
+        help="force the input format instead of sniffing it",
+    )
+    p.add_argument(
+        "--tau",
+        type=float,
+        default=1e-6,
+        help="collapse tolerance on a group's reward std (default 1e-6)",
+    )
     p.add_argument("--every", type=int, default=1, help="print every Nth step (default 1)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
@@ -55,10 +64,17 @@ def run(args: argparse.Namespace) -> int:
     }
     if args.json:
         rows = [
-            {"step": int(st), "acr": _f(a), "solve_all": _f(sa), "solve_none": _f(sn),
-             "flat": _f(fl), "expected": _f(e)}
-            for st, a, sa, sn, fl, e in zip(s.steps, s.acr, s.acr_solve_all, s.acr_solve_none,
-                                             s.acr_flat, s.expected_acr)
+            {
+                "step": int(st),
+                "acr": _f(a),
+                "solve_all": _f(sa),
+                "solve_none": _f(sn),
+                "flat": _f(fl),
+                "expected": _f(e),
+            }
+            for st, a, sa, sn, fl, e in zip(
+                s.steps, s.acr, s.acr_solve_all, s.acr_solve_none, s.acr_flat, s.expected_acr
+            )
         ]
         json.dump({"summary": summary, "steps": rows}, sys.stdout, indent=1)
         print()

@@ -17,11 +17,19 @@ examples:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("detectors", help=HELP, description=HELP + ".", epilog=EXAMPLE,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "detectors",
+        help=HELP,
+        description=HELP + ".",
+        epilog=EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--family", metavar="NAME", help="only this family (collapse, entropy, ...)")
-    p.add_argument("--json", action="store_true",
-                   help="print JSON (ID, severity, family, key metrics, knobs with defaults)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON (ID, severity, family, key metrics, knobs with defaults)",
+    )
     p.set_defaults(func=run)
 
 
@@ -40,9 +48,14 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(None, f"unknown family {args.family!r}; valid: {', '.join(families)}")
     if args.json:
         rows = [
-            {"id": c.id, "severity": c.severity.value, "family": c.family,
-             "key_metrics": list(c.key_metrics), "summary": summary(c),
-             "knobs": {f.name: f.default for f in dataclasses.fields(c.Knobs)}}
+            {
+                "id": c.id,
+                "severity": c.severity.value,
+                "family": c.family,
+                "key_metrics": list(c.key_metrics),
+                "summary": summary(c),
+                "knobs": {f.name: f.default for f in dataclasses.fields(c.Knobs)},
+            }
             for c in classes
         ]
         json.dump(rows, sys.stdout, indent=1)

@@ -38,39 +38,83 @@ def register(sub: argparse._SubParsersAction) -> None:
     from rlvitals.report import ReportFormat
 
     p = sub.add_parser(
-        "doctor", help=HELP, description=HELP + ".", epilog=EXAMPLE,
+        "doctor",
+        help=HELP,
+        description=HELP + ".",
+        epilog=EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("path", nargs="?", help="a run: file or directory any importer reads")
-    src.add_argument("--example", metavar="NAME",
-                     help=f"diagnose a bundled example run ({', '.join(sorted(EXAMPLES))})")
+    src.add_argument(
+        "--example",
+        metavar="NAME",
+        help=f"diagnose a bundled example run ({', '.join(sorted(EXAMPLES))})",
+    )
     fmts = [f.value for f in ReportFormat]
-    p.add_argument("--format", "--output-format", dest="report_format", choices=fmts,
-                   metavar="{" + ",".join(fmts) + "}",
-                   help="report format (default: from the -o suffix, else text)")
-    p.add_argument("--input-format", dest="input_format", metavar="FMT",
-                   help="force the input format instead of sniffing it (see 'rlvitals inspect')")
-    p.add_argument("-o", "--output", metavar="FILE",
-                   help="write the report to FILE instead of stdout")
-    p.add_argument("--fail-on", choices=FAIL_ON, default=None,
-                   help="lowest severity that makes the exit code 1 (default: the config's, "
-                   "else warn)")
-    p.add_argument("--select", action="append", metavar="IDS",
-                   help="run only these detectors (comma-separated IDs or families, ALL)")
-    p.add_argument("--ignore", action="append", metavar="IDS",
-                   help="skip these detectors (comma-separated IDs or families)")
-    p.add_argument("--metric", action="append", metavar="KEY=NAME",
-                   help="read the run's KEY as the rlvitals metric NAME (repeatable; the "
-                   "config's [metrics] table does the same), e.g. my/pass_rate=reward_mean")
-    p.add_argument("--config", metavar="FILE",
-                   help="rlvitals.toml or pyproject.toml to read (default: search from the "
-                   "current directory upward)")
+    p.add_argument(
+        "--format",
+        "--output-format",
+        dest="report_format",
+        choices=fmts,
+        metavar="{" + ",".join(fmts) + "}",
+        help="report format (default: from the -o suffix, else text)",
+    )
+    p.add_argument(
+        "--input-format",
+        dest="input_format",
+        metavar="FMT",
+        help="force the input format instead of sniffing it (see 'rlvitals inspect')",
+    )
+    p.add_argument(
+        "-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout"
+    )
+    p.add_argument(
+        "--fail-on",
+        choices=FAIL_ON,
+        default=None,
+        help="lowest severity that makes the exit code 1 (default: the config's, else warn)",
+    )
+    p.add_argument(
+        "--select",
+        action="append",
+        metavar="IDS",
+        help="run only these detectors (comma-separated IDs or families, ALL)",
+    )
+    p.add_argument(
+        "--ignore",
+        action="append",
+        metavar="IDS",
+        help="skip these detectors (comma-separated IDs or families)",
+    )
+    p.add_argument(
+        "--metric",
+        action="append",
+        metavar="KEY=NAME",
+        help="read the run's KEY as the rlvitals metric NAME (repeatable; the "
+        "config's [metrics] table does the same), e.g. my/pass_rate=reward_mean",
+    )
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="rlvitals.toml or pyproject.toml to read (default: search from the "
+        "current directory upward)",
+    )
     bar = p.add_mutually_exclusive_group()
-    bar.add_argument("--progress", dest="progress", action="store_const", const=True,
-                     help="always show a progress bar on stderr while reading")
-    bar.add_argument("--no-progress", dest="progress", action="store_const", const=False,
-                     help="never show the progress bar")
+    bar.add_argument(
+        "--progress",
+        dest="progress",
+        action="store_const",
+        const=True,
+        help="always show a progress bar on stderr while reading",
+    )
+    bar.add_argument(
+        "--no-progress",
+        dest="progress",
+        action="store_const",
+        const=False,
+        help="never show the progress bar",
+    )
     p.set_defaults(func=run, progress=None)
 
 
@@ -131,8 +175,11 @@ def run(args: argparse.Namespace) -> int:
         except OSError as e:
             raise InputError(out, f"cannot write the report: {e.strerror or e}") from None
         worst = diagnosis.worst()
-        print(f"rlvitals: wrote {out} ({len(diagnosis.findings)} finding(s)"
-              + (f", worst {worst.value})" if worst else ")"), file=sys.stderr)
+        print(
+            f"rlvitals: wrote {out} ({len(diagnosis.findings)} finding(s)"
+            + (f", worst {worst.value})" if worst else ")"),
+            file=sys.stderr,
+        )
     else:
         sys.stdout.write(report)
         sys.stdout.flush()

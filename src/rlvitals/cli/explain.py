@@ -15,8 +15,13 @@ example: rlvitals explain ADV_COLLAPSE"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("explain", help=HELP, description=HELP + ".", epilog=EXAMPLE,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "explain",
+        help=HELP,
+        description=HELP + ".",
+        epilog=EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("id", metavar="ID", help="detector ID, e.g. ADV_COLLAPSE")
     p.set_defaults(func=run)
 
@@ -29,7 +34,8 @@ def run(args: argparse.Namespace) -> int:
     load_all()
     det_id = args.id.strip().upper().replace("-", "_")
     if det_id not in DETECTORS:
-        raise InputError(None, f"unknown detector {args.id!r}; valid: "
-                         + ", ".join(DETECTORS.names()))
+        raise InputError(
+            None, f"unknown detector {args.id!r}; valid: " + ", ".join(DETECTORS.names())
+        )
     sys.stdout.write(detector_page(DETECTORS.get(det_id), links=False))
     return 0

@@ -25,22 +25,49 @@ MAX_LISTED = 50
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "inspect", help=HELP, description=HELP + ".", epilog=EXAMPLE,
+        "inspect",
+        help=HELP,
+        description=HELP + ".",
+        epilog=EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("path", help="a run: file or directory (TRL output dir, JSONL, CSV, ...)")
-    p.add_argument("--input-format", "--format", dest="fmt", metavar="FMT",
-                   help="force the input format instead of sniffing it from the content")
+    p.add_argument(
+        "--input-format",
+        "--format",
+        dest="fmt",
+        metavar="FMT",
+        help="force the input format instead of sniffing it from the content",
+    )
     out = p.add_mutually_exclusive_group()
-    out.add_argument("--json", dest="output_format", action="store_const", const="json",
-                     help="print JSON instead of text (same as --output-format json)")
-    out.add_argument("--output-format", dest="output_format", choices=("text", "json"),
-                     help="text (default) or json")
+    out.add_argument(
+        "--json",
+        dest="output_format",
+        action="store_const",
+        const="json",
+        help="print JSON instead of text (same as --output-format json)",
+    )
+    out.add_argument(
+        "--output-format",
+        dest="output_format",
+        choices=("text", "json"),
+        help="text (default) or json",
+    )
     bar = p.add_mutually_exclusive_group()
-    bar.add_argument("--progress", dest="progress", action="store_const", const=True,
-                     help="always show the progress bar on stderr (even when not a terminal)")
-    bar.add_argument("--no-progress", dest="progress", action="store_const", const=False,
-                     help="never show the progress bar")
+    bar.add_argument(
+        "--progress",
+        dest="progress",
+        action="store_const",
+        const=True,
+        help="always show the progress bar on stderr (even when not a terminal)",
+    )
+    bar.add_argument(
+        "--no-progress",
+        dest="progress",
+        action="store_const",
+        const=False,
+        help="never show the progress bar",
+    )
     p.set_defaults(func=run, output_format="text", progress=None)
 
 
@@ -90,29 +117,44 @@ def render_text(info: dict[str, Any]) -> str:
     if info["logging_steps"]:
         steps += f", logged every {info['logging_steps']} steps"
     lines.append(f"steps          {steps}")
-    known = [f"{k} {info[k]}" for k in ("group_size", "scale_rewards", "estimator", "adv_scale",
-                                        "kl_coef", "filters_zero_var")
-             if info[k] is not None]
+    known = [
+        f"{k} {info[k]}"
+        for k in (
+            "group_size",
+            "scale_rewards",
+            "estimator",
+            "adv_scale",
+            "kl_coef",
+            "filters_zero_var",
+        )
+        if info[k] is not None
+    ]
     lines.append(f"config         {', '.join(known) if known else 'nothing known'}")
     g = info["groups"]
     if g["present"]:
         sizes = ", ".join(str(s) for s in g["group_sizes"])
         adv = ", with advantages" if g["advantages"] else ""
-        lines.append(f"group data     yes: {g['groups']} groups over {g['steps']} steps "
-                     f"({g['first_step']}..{g['last_step']}), group sizes {sizes}{adv}")
+        lines.append(
+            f"group data     yes: {g['groups']} groups over {g['steps']} steps "
+            f"({g['first_step']}..{g['last_step']}), group sizes {sizes}{adv}"
+        )
     else:
         lines.append("group data     no")
     lines.append(f"\nseries ({len(info['series'])}, coverage over {info['steps']['count']} steps)")
     lines += _coverage_lines(info["series"]) or ["  (none)"]
     if info["eval_series"]:
-        lines.append(f"\neval series ({len(info['eval_series'])}, coverage over "
-                     f"{_steps_text(info['eval_steps'])} eval steps)")
+        lines.append(
+            f"\neval series ({len(info['eval_series'])}, coverage over "
+            f"{_steps_text(info['eval_steps'])} eval steps)"
+        )
         lines += _coverage_lines(info["eval_series"])
     if info["unknown_keys"]:
         lines.append(f"\nunknown keys ({len(info['unknown_keys'])}, kept under their raw names)")
         lines += _listed(info["unknown_keys"])
-        lines.append("  (one that is a metric under another name: rlvitals doctor RUN "
-                     "--metric KEY=NAME, or a [metrics] table in rlvitals.toml)")
+        lines.append(
+            "  (one that is a metric under another name: rlvitals doctor RUN "
+            "--metric KEY=NAME, or a [metrics] table in rlvitals.toml)"
+        )
     if info["warnings"]:
         lines.append(f"\nwarnings ({len(info['warnings'])})")
         lines += _listed(info["warnings"])

@@ -187,8 +187,9 @@ def _merge_long(spans: list[Span], steps: np.ndarray) -> list[Span]:
     return out
 
 
-def _refine_onset(sp: Span, steps: np.ndarray, xs: np.ndarray, lo: int, mid: float,
-                  low: bool) -> Span:
+def _refine_onset(
+    sp: Span, steps: np.ndarray, xs: np.ndarray, lo: int, mid: float, low: bool
+) -> Span:
     """Move a gradual episode's onset back to where the series crossed halfway between its
     pre-onset level and its collapsed level (an abrupt one stays where it is)."""
     sm = rolling_median(xs[lo : sp.last + 1], SMOOTH_ONSET)
@@ -295,8 +296,11 @@ def reward_state(vitals: Vitals, ep: CollapseEpisode) -> RewardState:
             easy = float(np.nansum(sa[w])) / tot
             hard = float(np.nansum(sn[w])) / tot
     ex = vitals.get("excess_acr")
-    jump = med(ex, inside) - med(ex, before) if vitals.evidence in ("groups", "zero_std_frac") \
+    jump = (
+        med(ex, inside) - med(ex, before)
+        if vitals.evidence in ("groups", "zero_std_frac")
         else math.nan
+    )
     ratio = math.nan
     rs = vitals.get("reward_std")
     if rs is not None and p is not None:
@@ -320,8 +324,13 @@ def stretch(vitals: Vitals, name: str, first: int, last: int) -> CollapseEpisode
     end = None if i1 >= steps.shape[0] - 1 else int(steps[i1])
     sp = Span(i0, i1, int(steps[i0]), end, i1 - i0 + 1)
     pre = xs[max(0, i0 - LOOKBACK) : i0]
-    return CollapseEpisode(sp, steps, xs, float(np.median(xs[i0 : i1 + 1])),
-                           float(np.median(pre)) if pre.size else math.nan)
+    return CollapseEpisode(
+        sp,
+        steps,
+        xs,
+        float(np.median(xs[i0 : i1 + 1])),
+        float(np.median(pre)) if pre.size else math.nan,
+    )
 
 
 def episode_text(ep: CollapseEpisode) -> str:

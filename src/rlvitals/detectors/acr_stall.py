@@ -102,7 +102,9 @@ class AcrStall(Detector):
             return "needs the ACR: per-group rewards, frac_reward_zero_std or adv_zero_frac"
         return None
 
-    def check(self, vitals: Vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
+    def check(
+        self, vitals: Vitals, found: Mapping[str, list[Finding]] | None = None
+    ) -> list[Finding]:
         if not vitals.has("acr") or vitals.batch_trap:
             return []
         k = self.knobs
@@ -126,8 +128,9 @@ class AcrStall(Detector):
         for a, b in zip(*bool_runs(above)):  # the paper's rule, run by run (cheap)
             if steps[b] - steps[a] + 1 <= k.stall_steps:
                 continue
-            spans += stall_spans(np.ones(b - a + 1), steps[a : b + 1], threshold=0.5,
-                                 min_steps=k.stall_steps)
+            spans += stall_spans(
+                np.ones(b - a + 1), steps[a : b + 1], threshold=0.5, min_steps=k.stall_steps
+            )
         for first, last in spans:
             i0 = int(np.searchsorted(steps, first))
             if i0 - prev_last > JUMP_LOOKBACK:
@@ -172,15 +175,22 @@ class AcrStall(Detector):
         if math.isnan(jump):
             # High from the start: a stall only if the run never learned its way out.
             run_gain, _ = _reward_gain(vitals, int(steps[0]), int(steps[-1]))
-            if math.isnan(run_gain) or run_gain >= k.improve_min or level < k.stall_acr + \
-                    k.jump_min:
+            if (
+                math.isnan(run_gain)
+                or run_gain >= k.improve_min
+                or level < k.stall_acr + k.jump_min
+            ):
                 severity = Severity.INFO
-                why = "; the ACR was this high from the start (a hard or small-G set-up), " \
+                why = (
+                    "; the ACR was this high from the start (a hard or small-G set-up), "
                     "not a stall after learning"
+                )
         elif jump < (k.jump_min if not math.isnan(gain) else JUMP_MIN_NO_REWARD):
             severity = Severity.INFO
-            why = (f"; the ACR was already {fmt(level - jump)} before (G = "
-                   f"{vitals.group_size or '?'} makes collapse common): not a new stall")
+            why = (
+                f"; the ACR was already {fmt(level - jump)} before (G = "
+                f"{vitals.group_size or '?'} makes collapse common): not a new stall"
+            )
         ongoing = last >= int(steps[max(0, n - 1 - k.smooth // 2)])
         length = last - first + 1
         msg = (

@@ -92,7 +92,9 @@ class AcrVolatile(Detector):
             return "needs the ACR: per-group rewards, frac_reward_zero_std or adv_zero_frac"
         return None
 
-    def check(self, vitals: Vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
+    def check(
+        self, vitals: Vitals, found: Mapping[str, list[Finding]] | None = None
+    ) -> list[Finding]:
         if not vitals.has("acr") or vitals.batch_trap or vitals.too_short:
             return []
         k = self.knobs
@@ -207,8 +209,9 @@ def _residual_std(x: np.ndarray, idx: np.ndarray, window: int) -> np.ndarray:
     Returns ``(c,)``.
     """
     if idx.size > CHUNK:  # bounded memory: (c, W) temporaries per chunk
-        return np.concatenate([_residual_std(x, idx[i : i + CHUNK], window)
-                               for i in range(0, idx.size, CHUNK)])
+        return np.concatenate(
+            [_residual_std(x, idx[i : i + CHUNK], window) for i in range(0, idx.size, CHUNK)]
+        )
     win = np.lib.stride_tricks.sliding_window_view(x, window)[idx - window + 1]  # (c, W)
     w = window
     total = win.sum(axis=1)

@@ -123,7 +123,9 @@ class AdvCollapse(Detector):
             )
         return None
 
-    def check(self, vitals: Vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
+    def check(
+        self, vitals: Vitals, found: Mapping[str, list[Finding]] | None = None
+    ) -> list[Finding]:
         src = _source(vitals)
         if src is None:
             return []
@@ -137,26 +139,41 @@ class AdvCollapse(Detector):
             if not scale > 0:
                 scale = 1.0
             eps = collapse_episodes(
-                vitals, src, low=True, threshold=k.collapse_below * scale,
-                healthy=k.healthy_early * scale, sustain=k.sustain,
+                vitals,
+                src,
+                low=True,
+                threshold=k.collapse_below * scale,
+                healthy=k.healthy_early * scale,
+                sustain=k.sustain,
                 total_test=lambda a: np.abs(a) <= ZERO_ATOL,
             )
         elif src == "adv_zero_frac":
             eps = collapse_episodes(
-                vitals, src, low=False, threshold=1.0 - k.collapse_below,
-                healthy=1.0 - k.healthy_early, sustain=k.sustain,
+                vitals,
+                src,
+                low=False,
+                threshold=1.0 - k.collapse_below,
+                healthy=1.0 - k.healthy_early,
+                sustain=k.sustain,
                 total_test=lambda a: a >= 1.0 - ZERO_ATOL,
             )
         else:  # zero_update
             eps = collapse_episodes(
-                vitals, src, low=False, threshold=ZERO_UPDATE, healthy=ZERO_UPDATE,
-                sustain=k.sustain, total_test=lambda a: a >= ZERO_UPDATE,
+                vitals,
+                src,
+                low=False,
+                threshold=ZERO_UPDATE,
+                healthy=ZERO_UPDATE,
+                sustain=k.sustain,
+                total_test=lambda a: a >= ZERO_UPDATE,
             )
         out = []
         for ep in eps:
             st = reward_state(vitals, ep)
-            if not ep.total and st.saturated(k.ceiling, k.rise, k.easy_share) and self._rewards_flat(
-                vitals, ep
+            if (
+                not ep.total
+                and st.saturated(k.ceiling, k.rise, k.easy_share)
+                and self._rewards_flat(vitals, ep)
             ):
                 continue  # every group solved: the run saturating (SATURATION reports it)
             out.append(self._finding(vitals, src, ep, scale, how))
@@ -182,8 +199,9 @@ class AdvCollapse(Detector):
                 return during < k.std_ratio * healthy
         return True
 
-    def _finding(self, vitals: Vitals, src: str, ep: CollapseEpisode, scale: float,
-                 how: str) -> Finding:
+    def _finding(
+        self, vitals: Vitals, src: str, ep: CollapseEpisode, scale: float, how: str
+    ) -> Finding:
         k = self.knobs
         where = episode_text(ep)
         metrics = episode_metrics(ep)

@@ -135,7 +135,9 @@ class Detector:
             )
         return dataclasses.replace(knobs, **overrides)
 
-    def check(self, vitals: Vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
+    def check(
+        self, vitals: Vitals, found: Mapping[str, list[Finding]] | None = None
+    ) -> list[Finding]:
         """The findings of this detector on ``vitals``.
 
         ``found`` holds the findings of the detectors in :attr:`requires`, as the doctor
@@ -144,8 +146,9 @@ class Detector:
         """
         raise NotImplementedError
 
-    def required(self, vitals: Vitals, found: Mapping[str, list[Finding]] | None,
-                 det_id: str) -> list[Finding]:
+    def required(
+        self, vitals: Vitals, found: Mapping[str, list[Finding]] | None, det_id: str
+    ) -> list[Finding]:
         """The findings of detector ``det_id`` (one of :attr:`requires`) on ``vitals``."""
         if det_id not in self.requires:
             raise ValueError(f"{self.id} reads {det_id} without declaring it in requires")

@@ -88,7 +88,10 @@ class ClipSaturation(Detector):
             return []
         smooth = rolling_median(clip.values, k.smooth, edges="pad")
         found = hysteresis(
-            clip, smooth > k.saturated_above, lambda _i: smooth < k.release_below, k.sustain,
+            clip,
+            smooth > k.saturated_above,
+            lambda _i: smooth < k.release_below,
+            k.sustain,
             MAX_EPISODES,
         )
         out = []

@@ -92,13 +92,20 @@ class DegenerateGroups(Detector):
             return "needs per-group rewards (rlvitals recorder) or frac_reward_zero_std"
         return None
 
-    def check(self, vitals: Vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
+    def check(
+        self, vitals: Vitals, found: Mapping[str, list[Finding]] | None = None
+    ) -> list[Finding]:
         if not _has_acr(vitals):
             return []
         k = self.knobs
         eps = collapse_episodes(
-            vitals, "acr", low=False, threshold=k.acr_above, healthy=k.healthy_below,
-            sustain=k.sustain, total_test=lambda a: a >= TOTAL_ACR,
+            vitals,
+            "acr",
+            low=False,
+            threshold=k.acr_above,
+            healthy=k.healthy_below,
+            sustain=k.sustain,
+            total_test=lambda a: a >= TOTAL_ACR,
         )
         out = []
         for ep in eps:
@@ -175,4 +182,3 @@ def _actions(kind: str) -> list[str]:
         avspo,
         filt,
     ]
-

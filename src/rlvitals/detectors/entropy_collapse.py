@@ -103,7 +103,10 @@ class EntropyCollapse(Detector):
         smooth = rolling_median(values, k.smooth, edges="pad")
         floor = k.collapse_ratio * early
         found = hysteresis(
-            ent, smooth < floor, lambda _i: smooth > k.recover_ratio * early, k.sustain,
+            ent,
+            smooth < floor,
+            lambda _i: smooth > k.recover_ratio * early,
+            k.sustain,
             MAX_EPISODES,
         )
         reward = points(vitals, "reward_mean")

@@ -97,7 +97,9 @@ class ExcessCollapse(Detector):
             )
         return None
 
-    def check(self, vitals: Vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
+    def check(
+        self, vitals: Vitals, found: Mapping[str, list[Finding]] | None = None
+    ) -> list[Finding]:
         out = self._plumbing(vitals, found) if _plumbing_possible(vitals) else []
         if vitals.has("excess_acr") and not vitals.batch_trap:
             out += self._excess(vitals)
@@ -170,8 +172,13 @@ class ExcessCollapse(Detector):
         # Excess as a share of the room above the expected ACR: 1 = every group collapsed.
         norm = (acr - exp) / np.maximum(1.0 - exp, ROOM_FLOOR)
         eps = collapse_episodes(
-            vitals, "excess_acr", x=norm, low=False, threshold=k.excess_above,
-            healthy=k.excess_above, sustain=k.sustain,
+            vitals,
+            "excess_acr",
+            x=norm,
+            low=False,
+            threshold=k.excess_above,
+            healthy=k.excess_above,
+            sustain=k.sustain,
         )
         for ep in eps:
             if ep.level - ep.pre < k.excess_rise:
@@ -192,9 +199,13 @@ class ExcessCollapse(Detector):
         )
         metrics = episode_metrics(ep)
         metrics.update(
-            kind="excess", excess_acr=rnd(acr - exp), excess_share=rnd(ep.level),
+            kind="excess",
+            excess_acr=rnd(acr - exp),
+            excess_share=rnd(ep.level),
             threshold=k.excess_above,
-            acr=rnd(acr), expected_acr=rnd(exp), pass_rate=rnd(p),
+            acr=rnd(acr),
+            expected_acr=rnd(exp),
+            pass_rate=rnd(p),
             group_size=vitals.group_size,
         )
         return self.finding(
@@ -215,10 +226,14 @@ class ExcessCollapse(Detector):
 
 def _plumbing_possible(vitals: Vitals) -> bool:
     has_adv = any(vitals.run.get(n) is not None for n in ("adv_std", "adv_zero_frac"))
-    has_adv = has_adv or (vitals.run.groups is not None and vitals.run.groups.advantages is not None)
+    has_adv = has_adv or (
+        vitals.run.groups is not None and vitals.run.groups.advantages is not None
+    )
     has_adv = has_adv or vitals.has("adv_span") or vitals.has("zero_update")
-    has_reward = vitals.has("reward_std") or vitals.has("reward_range") or (
-        vitals.has("acr") and vitals.evidence in ("groups", "zero_std_frac")
+    has_reward = (
+        vitals.has("reward_std")
+        or vitals.has("reward_range")
+        or (vitals.has("acr") and vitals.evidence in ("groups", "zero_std_frac"))
     )
     return has_adv and has_reward
 

@@ -70,9 +70,12 @@ class GradNonfinite(Detector):
             return out
         for f in out:
             # inf then silence: one story, told once
-            if f.evidence == "grad_norm" and f.onset_step <= nan.onset_step <= f.metrics[
-                "last_inf_step"
-            ] + self.knobs.nan_block * vitals.log_every:
+            if (
+                f.evidence == "grad_norm"
+                and f.onset_step
+                <= nan.onset_step
+                <= f.metrics["last_inf_step"] + self.knobs.nan_block * vitals.log_every
+            ):
                 f.message += f"; then {nan.message}"
                 f.end_step = nan.end_step
                 f.metrics.update(nan.metrics)
@@ -101,8 +104,11 @@ class GradNonfinite(Detector):
                     confidence=1.0,
                     evidence=name,
                     series=[name],
-                    metrics={"inf_steps": int(idx.size), "first_inf_step": onset,
-                             "last_inf_step": last},
+                    metrics={
+                        "inf_steps": int(idx.size),
+                        "first_inf_step": onset,
+                        "last_inf_step": last,
+                    },
                     actions=_ACTIONS,
                 )
             )

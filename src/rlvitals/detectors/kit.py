@@ -447,7 +447,9 @@ def long_run_sustain(sustain: int, n: int) -> int:
 # How sure
 
 
-def confidence(points: int, sustain: int, *, base: float = 1.0, margin: float | None = None) -> float:
+def confidence(
+    points: int, sustain: int, *, base: float = 1.0, margin: float | None = None
+) -> float:
     """A finding's confidence in (0, 1]: ``base`` times how long and how far the condition held.
 
     Half of the scale is fixed, a quarter grows with the duration (full at ``2 * sustain``

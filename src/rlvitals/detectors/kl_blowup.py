@@ -120,7 +120,9 @@ class KlBlowup(Detector):
                     severity=Severity.CRITICAL if critical else self.severity,
                     onset_step=ep.onset,
                     end_step=ep.end,
-                    confidence=confidence(ep.n, k.sustain, margin=min(ratio, 1e9) / k.jump_ratio - 1),
+                    confidence=confidence(
+                        ep.n, k.sustain, margin=min(ratio, 1e9) / k.jump_ratio - 1
+                    ),
                     evidence="kl",
                     series=["kl"],
                     thresholds={"kl": level},

@@ -107,8 +107,7 @@ class LengthExplosion(Detector):
             high = ep.median(smooth)
             msg = (
                 f"length_mean {fmt(high)} > {fmt(k.jump_ratio)}x its baseline {fmt(b)} "
-                f"since step {ep.onset}"
-                + ("" if ep.end is None else f" (until step {ep.end})")
+                f"since step {ep.onset}" + ("" if ep.end is None else f" (until step {ep.end})")
             )
             metrics = {
                 "length_baseline": rnd(b),

@@ -69,8 +69,11 @@ NOISE_SCALE = 1.4826 / np.sqrt(2.0)  # MAD of successive differences → std of 
 EARLY_SHARE = 1 / 3
 
 _SCORE = re.compile(r"reward|acc|score|pass|correct|solve", re.IGNORECASE)
-_NOT_SCORE = re.compile(r"std|min|max|loss|length|len|time|runtime|per_second|samples|steps|"
-                        r"tokens|entropy|kl", re.IGNORECASE)
+_NOT_SCORE = re.compile(
+    r"std|min|max|loss|length|len|time|runtime|per_second|samples|steps|"
+    r"tokens|entropy|kl",
+    re.IGNORECASE,
+)
 
 
 @register
@@ -147,9 +150,16 @@ class RewardHacking(Detector):
             and np.isfinite(gain)
             and gain >= k.train_gain
         ):
-            return {"kind": "falling", "name": ev.name, "onset": int(ev.steps[peak]),
-                    "eval_peak": float(es[peak]), "eval_end": end_level, "drop": drop,
-                    "noise": noise, "train_gain": float(gain)}
+            return {
+                "kind": "falling",
+                "name": ev.name,
+                "onset": int(ev.steps[peak]),
+                "eval_peak": float(es[peak]),
+                "eval_end": end_level,
+                "drop": drop,
+                "noise": noise,
+                "train_gain": float(gain),
+            }
         first = int(np.ceil(ev.n * EARLY_SHARE))
         if ev.n - first < k.min_after + 1:
             return None
@@ -157,9 +167,16 @@ class RewardHacking(Detector):
         rise = float(np.max(es[first:])) - start_level
         gain = (tr[-1] - tr[first]) / span
         if rise <= k.eval_drop * abs(start_level) and gain >= k.train_gain:
-            return {"kind": "plateau", "name": ev.name, "onset": int(ev.steps[first]),
-                    "eval_peak": start_level + rise, "eval_end": end_level, "drop": -rise,
-                    "noise": noise, "train_gain": float(gain)}
+            return {
+                "kind": "plateau",
+                "name": ev.name,
+                "onset": int(ev.steps[first]),
+                "eval_peak": start_level + rise,
+                "eval_end": end_level,
+                "drop": -rise,
+                "noise": noise,
+                "train_gain": float(gain),
+            }
         return None
 
     def _finding(self, v: dict, falling: bool) -> Finding:
@@ -217,7 +234,8 @@ _PLATEAU_ACTIONS = [
 def _score_series(eval_series: dict) -> list[str]:
     """Eval series whose names say reward/accuracy/score/pass rate, sorted."""
     return sorted(
-        n for n in eval_series
+        n
+        for n in eval_series
         if _SCORE.search(n.split("/", 1)[-1]) and not _NOT_SCORE.search(n.split("/", 1)[-1])
     )
 

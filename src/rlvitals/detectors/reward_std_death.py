@@ -97,7 +97,9 @@ class RewardStdDeath(Detector):
             return "needs reward_std (or reward max and min), or per-group rewards"
         return None
 
-    def check(self, vitals: Vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
+    def check(
+        self, vitals: Vitals, found: Mapping[str, list[Finding]] | None = None
+    ) -> list[Finding]:
         src = _source(vitals)
         if src is None:
             return []
@@ -107,8 +109,13 @@ class RewardStdDeath(Detector):
         if not ref > 0:
             ref = 0.0
         eps = collapse_episodes(
-            vitals, src, low=True, threshold=k.die_below * ref, healthy=k.healthy_above * ref,
-            sustain=k.sustain, total_test=lambda a: np.abs(a) <= ZERO_ATOL,
+            vitals,
+            src,
+            low=True,
+            threshold=k.die_below * ref,
+            healthy=k.healthy_above * ref,
+            sustain=k.sustain,
+            total_test=lambda a: np.abs(a) <= ZERO_ATOL,
         )
         return [self._finding(vitals, src, ep, ref) for ep in eps]
 

@@ -76,7 +76,9 @@ class Saturation(Detector):
             return "needs the ACR and reward_mean"
         return None
 
-    def check(self, vitals: Vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
+    def check(
+        self, vitals: Vitals, found: Mapping[str, list[Finding]] | None = None
+    ) -> list[Finding]:
         k = self.knobs
         if not (vitals.has("acr") and vitals.has("pass_rate")) or vitals.batch_trap:
             return []
@@ -112,8 +114,10 @@ class Saturation(Detector):
         if w is not None:
             ws, wv = compress(vitals.steps, w)
             below = np.flatnonzero(wv < k.acr_min)
-            onset = int(ws[below[-1] + 1]) if below.size and below[-1] + 1 < ws.size else int(
-                ws[0] if not below.size else first
+            onset = (
+                int(ws[below[-1] + 1])
+                if below.size and below[-1] + 1 < ws.size
+                else int(ws[0] if not below.size else first)
             )
         msg = (
             f"ACR {compare(a_tail, '>=', k.acr_min)} with pass rate "

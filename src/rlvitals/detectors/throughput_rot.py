@@ -83,8 +83,9 @@ class ThroughputRot(Detector):
 
     def needs(self, vitals) -> str | None:
         k = self.knobs
-        return needs(vitals, ["throughput", "step_time"],
-                     k.warmup_points + k.early_points + k.sustain)
+        return needs(
+            vitals, ["throughput", "step_time"], k.warmup_points + k.early_points + k.sustain
+        )
 
     def check(self, vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
         k = self.knobs
@@ -97,7 +98,9 @@ class ThroughputRot(Detector):
             return []
         early = float(np.median(p.values[k.warmup_points : k.warmup_points + k.early_points]))
         # "slowness" is 1 at the early level and grows as the run slows down
-        slow = rolling_median(early / p.values if per_token else p.values / early, k.smooth, edges="pad")
+        slow = rolling_median(
+            early / p.values if per_token else p.values / early, k.smooth, edges="pad"
+        )
         slow[: k.warmup_points + k.early_points] = 1.0
         release = 1 + (k.slowdown - 1) / 2
         found = hysteresis(
@@ -107,8 +110,16 @@ class ThroughputRot(Detector):
         for ep in found:
             factor = ep.median(slow)
             level = ep.median(p.values)
-            explained = None if per_token else _length_growth(vitals, early_end=p.steps[
-                k.warmup_points + k.early_points - 1], first=ep.onset, last=int(p.steps[ep.last]))
+            explained = (
+                None
+                if per_token
+                else _length_growth(
+                    vitals,
+                    early_end=p.steps[k.warmup_points + k.early_points - 1],
+                    first=ep.onset,
+                    last=int(p.steps[ep.last]),
+                )
+            )
             info = explained is not None and explained >= k.explained_share * factor
             what = "throughput fell" if per_token else "step_time grew"
             msg = (

@@ -94,8 +94,11 @@ class Truncation(Detector):
             from_start = ep.first == 0
             msg = (
                 f"truncation_frac {fmt(frac)} > {fmt(k.max_frac)} for {ep.n} logged points "
-                + ("from the first step (limit too small for the task?)" if from_start
-                   else f"since step {ep.onset}")
+                + (
+                    "from the first step (limit too small for the task?)"
+                    if from_start
+                    else f"since step {ep.onset}"
+                )
                 + ("" if ep.end is None else f", until step {ep.end}")
             )
             metrics = {

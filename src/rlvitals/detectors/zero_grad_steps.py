@@ -113,8 +113,11 @@ class ZeroGradSteps(Detector):
                 f"{n_zero} of the {since} logged steps since step {onset} ({fmt(frac)}) had "
                 f"grad_norm and {loss_name} exactly 0 (last at step {last})"
                 + (f" (share >= {fmt(k.warn_frac)})" if warn else "")
-                + (f"; reward there {fmt(level)} of its range: saturation, not a bug"
-                   if at_edge else ""),
+                + (
+                    f"; reward there {fmt(level)} of its range: saturation, not a bug"
+                    if at_edge
+                    else ""
+                ),
                 severity=self.severity if warn else Severity.INFO,
                 onset_step=onset,
                 end_step=None if still else last,

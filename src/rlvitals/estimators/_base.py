@@ -130,8 +130,10 @@ def register_estimator(
     known = vocabulary.info(name)
     if known is not None and known.name == name:
         if scale is not None and scale != known.scale.value:
-            raise ValueError(f"estimator {name!r} divides by {known.scale.value} (vocabulary), "
-                             f"got scale={scale!r}")
+            raise ValueError(
+                f"estimator {name!r} divides by {known.scale.value} (vocabulary), "
+                f"got scale={scale!r}"
+            )
         scale = known.scale.value
     elif scale is not None and scale not in {s.value for s in vocabulary.Scale}:
         valid = ", ".join(s.value for s in vocabulary.Scale)

@@ -31,8 +31,15 @@ COMMON_METRICS = (
 # Config validation: errors quote the value and the allowed range.
 
 
-def check_number(name: str, value: Any, *, lo: float | None = None, hi: float | None = None,
-                 lo_open: bool = False, hi_open: bool = False) -> None:
+def check_number(
+    name: str,
+    value: Any,
+    *,
+    lo: float | None = None,
+    hi: float | None = None,
+    lo_open: bool = False,
+    hi_open: bool = False,
+) -> None:
     """Raise ValueError unless ``value`` is a finite real number inside the given bounds."""
     ok = (
         not isinstance(value, bool)
@@ -48,8 +55,9 @@ def check_number(name: str, value: Any, *, lo: float | None = None, hi: float | 
         right = ")" if hi_open else "]"
         lo_s = "-inf" if lo is None else repr(lo)
         hi_s = "inf" if hi is None else repr(hi)
-        raise ValueError(f"{name} must be a finite number in {left}{lo_s}, {hi_s}{right}, "
-                         f"got {value!r}")
+        raise ValueError(
+            f"{name} must be a finite number in {left}{lo_s}, {hi_s}{right}, got {value!r}"
+        )
 
 
 def check_int(name: str, value: Any, *, lo: int) -> None:
@@ -93,8 +101,15 @@ def common_metrics(
     adv_std, adv_zero = signal.advantage_stats(adv, stats.rewards if stats.has_nan else None)
     if n_groups == 0:
         nan = math.nan
-        return {"acr": nan, "acr_residual": nan, "acr_solve_all": nan, "acr_solve_none": nan,
-                "acr_flat": nan, "adv_std": adv_std, "adv_zero_frac": adv_zero}
+        return {
+            "acr": nan,
+            "acr_residual": nan,
+            "acr_solve_all": nan,
+            "acr_solve_none": nan,
+            "acr_flat": nan,
+            "adv_std": adv_std,
+            "adv_zero_frac": adv_zero,
+        }
     split = signal.collapse_split(None, None, tau, r_min=r_min, r_max=r_max, stats=stats)
     alive = stats.count_true(abs(adv) > ZERO_ATOL)
     residual = int(((alive == 0) & stats.scorable).sum()) / n_groups

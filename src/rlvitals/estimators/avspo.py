@@ -167,8 +167,10 @@ class AvspoConfig:
                 raise ValueError("j_signal='explicit' needs delta_j (the change of J this step)")
             check_number("delta_j", self.delta_j)
         elif self.delta_j is not None:
-            raise ValueError(f"delta_j={self.delta_j!r} is only used with j_signal='explicit', "
-                             f"got j_signal={self.j_signal!r}")
+            raise ValueError(
+                f"delta_j={self.delta_j!r} is only used with j_signal='explicit', "
+                f"got j_signal={self.j_signal!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -342,8 +344,9 @@ def _coerce_state(state: Any, config: AvspoConfig) -> AvspoState:
         return state
     if isinstance(state, dict):
         return AvspoState.from_dict(state)
-    raise TypeError(f"avspo state must be an AvspoState, its to_dict() or None, "
-                    f"got {type(state).__name__}")
+    raise TypeError(
+        f"avspo state must be an AvspoState, its to_dict() or None, got {type(state).__name__}"
+    )
 
 
 def _next_j(config: AvspoConfig, state: AvspoState, mean_reward: float) -> tuple[float, Any]:
@@ -363,8 +366,12 @@ def _sign(x: float) -> float:
     return float((x > 0) - (x < 0))
 
 
-@register_estimator(EstimatorName.AVSPO.value, AvspoConfig, state_cls=AvspoState,
-                    summary="GRPO + stratified virtual rewards in collapsed groups, adaptive gate")
+@register_estimator(
+    EstimatorName.AVSPO.value,
+    AvspoConfig,
+    state_cls=AvspoState,
+    summary="GRPO + stratified virtual rewards in collapsed groups, adaptive gate",
+)
 def avspo(rewards: Any, group_ids: Any, config: AvspoConfig, state: Any = None) -> tuple:
     """AVSPO advantages ``(n,)``, metrics and the next :class:`AvspoState` (see module doc)."""
     state = _coerce_state(state, config)
@@ -377,7 +384,7 @@ def avspo(rewards: Any, group_ids: Any, config: AvspoConfig, state: Any = None) 
     # Steps 1-2: raw ACR, windowed when the step holds few groups.
     history = state.acr_history
     if n_groups:
-        history = (*history, acr_t)[-config.acr_window:]
+        history = (*history, acr_t)[-config.acr_window :]
     windowed = config.windowed_gate == "always" or (
         config.windowed_gate == "auto" and n_groups < config.few_groups
     )
@@ -417,13 +424,17 @@ def avspo(rewards: Any, group_ids: Any, config: AvspoConfig, state: Any = None) 
         avspo_windowed=float(windowed),
         avspo_delta_j=float(delta_j),
     )
-    new_state = AvspoState(tau_adapt=float(new_tau), step=state.step + 1,
-                           acr_history=tuple(history), j_prev=j_now)
+    new_state = AvspoState(
+        tau_adapt=float(new_tau), step=state.step + 1, acr_history=tuple(history), j_prev=j_now
+    )
     return adv, metrics, new_state
 
 
-@register_estimator(EstimatorName.AVSPO_RELEASED.value, AvspoReleasedConfig,
-                    summary="one virtual reward r_min + r_max - c per collapsed group, no gate")
+@register_estimator(
+    EstimatorName.AVSPO_RELEASED.value,
+    AvspoReleasedConfig,
+    summary="one virtual reward r_min + r_max - c per collapsed group, no gate",
+)
 def avspo_released(
     rewards: Any, group_ids: Any, config: AvspoReleasedConfig, state: Any = None
 ) -> tuple:
@@ -432,8 +443,9 @@ def avspo_released(
     n_aug = int(stats.collapsed.sum())
     if n_aug:
         mean_v = config.r_min + config.r_max - stats.mean
-        adv = reference_advantages(stats.with_virtual(stats.collapsed, 1.0, mean_v, 0.0),
-                                   eps=config.eps)
+        adv = reference_advantages(
+            stats.with_virtual(stats.collapsed, 1.0, mean_v, 0.0), eps=config.eps
+        )
     else:
         adv = reference_advantages(stats, eps=config.eps)
     metrics = common_metrics(stats, adv, tau=config.tau, r_min=config.r_min, r_max=config.r_max)

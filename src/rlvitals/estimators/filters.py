@@ -141,8 +141,11 @@ class ZeroVarFilterConfig:
         check_range(self.r_min, self.r_max)
 
 
-@register_estimator(EstimatorName.ZERO_VAR_FILTER.value, ZeroVarFilterConfig,
-                    summary="GRPO with collapsed groups dropped and the loss denominator corrected")
+@register_estimator(
+    EstimatorName.ZERO_VAR_FILTER.value,
+    ZeroVarFilterConfig,
+    summary="GRPO with collapsed groups dropped and the loss denominator corrected",
+)
 def zero_var_filter(
     rewards: Any, group_ids: Any, config: ZeroVarFilterConfig, state: Any = None
 ) -> tuple:
@@ -215,8 +218,13 @@ class DynamicSampler:
     (True, 2)
     """
 
-    def __init__(self, target_groups: int, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-                 tau: float = DEFAULT_TAU):
+    def __init__(
+        self,
+        target_groups: int,
+        *,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        tau: float = DEFAULT_TAU,
+    ):
         check_int("target_groups", target_groups, lo=1)
         check_int("max_attempts", max_attempts, lo=1)
         check_number("tau", tau, lo=0.0)
@@ -294,11 +302,15 @@ def dynamic_sampling(
     while not sampler.done:
         out = generate(sampler.result().attempts)
         if not isinstance(out, tuple) or len(out) not in (2, 3):
-            raise ValueError("generate(attempt) must return (rewards, group_ids) or "
-                             f"(rewards, group_ids, payload), got {type(out).__name__}")
+            raise ValueError(
+                "generate(attempt) must return (rewards, group_ids) or "
+                f"(rewards, group_ids, payload), got {type(out).__name__}"
+            )
         sampler.add(*out)
     res = sampler.result()
     if on_shortfall == "raise" and not res.full:
-        raise RuntimeError(f"dynamic sampling kept {res.kept_groups}/{res.target_groups} groups "
-                           f"after {res.attempts} attempts (max_attempts={max_attempts})")
+        raise RuntimeError(
+            f"dynamic sampling kept {res.kept_groups}/{res.target_groups} groups "
+            f"after {res.attempts} attempts (max_attempts={max_attempts})"
+        )
     return res

@@ -72,8 +72,10 @@ class GrpoConfig:
         check_choice("scale_rewards", self.scale_rewards, SCALE_CHOICES)
         check_choice("singleton", self.singleton, SINGLETON_CHOICES)
         if self.singleton == "verl" and self.scale_rewards == "batch":
-            raise ValueError("singleton='verl' applies to scale_rewards 'group' or 'none' (veRL "
-                             "has no batch scaling), got scale_rewards='batch'")
+            raise ValueError(
+                "singleton='verl' applies to scale_rewards 'group' or 'none' (veRL "
+                "has no batch scaling), got scale_rewards='batch'"
+            )
         check_range(self.r_min, self.r_max)
 
 
@@ -157,8 +159,11 @@ def _metrics(stats: signal.GroupStats, adv: Any, cfg: Any) -> dict:
     return common_metrics(stats, adv, tau=cfg.tau, r_min=cfg.r_min, r_max=cfg.r_max)
 
 
-@register_estimator(EstimatorName.GRPO.value, GrpoConfig,
-                    summary="(r - mean_j) / (std_j + eps), TRL and veRL's GRPO")
+@register_estimator(
+    EstimatorName.GRPO.value,
+    GrpoConfig,
+    summary="(r - mean_j) / (std_j + eps), TRL and veRL's GRPO",
+)
 def grpo(rewards: Any, group_ids: Any, config: GrpoConfig, state: Any = None) -> tuple:
     """GRPO advantages ``(n,)`` and the common metrics; stateless (returns ``state=None``)."""
     stats = signal.group_stats(rewards, group_ids, ddof=config.ddof, tau=config.tau)
@@ -168,8 +173,9 @@ def grpo(rewards: Any, group_ids: Any, config: GrpoConfig, state: Any = None) ->
     return adv, _metrics(stats, adv, config), None
 
 
-@register_estimator(EstimatorName.DR_GRPO.value, DrGrpoConfig,
-                    summary="r - mean_j (Dr. GRPO), no std division")
+@register_estimator(
+    EstimatorName.DR_GRPO.value, DrGrpoConfig, summary="r - mean_j (Dr. GRPO), no std division"
+)
 def dr_grpo(rewards: Any, group_ids: Any, config: DrGrpoConfig, state: Any = None) -> tuple:
     """Dr. GRPO advantages ``(n,)`` and the common metrics; stateless."""
     stats = signal.group_stats(rewards, group_ids, tau=config.tau)
@@ -177,8 +183,9 @@ def dr_grpo(rewards: Any, group_ids: Any, config: DrGrpoConfig, state: Any = Non
     return adv, _metrics(stats, adv, config), None
 
 
-@register_estimator(EstimatorName.RLOO.value, RlooConfig,
-                    summary="r - mean of the other group members (RLOO)")
+@register_estimator(
+    EstimatorName.RLOO.value, RlooConfig, summary="r - mean of the other group members (RLOO)"
+)
 def rloo(rewards: Any, group_ids: Any, config: RlooConfig, state: Any = None) -> tuple:
     """RLOO advantages ``(n,)`` and the common metrics; stateless."""
     stats = signal.group_stats(rewards, group_ids, tau=config.tau)

@@ -86,21 +86,29 @@ _STREAM_PREFIXES = ("scalars.rank", "events.rank", "groups.rank")
 
 _FORMATS: dict[str, _Format] = {
     "groups_jsonl": _Format("groups_jsonl", lambda p, h: _text_json(h) and b'"rewards"' in h),
-    "verl_console": _Format("verl_console",
-                            lambda p, h: _text(h) and any(m in h for m in _VERL_MARKS)),
+    "verl_console": _Format(
+        "verl_console", lambda p, h: _text(h) and any(m in h for m in _VERL_MARKS)
+    ),
     "verl_file": _Format("verl_file", lambda p, h: _text_json(h) and b'"data"' in h),
-    "verl_rollouts": _Format("verl_rollouts", lambda p, h: _text_json(h) and b'"input"' in h,
-                             dirs=True),
-    "openrlhf_console": _Format("openrlhf", lambda p, h: _text(h) and (
-        b"Global step" in h or b"openrlhf" in h or b"OpenRLHF" in h)),
+    "verl_rollouts": _Format(
+        "verl_rollouts", lambda p, h: _text_json(h) and b'"input"' in h, dirs=True
+    ),
+    "openrlhf_console": _Format(
+        "openrlhf",
+        lambda p, h: _text(h) and (b"Global step" in h or b"openrlhf" in h or b"OpenRLHF" in h),
+    ),
     "trl_state": _Format("trl_state", lambda p, h: _text_json(h), dirs=True),
     "trl_completions": _Format("trl_completions", lambda p, h: h.startswith(b"PAR1"), dirs=True),
     "jsonl": _Format("generic", lambda p, h: _text_json(h)),
     "csv": _Format("generic", lambda p, h: _text(h) and not _text_json(h)),
-    "recording": _Format("recording", lambda p, h: p.name == "manifest.json"
-                         or p.name.startswith(_STREAM_PREFIXES), dirs=True),
-    "tensorboard": _Format("tensorboard", lambda p, h: "tfevents" in p.name
-                           or b"brain.Event" in h[:256], dirs=True),
+    "recording": _Format(
+        "recording",
+        lambda p, h: p.name == "manifest.json" or p.name.startswith(_STREAM_PREFIXES),
+        dirs=True,
+    ),
+    "tensorboard": _Format(
+        "tensorboard", lambda p, h: "tfevents" in p.name or b"brain.Event" in h[:256], dirs=True
+    ),
     "wandb": _Format("wandb", lambda p, h: h[:4] == b":W&B", dirs=True),
     "mlflow": _Format("mlflow", lambda p, h: h.startswith(b"SQLite format 3\x00"), dirs=True),
 }
@@ -164,8 +172,7 @@ def sniff(path: str | os.PathLike) -> Importer:
     if not is_dir and not head:
         raise InputError(p, "file is empty")
     candidates = [
-        name for name, spec in _FORMATS.items()
-        if (spec.dirs if is_dir else spec.could_be(p, head))
+        name for name, spec in _FORMATS.items() if (spec.dirs if is_dir else spec.could_be(p, head))
     ]
     best, score = None, 0.0
     for name in sorted({*candidates, *(n for n in IMPORTERS.names() if n not in _FORMATS)}):

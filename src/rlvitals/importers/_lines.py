@@ -53,9 +53,7 @@ def iter_lines(path: Path, progress=None) -> Iterator[tuple[int, bytes, bool]]:
         progress(total, total)
 
 
-def iter_json_lines(
-    path: Path, warnings: list[str], progress=None
-) -> Iterator[tuple[int, Any]]:
+def iter_json_lines(path: Path, warnings: list[str], progress=None) -> Iterator[tuple[int, Any]]:
     """Yield ``(lineno, parsed)`` for each non-blank line of a JSONL file.
 
     Bare ``NaN``/``Infinity`` are accepted (Python's json does). A torn last line is dropped

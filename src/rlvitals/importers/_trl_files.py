@@ -74,11 +74,26 @@ _NOT_METRICS = frozenset({"step", "epoch"})
 _CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 _ARGS_SUFFIXES = (".json", ".yaml", ".yml")
 _REWARD_FN_RE = re.compile(r"^rewards/(.+)/mean$")
-_ARGS_KEYS = ("num_generations", "scale_rewards", "beta", "loss_type", "reward_weights",
-              "num_generations_eval", "logging_steps", "max_completion_length", "epsilon",
-              "epsilon_high", "temperature", "learning_rate", "per_device_train_batch_size",
-              "gradient_accumulation_steps", "steps_per_generation", "num_iterations",
-              "multi_objective_aggregation", "importance_sampling_level")
+_ARGS_KEYS = (
+    "num_generations",
+    "scale_rewards",
+    "beta",
+    "loss_type",
+    "reward_weights",
+    "num_generations_eval",
+    "logging_steps",
+    "max_completion_length",
+    "epsilon",
+    "epsilon_high",
+    "temperature",
+    "learning_rate",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "steps_per_generation",
+    "num_iterations",
+    "multi_objective_aggregation",
+    "importance_sampling_level",
+)
 """GRPO arguments copied from a sibling config into ``manifest.config["args"]``."""
 _NAME_RE = re.compile(r"^completions_(\d+)\.parquet$")
 _RESERVED = frozenset({"step", "prompt", "completion", "advantage", "image", "images"})
@@ -138,7 +153,9 @@ def read_json(path: Path, limit: int) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise InputError(path, f"invalid JSON: {e.msg}", f"line {e.lineno} column {e.colno}") from None
+        raise InputError(
+            path, f"invalid JSON: {e.msg}", f"line {e.lineno} column {e.colno}"
+        ) from None
     except RecursionError:
         raise InputError(path, "JSON nested too deeply") from None
     except ValueError as e:  # e.g. an integer with too many digits
@@ -310,8 +327,16 @@ def table_files(folder: Path) -> list[Path]:
 def _arrow_errors() -> tuple[type[BaseException], ...]:
     import pyarrow as pa
 
-    return (pa.ArrowException, OSError, ValueError, TypeError, KeyError, IndexError,
-            NotImplementedError, OverflowError)
+    return (
+        pa.ArrowException,
+        OSError,
+        ValueError,
+        TypeError,
+        KeyError,
+        IndexError,
+        NotImplementedError,
+        OverflowError,
+    )
 
 
 def _prompt_key(v: Any) -> str:
@@ -320,7 +345,9 @@ def _prompt_key(v: Any) -> str:
     return json.dumps(v, sort_keys=True, default=str)
 
 
-def _read_one(path: Path, hints: Any) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray | None]:
+def _read_one(
+    path: Path, hints: Any
+) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray | None]:
     """``(steps (n,), prompt keys (n,), rewards (n,), advantages (n,) or None)`` of one table."""
     pq = pyarrow_parquet()
     import pyarrow as pa
@@ -334,10 +361,15 @@ def _read_one(path: Path, hints: Any) -> tuple[np.ndarray, list[str], np.ndarray
         if need not in names:
             raise InputError(path, f"no '{need}' column; not a TRL completions table")
     numeric = [
-        n for n in names
+        n
+        for n in names
         if n not in _RESERVED
-        and (pa.types.is_floating(schema.field(n).type) or pa.types.is_integer(schema.field(n).type)
-             or pa.types.is_boolean(schema.field(n).type) or pa.types.is_null(schema.field(n).type))
+        and (
+            pa.types.is_floating(schema.field(n).type)
+            or pa.types.is_integer(schema.field(n).type)
+            or pa.types.is_boolean(schema.field(n).type)
+            or pa.types.is_null(schema.field(n).type)
+        )
     ]
     funcs = [n for n in names if hints is not None and n in hints.reward_funcs]
     reward_cols = funcs or numeric
@@ -354,7 +386,8 @@ def _read_one(path: Path, hints: Any) -> tuple[np.ndarray, list[str], np.ndarray
         ]
         adv = (
             np.asarray(table.column("advantage").to_pylist(), dtype=np.float64).reshape(-1)
-            if "advantage" in names else None
+            if "advantage" in names
+            else None
         )
     except (*_arrow_errors(), RecursionError) as e:
         raise InputError(path, f"cannot read table: {_one_line(e)}") from None
@@ -364,8 +397,11 @@ def _read_one(path: Path, hints: Any) -> tuple[np.ndarray, list[str], np.ndarray
             raise InputError(path, f"'step' is not an integer: {s!r:.40}", f"row {i}")
         steps[i] = s
     weights = None
-    if hints is not None and hints.reward_weights and funcs and len(hints.reward_weights) == len(
-        hints.reward_funcs
+    if (
+        hints is not None
+        and hints.reward_weights
+        and funcs
+        and len(hints.reward_weights) == len(hints.reward_funcs)
     ):
         wmap = dict(zip(hints.reward_funcs, hints.reward_weights))
         weights = [wmap[c] for c in reward_cols]
@@ -388,8 +424,12 @@ def _runs(prompts: list[str]) -> list[tuple[int, int]]:
     return out
 
 
-def read_table_groups(files: list[Path], hints: Any = None, progress: Progress | None = None,
-                      warnings: list[str] | None = None) -> tuple[GroupTable | None, int | None]:
+def read_table_groups(
+    files: list[Path],
+    hints: Any = None,
+    progress: Progress | None = None,
+    warnings: list[str] | None = None,
+) -> tuple[GroupTable | None, int | None]:
     """Read TRL completion tables into a :class:`GroupTable` and the group size used.
 
     Args:
@@ -453,8 +493,9 @@ def read_table_groups(files: list[Path], hints: Any = None, progress: Progress |
     return table, g
 
 
-def attach_groups(folder: Path, builder: RunBuilder, hints: Any = None,
-                  progress: Progress | None = None) -> None:
+def attach_groups(
+    folder: Path, builder: RunBuilder, hints: Any = None, progress: Progress | None = None
+) -> None:
     """Read ``folder``'s completion tables into ``builder.groups`` (and its group size)."""
     files = table_files(folder)
     table, g = read_table_groups(files, hints, progress, builder.warnings)

@@ -170,8 +170,9 @@ def load_jsonl(path: Path, progress: Progress | None = None) -> Run:
             raw = obj.pop(step_key)  # obj is ours: parsed from this line
             step = raw if type(raw) is int and _INT64[0] <= raw < _INT64[1] else _as_step(raw)
             if step is None:
-                raise InputError(path, f"'{step_key}' is not an integer step: {raw!r:.40}",
-                                 f"line {lineno}")
+                raise InputError(
+                    path, f"'{step_key}' is not an integer step: {raw!r:.40}", f"line {lineno}"
+                )
         add_row(step, obj)
     if n == 0:
         raise InputError(path, "no JSON objects found")
@@ -182,11 +183,15 @@ def load_jsonl(path: Path, progress: Progress | None = None) -> Run:
 def _finish_warnings(builder: RunBuilder, path: Path, no_step: int, deep: int) -> None:
     if no_step:
         keys = ", ".join(STEP_KEYS)
-        builder.warn(f"{path}: {no_step} rows have no step key ({keys}); their line numbers "
-                     "were used as steps")
+        builder.warn(
+            f"{path}: {no_step} rows have no step key ({keys}); their line numbers "
+            "were used as steps"
+        )
     if deep:
-        builder.warn(f"{path}: {deep} rows nest deeper than {MAX_DEPTH} levels; the deeper "
-                     "values were ignored")
+        builder.warn(
+            f"{path}: {deep} rows nest deeper than {MAX_DEPTH} levels; the deeper "
+            "values were ignored"
+        )
     if builder.skipped_values:
         builder.warn(f"{path}: {builder.skipped_values} non-numeric values ignored")
 
@@ -293,8 +298,9 @@ def load_csv(path: Path, progress: Progress | None = None) -> Run:
         cells = _parse_csv_line(path, lineno, text, delim)
         if len(cells) != len(header):
             if not complete:
-                builder.warn(f"{path}: line {lineno}: torn last line ignored "
-                             "(file still being written?)")
+                builder.warn(
+                    f"{path}: line {lineno}: torn last line ignored (file still being written?)"
+                )
                 break
             raise InputError(
                 path, f"{len(cells)} cells, but the header has {len(header)}", f"line {lineno}"
@@ -305,8 +311,11 @@ def load_csv(path: Path, progress: Progress | None = None) -> Run:
         else:
             step = _as_step(cells[step_col])
             if step is None:
-                raise InputError(path, f"'{header[step_col]}' is not an integer step: "
-                                 f"{cells[step_col]!r:.40}", f"line {lineno}")
+                raise InputError(
+                    path,
+                    f"'{header[step_col]}' is not an integer step: {cells[step_col]!r:.40}",
+                    f"line {lineno}",
+                )
         builder.add_row(
             step, {h: c for i, (h, c) in enumerate(zip(header, cells)) if i != step_col and c}
         )

@@ -50,11 +50,23 @@ __all__ = ["load_trl_state"]
 SUMMARY_KEYS = frozenset({"train_runtime", "total_flos"})
 """Keys that mark the final summary row ``Trainer.train()`` logs."""
 _SUMMARY_DROP = frozenset(
-    {"train_runtime", "total_flos", "train_loss", "train_samples_per_second",
-     "train_steps_per_second"}
+    {
+        "train_runtime",
+        "total_flos",
+        "train_loss",
+        "train_samples_per_second",
+        "train_steps_per_second",
+    }
 )
-_STATE_SKIP = frozenset({"log_history", "stateful_callbacks", "is_local_process_zero",
-                         "is_world_process_zero", "is_hyper_param_search"})
+_STATE_SKIP = frozenset(
+    {
+        "log_history",
+        "stateful_callbacks",
+        "is_local_process_zero",
+        "is_world_process_zero",
+        "is_hyper_param_search",
+    }
+)
 _NOT_METRICS = frozenset({"step", "epoch"})
 
 
@@ -108,7 +120,9 @@ def load_trl_state(path: Path, progress: Progress | None = None) -> Run:
             summary = {k: v for k, v in row.items() if isinstance(v, (int, float, str))}
             manifest.config["summary"] = summary
             builder.add_event(Event(step, "summary", "end-of-training summary row", summary))
-            rest = {k: v for k, v in row.items() if k not in _SUMMARY_DROP and k not in _NOT_METRICS}
+            rest = {
+                k: v for k, v in row.items() if k not in _SUMMARY_DROP and k not in _NOT_METRICS
+            }
             if rest:  # anything else in that row is still a step's metric
                 add_row(step, rest)
             continue
@@ -119,8 +133,9 @@ def load_trl_state(path: Path, progress: Progress | None = None) -> Run:
         if progress is not None and i % 4096 == 0:
             progress(total * i // max(len(history), 1), total)
     if bad_steps:
-        builder.warn(f"{state_path}: {bad_steps} log_history entries without an integer "
-                     "'step' were skipped")
+        builder.warn(
+            f"{state_path}: {bad_steps} log_history entries without an integer 'step' were skipped"
+        )
     if builder.skipped_values:
         builder.warn(f"{state_path}: {builder.skipped_values} non-numeric values ignored")
 

@@ -50,8 +50,9 @@ class Guard:
     def total(self) -> int:
         return sum(self.errors.values())
 
-    def run(self, site: str, fn: Callable[..., T], *args: Any, default: Any = None,
-            **kwargs: Any) -> T | Any:
+    def run(
+        self, site: str, fn: Callable[..., T], *args: Any, default: Any = None, **kwargs: Any
+    ) -> T | Any:
         """``fn(*args, **kwargs)``, or ``default`` when it raises (reported once per site)."""
         try:
             return fn(*args, **kwargs)
@@ -65,12 +66,16 @@ class Guard:
         if self.errors[site] > 1:
             return
         frames = traceback.extract_tb(err.__traceback__)
-        where = f" at {frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
+        where = (
+            f" at {frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
+        )
         message = (
             f"rlvitals {self.owner}: {site} failed ({type(err).__name__}: {err}){where}; "
             "training continues without it (further failures here are counted, not reported)"
         )
         warnings.warn(message, RlvitalsHookWarning, stacklevel=3)
         logger.warning(
-            "%s\n%s", message, "".join(traceback.format_exception(type(err), err, err.__traceback__))
+            "%s\n%s",
+            message,
+            "".join(traceback.format_exception(type(err), err, err.__traceback__)),
         )

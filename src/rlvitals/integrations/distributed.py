@@ -158,7 +158,9 @@ def estimate_distributed(
     if not isinstance(ids, torch.Tensor):
         np_ids = np.asarray(ids)
         if np_ids.dtype.kind not in "iub":
-            raise ValueError(f"group ids must be integers to travel between ranks, got {np_ids.dtype}")
+            raise ValueError(
+                f"group ids must be integers to travel between ranks, got {np_ids.dtype}"
+            )
         ids = torch.as_tensor(np_ids)
     if ids.is_floating_point() or ids.is_complex():
         raise ValueError(f"group ids must be integers, got {ids.dtype}")

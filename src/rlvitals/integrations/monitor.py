@@ -74,7 +74,9 @@ class Monitor:
         self.window = window
         self.config = config
         self._scalars: OrderedDict[int, dict[str, float]] = OrderedDict()
-        self._groups: OrderedDict[int, list[tuple[np.ndarray, np.ndarray, Any, Any]]] = OrderedDict()
+        self._groups: OrderedDict[int, list[tuple[np.ndarray, np.ndarray, Any, Any]]] = (
+            OrderedDict()
+        )
         self._active: set[str] = set()
         self.last_step: int | None = None
 

@@ -137,8 +137,10 @@ def _knobs(method: str, config: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     if "scale_rewards" in fields and not norm:
         knobs["scale_rewards"] = "none"
     if not norm and method in (EstimatorName.AVSPO.value, EstimatorName.AVSPO_RELEASED.value):
-        raise ValueError(f"{PREFIX}{method} normalises by the augmented std; it cannot run with "
-                         "algorithm.norm_adv_by_std_in_grpo=False")
+        raise ValueError(
+            f"{PREFIX}{method} normalises by the augmented std; it cannot run with "
+            "algorithm.norm_adv_by_std_in_grpo=False"
+        )
     user = _plain(_config_get(config, "rlvitals", None))
     if not user and os.environ.get(ENV_CONFIG):
         try:
@@ -160,9 +162,12 @@ def _run_state(run: str, method: str, state_file: str | None) -> _RunState:
     rs = _RUNS.get(run)
     if rs is not None and rs.estimator != method:
         if rs.state is not None:
-            warnings.warn(f"rlvitals veRL run {run!r} switches from {PREFIX}{rs.estimator} to "
-                          f"{PREFIX}{method}: the old estimator's state is dropped (use "
-                          "algorithm.rlvitals.run to keep runs apart)", stacklevel=3)
+            warnings.warn(
+                f"rlvitals veRL run {run!r} switches from {PREFIX}{rs.estimator} to "
+                f"{PREFIX}{method}: the old estimator's state is dropped (use "
+                "algorithm.rlvitals.run to keep runs apart)",
+                stacklevel=3,
+            )
         reset(run)
         rs = None
     if rs is None:
@@ -224,8 +229,9 @@ def _load_into(rs: _RunState, path: str | os.PathLike, data: dict | None = None)
     if data is None:
         data = json.loads(Path(path).read_text())
     if data.get("estimator") != rs.estimator:
-        raise ValueError(f"{path}: state of estimator {data.get('estimator')!r}, "
-                         f"expected {rs.estimator!r}")
+        raise ValueError(
+            f"{path}: state of estimator {data.get('estimator')!r}, expected {rs.estimator!r}"
+        )
     est = get_estimator(rs.estimator)
     raw = data.get("state")
     rs.state = None if raw is None or est.state_cls is None else est.state_cls.from_dict(raw)
@@ -239,8 +245,10 @@ def _load_into(rs: _RunState, path: str | os.PathLike, data: dict | None = None)
 def _group_ids(index: Any, n: int, device: Any) -> Any:
     """uids (any hashable, e.g. str) -> int64 group ids on ``device``."""
     if index is None:
-        raise ValueError("rlvitals estimators need the uid of each response (veRL's 'uid' "
-                         "non-tensor field, passed as index)")
+        raise ValueError(
+            "rlvitals estimators need the uid of each response (veRL's 'uid' "
+            "non-tensor field, passed as index)"
+        )
     if isinstance(index, torch.Tensor):
         ids = index.to(device)
     else:
@@ -251,8 +259,9 @@ def _group_ids(index: Any, n: int, device: Any) -> Any:
             codes = np.unique(arr.astype(str), return_inverse=True)[1].reshape(-1)
         ids = torch.as_tensor(codes, dtype=torch.int64, device=device)
     if ids.shape != (n,):
-        raise ValueError(f"index must hold one uid per response ({n}), got shape "
-                         f"{tuple(ids.shape)}")
+        raise ValueError(
+            f"index must hold one uid per response ({n}), got shape {tuple(ids.shape)}"
+        )
     return ids
 
 
@@ -294,8 +303,16 @@ def compute_advantage(
     return out, out
 
 
-def _record(rs: _RunState, path: str, method: str, knobs: dict, scores: Any, ids: Any, adv: Any,
-            metrics: dict) -> None:
+def _record(
+    rs: _RunState,
+    path: str,
+    method: str,
+    knobs: dict,
+    scores: Any,
+    ids: Any,
+    adv: Any,
+    metrics: dict,
+) -> None:
     from rlvitals.integrations._guard import Guard
 
     guard = _GUARDS.setdefault(path, Guard("veRL recorder"))
@@ -307,15 +324,20 @@ def _record(rs: _RunState, path: str, method: str, knobs: dict, scores: Any, ids
             sizes = torch.bincount(ids)
             sizes = sizes[sizes > 0]
             g = int(sizes[0]) if bool((sizes == sizes[0]).all()) else None
-            manifest = Manifest(trainer="verl", estimator=method, group_size=g,
-                                adv_scale=vocabulary.scale_of(
-                                    method, scale_rewards=knobs.get("scale_rewards")),
-                                reward_min=knobs.get("r_min"), reward_max=knobs.get("r_max"),
-                                config={"rlvitals": {k: v for k, v in knobs.items()}})
+            manifest = Manifest(
+                trainer="verl",
+                estimator=method,
+                group_size=g,
+                adv_scale=vocabulary.scale_of(method, scale_rewards=knobs.get("scale_rewards")),
+                reward_min=knobs.get("r_min"),
+                reward_max=knobs.get("r_max"),
+                config={"rlvitals": {k: v for k, v in knobs.items()}},
+            )
             rs.recorder = Recorder(path, manifest)
         rs.recorder.log_groups(rs.step, scores, ids, advantages=adv)
-        rs.recorder.log_scalars(rs.step, {k: v for k, v in rs.last_metrics.items()
-                                          if not math.isnan(v)})
+        rs.recorder.log_scalars(
+            rs.step, {k: v for k, v in rs.last_metrics.items() if not math.isnan(v)}
+        )
 
     guard.run("record", write)
 
@@ -324,10 +346,16 @@ _GUARDS: dict[str, Any] = {}
 
 
 def _make_verl_fn(method: str) -> Any:
-    def fn(token_level_rewards: Any, response_mask: Any, config: Any = None, index: Any = None,
-           **kwargs: Any) -> tuple[Any, Any]:
-        return compute_advantage(method, token_level_rewards, response_mask, index=index,
-                                 config=config, **kwargs)
+    def fn(
+        token_level_rewards: Any,
+        response_mask: Any,
+        config: Any = None,
+        index: Any = None,
+        **kwargs: Any,
+    ) -> tuple[Any, Any]:
+        return compute_advantage(
+            method, token_level_rewards, response_mask, index=index, config=config, **kwargs
+        )
 
     fn.__name__ = f"{PREFIX}{method}"
     fn.__qualname__ = fn.__name__

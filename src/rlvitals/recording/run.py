@@ -102,9 +102,19 @@ class Manifest:
 
 
 MANIFEST_FIELDS: dict[str, type] = {
-    "source": str, "format": str, "trainer": str, "group_size": int, "scale_rewards": str,
-    "reward_min": float, "reward_max": float, "estimator": str, "adv_scale": str,
-    "kl_coef": float, "filters_zero_var": bool, "logging_steps": int, "schema": int,
+    "source": str,
+    "format": str,
+    "trainer": str,
+    "group_size": int,
+    "scale_rewards": str,
+    "reward_min": float,
+    "reward_max": float,
+    "estimator": str,
+    "adv_scale": str,
+    "kl_coef": float,
+    "filters_zero_var": bool,
+    "logging_steps": int,
+    "schema": int,
 }
 """The type each :class:`Manifest` field holds (besides ``config``, a dict), for the recording's
 writer and reader alike."""
@@ -269,8 +279,10 @@ class Run:
         unknown, warnings = list(self.unknown_keys), list(self.warnings)
         for raw, name in names.items():
             found = False
-            for table, key, target in ((series, raw, name),
-                                       (eval_series, f"eval/{raw}", f"eval/{name}")):
+            for table, key, target in (
+                (series, raw, name),
+                (eval_series, f"eval/{raw}", f"eval/{name}"),
+            ):
                 if key == target or key not in table:
                     continue
                 found = True
@@ -278,12 +290,12 @@ class Run:
                 old = table.get(target)
                 table[target] = values if old is None else np.where(np.isnan(old), values, old)
             if found:
-                unknown = [k for k in unknown
-                           if k != raw and canonical_key(k)[0] != f"eval/{raw}"]
+                unknown = [k for k in unknown if k != raw and canonical_key(k)[0] != f"eval/{raw}"]
             else:
                 warnings.append(f"metric name {raw!r} (mapped to {name}) is not in this run")
-        return dataclasses.replace(self, series=series, eval_series=eval_series,
-                                   unknown_keys=unknown, warnings=warnings)
+        return dataclasses.replace(
+            self, series=series, eval_series=eval_series, unknown_keys=unknown, warnings=warnings
+        )
 
 
 class RunBuilder:
@@ -389,7 +401,11 @@ class RunBuilder:
         )
 
     def _finish(self, is_eval: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        raw_steps = np.frombuffer(self._steps[is_eval], dtype=np.int64) if self._steps[is_eval] else np.zeros(0, np.int64)
+        raw_steps = (
+            np.frombuffer(self._steps[is_eval], dtype=np.int64)
+            if self._steps[is_eval]
+            else np.zeros(0, np.int64)
+        )
         steps, inv = np.unique(raw_steps, return_inverse=True)
         inv = inv.reshape(-1)
         out: dict[str, np.ndarray] = {}

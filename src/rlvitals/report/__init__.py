@@ -20,8 +20,16 @@ from rlvitals.registry import Plugins, Registry, import_module
 if TYPE_CHECKING:
     from rlvitals.doctor import Diagnosis
 
-__all__ = ["RENDERERS", "RenderOptions", "Renderer", "ReportFormat", "formats", "register",
-           "render", "suffix_format"]
+__all__ = [
+    "RENDERERS",
+    "RenderOptions",
+    "Renderer",
+    "ReportFormat",
+    "formats",
+    "register",
+    "render",
+    "suffix_format",
+]
 
 
 class ReportFormat(str, enum.Enum):
@@ -65,8 +73,12 @@ class Renderer:
 
 RENDERERS: Registry[Renderer] = Registry("report format")
 
-_BUILTIN = {"text": ("text", ".txt"), "json": ("json_report", ".json"),
-            "md": ("markdown", ".md"), "html": ("html_page", ".html")}
+_BUILTIN = {
+    "text": ("text", ".txt"),
+    "json": ("json_report", ".json"),
+    "md": ("markdown", ".md"),
+    "html": ("html_page", ".html"),
+}
 """Built-in format → (module, file suffix): rendering one format imports only its module (a
 JSON report never loads rich or the HTML renderer)."""
 _ensure_loaded = Plugins(__name__, tuple(m for m, _ in _BUILTIN.values())).load

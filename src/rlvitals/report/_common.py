@@ -26,7 +26,6 @@ PLOTS_PER_FINDING = 2
 """Series drawn under each finding in the HTML report."""
 
 
-
 def counts(findings: list[dict]) -> dict[str, int]:
     """Findings per severity, most severe first."""
     out = {s: 0 for s in SEVERITY_ORDER}
@@ -42,8 +41,11 @@ def verdict(findings: list[dict]) -> str:
     '2 warnings, 1 info'
     """
     c = counts(findings)
-    names = {"critical": ("critical", "critical"), "warn": ("warning", "warnings"),
-             "info": ("info", "info")}
+    names = {
+        "critical": ("critical", "critical"),
+        "warn": ("warning", "warnings"),
+        "info": ("info", "info"),
+    }
     parts = [f"{n} {names[s][n != 1]}" for s, n in c.items() if n]
     return ", ".join(parts) if parts else "no findings"
 

@@ -51,8 +51,14 @@ def reduce_points(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS):
     pad = buckets * size - n
     yy = np.concatenate([y, np.full(pad, y[-1])]).reshape(buckets, size)
     base = np.arange(buckets) * size
-    keep = np.concatenate([base, base + yy.argmin(axis=1), base + yy.argmax(axis=1),
-                           np.minimum(base + size - 1, n - 1)])
+    keep = np.concatenate(
+        [
+            base,
+            base + yy.argmin(axis=1),
+            base + yy.argmax(axis=1),
+            np.minimum(base + size - 1, n - 1),
+        ]
+    )
     k = np.unique(np.minimum(keep, n - 1))
     return x[k], y[k]
 
@@ -129,8 +135,9 @@ def line_plot(
     ]
     for t in nice_ticks(lo, hi):
         y = sy(t)
-        parts.append(f'<line x1="{PAD_L}" x2="{PAD_L + pw}" y1="{y:.1f}" y2="{y:.1f}" '
-                     f'class="grid"/>')
+        parts.append(
+            f'<line x1="{PAD_L}" x2="{PAD_L + pw}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
+        )
         parts.append(f'<text x="{PAD_L - 4}" y="{y + 3:.1f}" class="ytick">{_label(t)}</text>')
     for t in nice_ticks(x0, x1, 5):
         x = sx(t)
@@ -140,20 +147,30 @@ def line_plot(
         a = sx(max(x0, min(x1, m.onset)))
         b = sx(x1 if m.end is None else max(x0, min(x1, m.end)))
         title = f"<title>{escape(m.label)}</title>"
-        parts.append(f'<rect x="{a:.1f}" y="{PAD_T}" width="{max(b - a, 1.5):.1f}" '
-                     f'height="{ph}" fill="{color}" fill-opacity="0.10">{title}</rect>')
-        parts.append(f'<line x1="{a:.1f}" x2="{a:.1f}" y1="{PAD_T}" y2="{PAD_T + ph}" '
-                     f'stroke="{color}" class="onset">{title}</line>')
+        parts.append(
+            f'<rect x="{a:.1f}" y="{PAD_T}" width="{max(b - a, 1.5):.1f}" '
+            f'height="{ph}" fill="{color}" fill-opacity="0.10">{title}</rect>'
+        )
+        parts.append(
+            f'<line x1="{a:.1f}" x2="{a:.1f}" y1="{PAD_T}" y2="{PAD_T + ph}" '
+            f'stroke="{color}" class="onset">{title}</line>'
+        )
         if m.end is not None:
-            parts.append(f'<line x1="{b:.1f}" x2="{b:.1f}" y1="{PAD_T}" y2="{PAD_T + ph}" '
-                         f'stroke="{color}" class="end">{title}</line>')
+            parts.append(
+                f'<line x1="{b:.1f}" x2="{b:.1f}" y1="{PAD_T}" y2="{PAD_T + ph}" '
+                f'stroke="{color}" class="end">{title}</line>'
+            )
         for t in m.thresholds:
             y = sy(t)
-            parts.append(f'<line x1="{PAD_L}" x2="{PAD_L + pw}" y1="{y:.1f}" y2="{y:.1f}" '
-                         f'stroke="{color}" class="thr"><title>threshold {_label(t)}</title>'
-                         f'</line>')
-            parts.append(f'<text x="{PAD_L + pw - 2}" y="{y - 3:.1f}" class="thrlabel" '
-                         f'fill="{color}">threshold {_label(t)}</text>')
+            parts.append(
+                f'<line x1="{PAD_L}" x2="{PAD_L + pw}" y1="{y:.1f}" y2="{y:.1f}" '
+                f'stroke="{color}" class="thr"><title>threshold {_label(t)}</title>'
+                f"</line>"
+            )
+            parts.append(
+                f'<text x="{PAD_L + pw - 2}" y="{y - 3:.1f}" class="thrlabel" '
+                f'fill="{color}">threshold {_label(t)}</text>'
+            )
     # the series itself: logged points joined in step order (a step that did not log is skipped)
     if xs.shape[0] == 1:
         parts.append(f'<circle cx="{sx(xs[0]):.1f}" cy="{sy(ys[0]):.1f}" r="2.5" class="dot"/>')

@@ -25,8 +25,19 @@ if TYPE_CHECKING:
 __all__ = ["render_html"]
 
 OVERVIEW = (
-    "reward_mean", "eval/reward_mean", "acr", "adv_std", "reward_std", "entropy", "kl",
-    "length_mean", "truncation_frac", "clip_frac", "grad_norm", "throughput", "step_time",
+    "reward_mean",
+    "eval/reward_mean",
+    "acr",
+    "adv_std",
+    "reward_std",
+    "entropy",
+    "kl",
+    "length_mean",
+    "truncation_frac",
+    "clip_frac",
+    "grad_norm",
+    "throughput",
+    "step_time",
 )
 """Series shown in the overview, in order, when the run has them."""
 OVERVIEW_MAX = 8
@@ -118,8 +129,9 @@ def render_html(diagnosis: Diagnosis, options: RenderOptions) -> str:
         f'<p class="source">{escape(source)}</p>',
         f'<span class="verdict {escape(worst)}">{escape(verdict(findings))}</span>',
         '<dl class="facts">'
-        + "".join(f"<div><dt>{escape(k)}</dt><dd>{escape(v)}</dd></div>"
-                  for k, v in header_facts(d))
+        + "".join(
+            f"<div><dt>{escape(k)}</dt><dd>{escape(v)}</dd></div>" for k, v in header_facts(d)
+        )
         + "</dl>",
         "</header>",
     ]
@@ -133,8 +145,10 @@ def render_html(diagnosis: Diagnosis, options: RenderOptions) -> str:
         out.append(_card(i, f, names, vitals))
     out.append(_overview(vitals, available, plotted))
     out.append(_notes(d))
-    out.append(f"<footer>rlvitals {escape(__version__)} · self-contained report: no scripts, "
-               f"no network requests</footer>")
+    out.append(
+        f"<footer>rlvitals {escape(__version__)} · self-contained report: no scripts, "
+        f"no network requests</footer>"
+    )
     out.append("</main></body></html>")
     return "\n".join(out) + "\n"
 
@@ -166,18 +180,22 @@ def _marker(f: dict, name: str, with_thresholds: bool = True) -> Marker:
 def _summary_table(findings: list[dict]) -> str:
     rows = []
     for i, f in enumerate(findings):
-        end = "ongoing" if f["end_step"] is None and f["onset_step"] is not None \
+        end = (
+            "ongoing"
+            if f["end_step"] is None and f["onset_step"] is not None
             else number(f["end_step"])
+        )
         rows.append(
             f'<tr><td><span class="badge {escape(f["severity"])}">'
-            f'{escape(f["severity"].upper())}</span></td>'
+            f"{escape(f['severity'].upper())}</span></td>"
             f'<td><a class="id" href="#finding-{i}">{escape(f["id"])}</a></td>'
             f'<td class="num">{escape(number(f["onset_step"]))}</td>'
             f'<td class="num">{escape(end)}</td><td>{escape(f["message"])}</td></tr>'
         )
-    return ('<table class="findings"><thead><tr><th>severity</th><th>ID</th><th>onset</th>'
-            "<th>end</th><th>finding</th></tr></thead><tbody>" + "".join(rows)
-            + "</tbody></table>")
+    return (
+        '<table class="findings"><thead><tr><th>severity</th><th>ID</th><th>onset</th>'
+        "<th>end</th><th>finding</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+    )
 
 
 def _card(i: int, f: dict, names: list[str], vitals) -> str:
@@ -199,15 +217,25 @@ def _card(i: int, f: dict, names: list[str], vitals) -> str:
     if plots:
         parts.append('<div class="plots">' + "".join(plots) + "</div>")
     if metrics:
-        parts.append('<dl class="metrics">' + "".join(
-            f"<div><dt>{escape(str(k))}</dt><dd>{escape(number(v))}</dd></div>"
-            for k, v in metrics.items()) + "</dl>")
+        parts.append(
+            '<dl class="metrics">'
+            + "".join(
+                f"<div><dt>{escape(str(k))}</dt><dd>{escape(number(v))}</dd></div>"
+                for k, v in metrics.items()
+            )
+            + "</dl>"
+        )
     actions = f.get("actions") or []
     if actions:
-        parts.append("<h3>Try</h3><ul class=\"try\">"
-                     + "".join(f"<li>{escape(str(a))}</li>" for a in actions) + "</ul>")
-    parts.append(f'<p class="meta">confidence {f["confidence"]:.2f} · evidence '
-                 f'{escape(str(f["evidence"]))}</p>')
+        parts.append(
+            '<h3>Try</h3><ul class="try">'
+            + "".join(f"<li>{escape(str(a))}</li>" for a in actions)
+            + "</ul>"
+        )
+    parts.append(
+        f'<p class="meta">confidence {f["confidence"]:.2f} · evidence '
+        f"{escape(str(f['evidence']))}</p>"
+    )
     parts.append("</article>")
     return "".join(parts)
 
@@ -220,21 +248,31 @@ def _overview(vitals, available: set[str], plotted: dict[str, list[Marker]]) -> 
     for name in names:
         steps, values = _series(vitals, name)
         plots.append(line_plot(name, steps, values, plotted.get(name, [])))
-    return ('<section class="overview"><h2>Vital signs</h2><div class="plots">'
-            + "".join(p for p in plots if p) + "</div></section>")
+    return (
+        '<section class="overview"><h2>Vital signs</h2><div class="plots">'
+        + "".join(p for p in plots if p)
+        + "</div></section>"
+    )
 
 
 def _notes(d: dict) -> str:
     items = [escape(str(n)) for n in (d.get("vitals", {}).get("notes") or [])]
     items += [escape(str(w)) for w in (d["run"].get("warnings") or [])]
-    items += [f"not judged: <span class=\"id\">{escape(k)}</span> {escape(str(v))}"
-              for k, v in sorted((d.get("skipped") or {}).items())]
-    items += [f"detector error: <span class=\"id\">{escape(k)}</span> {escape(str(v))}"
-              for k, v in sorted((d.get("errors") or {}).items())]
+    items += [
+        f'not judged: <span class="id">{escape(k)}</span> {escape(str(v))}'
+        for k, v in sorted((d.get("skipped") or {}).items())
+    ]
+    items += [
+        f'detector error: <span class="id">{escape(k)}</span> {escape(str(v))}'
+        for k, v in sorted((d.get("errors") or {}).items())
+    ]
     if not items:
         return ""
     return '<ul class="notes">' + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
 
 
-register(Renderer("html", "self-contained HTML page with plots (no network requests)", ".html",
-                  render_html))
+register(
+    Renderer(
+        "html", "self-contained HTML page with plots (no network requests)", ".html", render_html
+    )
+)

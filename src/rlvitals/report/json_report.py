@@ -36,9 +36,12 @@ def strict(obj: Any) -> Any:
 
 def render_json(diagnosis: Diagnosis, options: RenderOptions) -> str:
     """The JSON report, indented, with a trailing newline."""
-    return json.dumps(strict(diagnosis.to_dict()), indent=2, allow_nan=False,
-                      ensure_ascii=False) + "\n"
+    return (
+        json.dumps(strict(diagnosis.to_dict()), indent=2, allow_nan=False, ensure_ascii=False)
+        + "\n"
+    )
 
 
-register(Renderer("json", "the JSON contract (schema 1, docs/report-json.md)", ".json",
-                  render_json))
+register(
+    Renderer("json", "the JSON contract (schema 1, docs/report-json.md)", ".json", render_json)
+)

@@ -67,8 +67,11 @@ def render_markdown(diagnosis: Diagnosis, options: RenderOptions) -> str:
     if findings:
         out += ["| | ID | onset | end | finding |", "|---|---|--:|--:|---|"]
         for f in findings:
-            end = "ongoing" if f["end_step"] is None and f["onset_step"] is not None \
+            end = (
+                "ongoing"
+                if f["end_step"] is None and f["onset_step"] is not None
                 else number(f["end_step"])
+            )
             out.append(
                 f"| {ICON.get(f['severity'], '')} {f['severity']} | {md_code(f['id'])} "
                 f"| {number(f['onset_step'])} | {end} | {md_escape(f['message'])} |"
@@ -82,8 +85,7 @@ def render_markdown(diagnosis: Diagnosis, options: RenderOptions) -> str:
 
 def _section(f: dict) -> list[str]:
     lines = [
-        f"### {ICON.get(f['severity'], '')} {md_code(f['id'])} ({f['severity']}, "
-        f"{span_text(f)})",
+        f"### {ICON.get(f['severity'], '')} {md_code(f['id'])} ({f['severity']}, {span_text(f)})",
         "",
         md_escape(f["message"], line_start=True),
         "",
@@ -92,8 +94,9 @@ def _section(f: dict) -> list[str]:
     ]
     metrics = f.get("metrics") or {}
     if metrics:
-        lines.append(" · ".join(f"{md_code(k)} **{md_escape(number(v))}**"
-                                for k, v in metrics.items()))
+        lines.append(
+            " · ".join(f"{md_code(k)} **{md_escape(number(v))}**" for k, v in metrics.items())
+        )
         lines.append("")
     actions = f.get("actions") or []
     if actions:

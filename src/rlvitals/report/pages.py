@@ -115,18 +115,22 @@ def page_problems(cls: type[Detector]) -> list[str]:
         return [f"{cls.id}: no docstring"]
     found = [s for s in _sections(doc) if s in SECTIONS]
     if found != list(SECTIONS):
-        problems.append(f"{cls.id}: sections must be {' · '.join(SECTIONS)}; found "
-                        f"{' · '.join(found) or 'none'}")
+        problems.append(
+            f"{cls.id}: sections must be {' · '.join(SECTIONS)}; found "
+            f"{' · '.join(found) or 'none'}"
+        )
     names = {f.name for f in dataclasses.fields(cls.Knobs)}
     for ref in _KNOB_REF.findall(doc):
         if ref not in names:
             valid = ", ".join(sorted(names)) or "(none)"
-            problems.append(f"{cls.id}: the page names knob {ref!r}, which does not exist; "
-                            f"valid: {valid}")
+            problems.append(
+                f"{cls.id}: the page names knob {ref!r}, which does not exist; valid: {valid}"
+            )
     for name, text in knob_docs(cls).items():
         if not text:
-            problems.append(f"{cls.id}: knob {name!r} is not documented (a '#:' comment above "
-                            f"the field)")
+            problems.append(
+                f"{cls.id}: knob {name!r} is not documented (a '#:' comment above the field)"
+            )
     return problems
 
 
@@ -146,9 +150,14 @@ def detector_page(cls: type[Detector], links: bool = True, picture: str | None =
     body = _KNOB_REF.sub(ref, body.strip())
     metrics = ", ".join(f"`{m}`" for m in cls.key_metrics) or "-"
     if links:
-        header = ["| | |", "|---|---|", f"| ID | `{cls.id}` |",
-                  f"| severity | {cls.severity.value} |", f"| family | {cls.family} |",
-                  f"| key metrics | {metrics} |"]
+        header = [
+            "| | |",
+            "|---|---|",
+            f"| ID | `{cls.id}` |",
+            f"| severity | {cls.severity.value} |",
+            f"| family | {cls.family} |",
+            f"| key metrics | {metrics} |",
+        ]
     else:  # the terminal: no table markup
         header = [f"severity {cls.severity.value} · family {cls.family} · key metrics {metrics}"]
     out = [f"# {cls.id}", "", first.strip(), "", *header, "", body, ""]
@@ -159,7 +168,7 @@ def detector_page(cls: type[Detector], links: bool = True, picture: str | None =
             f"![{cls.id} on its bad test run]({picture})",
             "",
             f"The shaded span is what `{cls.id}` reports on its `bad` run; its `good` run must "
-            f"stay silent (`PAIRS[\"{cls.id}\"]` in `dev/rlvitals_corpus/fixtures.py`, tested "
+            f'stay silent (`PAIRS["{cls.id}"]` in `dev/rlvitals_corpus/fixtures.py`, tested '
             "in `tests/test_fixtures.py`).",
             "",
         ]
@@ -168,8 +177,10 @@ def detector_page(cls: type[Detector], links: bool = True, picture: str | None =
     if fields:
         docs = knob_docs(cls)
         out += ["| knob | default | meaning |", "|---|---|---|"]
-        out += [f"| `{f.name}` | {_default(f.default)} | {docs[f.name].replace('|', '/')} |"
-                for f in fields]
+        out += [
+            f"| `{f.name}` | {_default(f.default)} | {docs[f.name].replace('|', '/')} |"
+            for f in fields
+        ]
         example = fields[0]
         out += [
             "",
@@ -206,8 +217,10 @@ def catalogue_page() -> str:
         "|---|---|---|---|",
     ]
     for cls in catalogue():
-        out.append(f"| [{cls.id}]({cls.id}.md) | {cls.severity.value} | {cls.family} | "
-                   f"{summary(cls).replace('|', '/')} |")
+        out.append(
+            f"| [{cls.id}]({cls.id}.md) | {cls.severity.value} | {cls.family} | "
+            f"{summary(cls).replace('|', '/')} |"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -223,7 +236,7 @@ def metrics_page() -> str:
         "their remainder the same way. A key that matches nothing is kept under its raw name.",
         "",
         "Keys your trainer logs under names of its own are mapped onto these with a `[metrics]` "
-        "table in `rlvitals.toml` (`\"my/pass_rate\" = \"reward_mean\"`; its `eval` twin "
+        'table in `rlvitals.toml` (`"my/pass_rate" = "reward_mean"`; its `eval` twin '
         "follows) or `rlvitals doctor RUN --metric my/pass_rate=reward_mean`. The doctor "
         "refuses (exit 2) a file in which no key maps onto a metric below.",
         "",

@@ -80,8 +80,11 @@ def _table(findings: list[dict]) -> Table:
             Text(LABEL.get(sev, sev), style=STYLE.get(sev, "")),
             Text(f["id"], style="bold"),
             Text(number(f["onset_step"])),
-            Text("ongoing" if f["end_step"] is None and f["onset_step"] is not None
-                 else number(f["end_step"])),
+            Text(
+                "ongoing"
+                if f["end_step"] is None and f["onset_step"] is not None
+                else number(f["end_step"])
+            ),
             Text(f["message"]),
         )
     return table
@@ -93,8 +96,7 @@ def _details(console: Console, f: dict) -> None:
     line.append(LABEL.get(sev, sev), style=STYLE.get(sev, ""))
     line.append(" ")
     line.append(f["id"], style="bold")
-    line.append(f"  {span_text(f)} · confidence {f['confidence']:.2f} · evidence ",
-                style="dim")
+    line.append(f"  {span_text(f)} · confidence {f['confidence']:.2f} · evidence ", style="dim")
     line.append(str(f["evidence"]), style="dim")
     console.print(line)
     console.print(Padding(Text(f["message"]), (0, 0, 0, INDENT)))
@@ -115,11 +117,15 @@ def _footer(console: Console, d: dict) -> None:
         console.print(Text("note: " + str(note), style="dim"))
     skipped = d.get("skipped") or {}
     if skipped:  # names only: the JSON, Markdown and HTML reports say what each one needs
-        console.print(Text(f"not judged ({len(skipped)}, the run does not log what they read): "
-                           + ", ".join(sorted(skipped)), style="dim"))
+        console.print(
+            Text(
+                f"not judged ({len(skipped)}, the run does not log what they read): "
+                + ", ".join(sorted(skipped)),
+                style="dim",
+            )
+        )
     for det_id, err in sorted((d.get("errors") or {}).items()):
         console.print(Text(f"detector error: {det_id}: {err}", style="red"))
 
 
-register(Renderer("text", "terminal report (rich; plain when not a terminal)", ".txt",
-                  render_text))
+register(Renderer("text", "terminal report (rich; plain when not a terminal)", ".txt", render_text))

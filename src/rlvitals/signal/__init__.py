@@ -58,7 +58,6 @@ from rlvitals.signal.series import (
 
 __all__ = [
     "ADVANTAGE_METHODS",
-
     "DEFAULT_EPS",
     "DEFAULT_TAU",
     "DEFAULT_WINDOW",

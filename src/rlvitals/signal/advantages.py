@@ -28,7 +28,12 @@ ADVANTAGE_METHODS = ("grpo", "dr_grpo", "batch", "rloo")
 
 
 def _check_eps(eps: Any) -> float:
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps < 0:
+    if (
+        isinstance(eps, bool)
+        or not isinstance(eps, (int, float))
+        or not math.isfinite(eps)
+        or eps < 0
+    ):
         raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
     return float(eps)
 

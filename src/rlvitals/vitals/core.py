@@ -59,9 +59,22 @@ __all__ = [
 ]
 
 DERIVED_SERIES = (
-    "acr", "acr_solve_all", "acr_solve_none", "acr_flat", "n_groups", "group_size", "pass_rate",
-    "expected_acr", "excess_acr", "acr_windowed", "acr_volatility", "adv_span", "adv_all_zero",
-    "reward_range", "zero_update", "wasted_frac",
+    "acr",
+    "acr_solve_all",
+    "acr_solve_none",
+    "acr_flat",
+    "n_groups",
+    "group_size",
+    "pass_rate",
+    "expected_acr",
+    "excess_acr",
+    "acr_windowed",
+    "acr_volatility",
+    "adv_span",
+    "adv_all_zero",
+    "reward_range",
+    "zero_update",
+    "wasted_frac",
 )
 """Series the vitals derive (module docstring); with the canonical metrics
 (:data:`rlvitals.recording.metrics.CANONICAL`) they are the names a detector may ask for."""
@@ -84,8 +97,10 @@ class UnknownSeriesError(KeyError):
 
         close = difflib.get_close_matches(name, [*CANONICAL, *DERIVED_SERIES], n=3, cutoff=0.6)
         hint = f" (closest: {', '.join(close)})" if close else ""
-        super().__init__(f"unknown series {name!r}{hint}: vitals hold the canonical metrics "
-                         "(docs/metrics.md) and the derived series of rlvitals.vitals.core")
+        super().__init__(
+            f"unknown series {name!r}{hint}: vitals hold the canonical metrics "
+            "(docs/metrics.md) and the derived series of rlvitals.vitals.core"
+        )
 
     def __str__(self) -> str:
         return str(self.args[0])
@@ -230,8 +245,17 @@ class Vitals:
             "reward_min": self.reward_min,
             "reward_max": self.reward_max,
         }
-        for name in ("acr_windowed", "wasted_frac", "excess_acr", "acr_solve_all",
-                     "acr_solve_none", "acr_flat", "adv_std", "reward_std", "pass_rate"):
+        for name in (
+            "acr_windowed",
+            "wasted_frac",
+            "excess_acr",
+            "acr_solve_all",
+            "acr_solve_none",
+            "acr_flat",
+            "adv_std",
+            "reward_std",
+            "pass_rate",
+        ):
             s = self.get(name)
             if s is not None:
                 key = "acr_windowed_last" if name == "acr_windowed" else f"{name}_mean"
@@ -289,8 +313,16 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
     # ---- tier 1: per-group rewards (exact) ------------------------------------------------
     if gs is not None:
         gpos = np.searchsorted(steps, gs.steps)
-        for name in ("acr", "acr_solve_all", "acr_solve_none", "acr_flat", "expected_acr",
-                     "pass_rate", "n_groups", "group_size"):
+        for name in (
+            "acr",
+            "acr_solve_all",
+            "acr_solve_none",
+            "acr_flat",
+            "expected_acr",
+            "pass_rate",
+            "n_groups",
+            "group_size",
+        ):
             series[name] = _scatter(T, gpos, getattr(gs, name))
         for name in ("adv_std", "adv_zero_frac"):
             if not _finite_any(series.get(name)):
@@ -484,8 +516,13 @@ def reward_range(run: Run) -> RewardRange:
     lo, hi = _observed_reward_range(run)
     if lo < 0.0 or hi > 1.0:
         lo, hi = min(0.0, lo), max(1.0, hi)
-        return RewardRange(lo, hi, False, True,
-                           note + f"reward range unknown: taken from the rewards seen, [{lo:g}, {hi:g}]")
+        return RewardRange(
+            lo,
+            hi,
+            False,
+            True,
+            note + f"reward range unknown: taken from the rewards seen, [{lo:g}, {hi:g}]",
+        )
     return RewardRange(0.0, 1.0, False, False, note + "reward range unknown: assumed [0, 1]")
 
 

@@ -53,15 +53,34 @@ RECORDING_SUBDIR = "rlvitals"
 """Default recording directory, under the trainer's ``output_dir``."""
 _SUMMARY_KEYS = ("train_runtime", "train_samples_per_second")
 """TRL's final summary row (averaged ``train_loss`` etc.) is not a step row; it is skipped."""
-_FACT_ARGS = ("num_generations", "scale_rewards", "beta", "logging_steps",
-              "multi_objective_aggregation")
+_FACT_ARGS = (
+    "num_generations",
+    "scale_rewards",
+    "beta",
+    "logging_steps",
+    "multi_objective_aggregation",
+)
 """GRPOConfig fields the trainer facts (:mod:`rlvitals.trainers.trl`) read."""
 _MANIFEST_ARGS = (
-    "loss_type", "num_generations", "num_generations_eval", "per_device_train_batch_size",
-    "gradient_accumulation_steps", "steps_per_generation", "num_iterations", "learning_rate",
-    "max_completion_length", "temperature", "epsilon", "epsilon_high", "importance_sampling_level",
-    "mask_truncated_completions", "reward_weights", "multi_objective_aggregation", "seed",
-    "max_steps", "use_vllm",
+    "loss_type",
+    "num_generations",
+    "num_generations_eval",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "steps_per_generation",
+    "num_iterations",
+    "learning_rate",
+    "max_completion_length",
+    "temperature",
+    "epsilon",
+    "epsilon_high",
+    "importance_sampling_level",
+    "mask_truncated_completions",
+    "reward_weights",
+    "multi_objective_aggregation",
+    "seed",
+    "max_steps",
+    "use_vllm",
 )
 
 
@@ -245,12 +264,18 @@ class RlvitalsCallback(TrainerCallback):
 
     def _groups(self, batch: GroupBatch) -> None:
         self.monitor.feed_groups(
-            batch.step, batch.rewards, batch.group_ids, prompts=batch.prompts,
+            batch.step,
+            batch.rewards,
+            batch.group_ids,
+            prompts=batch.prompts,
             advantages=batch.advantages,
         )
         if self.recorder is not None:
             self.recorder.log_groups(
-                batch.step, batch.rewards, batch.group_ids, prompts=batch.prompts,
+                batch.step,
+                batch.rewards,
+                batch.group_ids,
+                prompts=batch.prompts,
                 advantages=batch.advantages,
             )
 
@@ -266,8 +291,13 @@ class RlvitalsCallback(TrainerCallback):
             logger.warning("rlvitals doctor at step %d: %s %s: %s", step, severity, f.id, f.message)
             if self.recorder is not None:
                 self.recorder.log_event(
-                    step, "alert", f.message, id=f.id, severity=severity,
-                    onset_step=f.onset_step, evidence=getattr(f, "evidence", None),
+                    step,
+                    "alert",
+                    f.message,
+                    id=f.id,
+                    severity=severity,
+                    onset_step=f.onset_step,
+                    evidence=getattr(f, "evidence", None),
                 )
         if not (may_halt and self.halt_rank is not None):
             return False
@@ -287,8 +317,10 @@ class RlvitalsCallback(TrainerCallback):
         errors = dict(self.guard.errors)
         if errors:
             self.recorder.log_event(
-                int(state.global_step), "note",
-                f"rlvitals callback hooks failed {sum(errors.values())} times", errors=errors,
+                int(state.global_step),
+                "note",
+                f"rlvitals callback hooks failed {sum(errors.values())} times",
+                errors=errors,
             )
         self.recorder.update_manifest(config={"rlvitals_callback_seconds": round(self.seconds, 3)})
         self.recorder.close()

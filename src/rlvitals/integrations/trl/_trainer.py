@@ -127,7 +127,10 @@ class RlvitalsGRPOMixin:
         from rlvitals.estimators import get_estimator
 
         args = self.args
-        if getattr(args, "multi_objective_aggregation", "sum_then_normalize") != "sum_then_normalize":
+        if (
+            getattr(args, "multi_objective_aggregation", "sum_then_normalize")
+            != "sum_then_normalize"
+        ):
             raise ValueError(
                 "rlvitals estimators need one reward per completion: set "
                 "multi_objective_aggregation='sum_then_normalize' (got "
@@ -152,7 +155,9 @@ class RlvitalsGRPOMixin:
     # -- the two overrides --------------------------------------------------------------------
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        rewards_per_func = super()._calculate_rewards(
+            inputs, prompts, completions, completion_ids_list
+        )
         self._rlvitals_rewards_per_func = rewards_per_func
         return rewards_per_func
 
