@@ -372,6 +372,9 @@ def test_avspo_metrics_reach_wandb(tok, tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
     monkeypatch.setenv("WANDB_SILENT", "true")
+    # wandb keeps its settings (WANDB_DIR included) in a process-wide singleton made by the
+    # first wandb.init: another test's run in this worker would send ours to its folder
+    wandb.teardown()
     trainer = _trainer(
         Capturing,
         tok,

@@ -36,7 +36,7 @@ from rlvitals_corpus import Label, LabelledRun, generate, to_run
 from rlvitals_corpus import families as F
 from rlvitals_corpus.other import ALLOW, FAMILY
 
-__all__ = ["PAIRS", "Pair", "pair", "register"]
+__all__ = ["PAIRS", "Pair", "pair", "register", "rows_pair"]
 
 Make = Callable[[int | None], LabelledRun]
 """``(seed) -> LabelledRun``; seed None gives the pair's own run (the one the docs draw)."""
@@ -202,6 +202,7 @@ def _from_rows(
     rows: Callable[[int], tuple[F.Rows, F.Rows]],
     onset: int,
     end: int | None,
+    family: str | None = None,
 ) -> Make:
     def make(seed: int | None = None) -> LabelledRun:
         seed = 0 if seed is None else seed
@@ -218,7 +219,7 @@ def _from_rows(
         return LabelledRun(
             name=f"{det_id.lower()}_{kind}-s{seed}",
             scenario=f"families.{rows.__name__}",
-            family=FAMILY[det_id],
+            family=family or FAMILY[det_id],
             steps=steps,
             columns=columns,
             eval_steps=esteps,
@@ -282,6 +283,31 @@ _rows(
 )
 _rows("REWARD_HACKING", F.hack_bad, F.hack_good, about="eval falls while train reward rises")
 _rows("THROUGHPUT_ROT", F.rot_bad, F.rot_good, about="steps take twice as long from the onset")
+
+
+def rows_pair(
+    det_id: str,
+    bad: Callable[[int], tuple[F.Rows, F.Rows]],
+    good: Callable[[int], tuple[F.Rows, F.Rows]],
+    *,
+    family: str,
+    onset: int = F.ONSET,
+    end: int | None = None,
+    about: str = "",
+) -> Pair:
+    """Register the pair of a detector whose runs are rows of :mod:`rlvitals_corpus.families`
+    (``bad(seed)`` / ``good(seed)`` return ``(train_rows, eval_rows)``): what a detector module
+    of :mod:`rlvitals_corpus.pairs` calls."""
+    return register(
+        Pair(
+            det_id,
+            _from_rows(det_id, "bad", bad, onset, end, family),
+            _from_rows(det_id, "good", good, onset, end, family),
+            onset,
+            end,
+            about,
+        )
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -369,3 +395,10 @@ register(
         about="the recorder could not open its groups stream and dropped every group",
     )
 )
+
+
+# --------------------------------------------------------------------------------------------
+# Pairs of detectors added later (scripts/new_detector.py writes one module each).
+
+for _mod in sorted(p.stem for p in Path(__file__).with_name("pairs").glob("[!_]*.py")):
+    __import__(f"rlvitals_corpus.pairs.{_mod}")

@@ -398,6 +398,7 @@ def write_wandb(lr: LabelledRun, dest: Path) -> Path:
             run.log({**{_hf_tag(k): v for k, v in row.items()}, "train/global_step": s})
     finally:
         run.finish()
+        wandb.teardown()  # flush, and leave no process-wide wandb settings behind
     return dest
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "ESTIMATOR_INFO",
     "EstimatorInfo",
     "Scale",
+    "add",
     "from_openrlhf",
     "from_trl",
     "from_verl",
@@ -155,6 +156,16 @@ ESTIMATOR_INFO: dict[str, EstimatorInfo] = {
 
 _ALIASES: dict[str, str] = {a: e.name for e in ESTIMATOR_INFO.values() for a in e.aliases}
 _SCALES = frozenset(s.value for s in Scale)
+
+
+def add(entry: EstimatorInfo) -> None:
+    """Add an estimator to the vocabulary (what ``register_estimator(..., scale=...)`` does for
+    an estimator of one's own); a name (or alias) already known raises."""
+    taken = {entry.name, *entry.aliases} & {*ESTIMATOR_INFO, *_ALIASES}
+    if taken:
+        raise ValueError(f"estimator name(s) {sorted(taken)} already in the vocabulary")
+    ESTIMATOR_INFO[entry.name] = entry
+    _ALIASES.update({a: entry.name for a in entry.aliases})
 
 
 def info(name: str | None) -> EstimatorInfo | None:

@@ -141,6 +141,8 @@ def register_estimator(
 
     def deco(fn: EstimatorFn) -> EstimatorFn:
         ESTIMATORS.add(name, Estimator(name, config_cls, fn, state_cls, summary, scale))
+        if known is None and scale is not None:  # runs recorded with it resolve its scale
+            vocabulary.add(vocabulary.EstimatorInfo(name, vocabulary.Scale(scale), summary=summary))
         return fn
 
     return deco

@@ -31,6 +31,10 @@ sub-directory ``<main>_<k>`` (torch) or ``<main>/<k>`` (tensorboardX), read back
 ``validation`` or ``test`` (Keras) holds evaluation series (``eval/<tag>``). When two run
 directories log the same series over overlapping steps, a warning says so (the later file
 wins each shared step).
+
+One module, a little over 500 lines: the framing, the Event/Summary schema it decodes and the
+recovery rules for damaged files belong together (each explains the next); the generic
+protobuf decoder and the CRC-32C live in ``_protobuf`` and ``_crc32c``.
 """
 
 from __future__ import annotations

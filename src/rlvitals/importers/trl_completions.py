@@ -17,12 +17,14 @@ import numpy as np
 from rlvitals.errors import InputError, MissingExtraError
 from rlvitals.importers import Importer, Progress, register
 from rlvitals.importers._trl_files import (
-    PARQUET_MAGIC,
     apply_args,
     find_args_file,
+    state_hints_near,
+)
+from rlvitals.importers._trl_tables import (
+    PARQUET_MAGIC,
     pyarrow_parquet,
     read_table_groups,
-    state_hints_near,
     table_files,
 )
 from rlvitals.recording.run import Manifest, Run, RunBuilder

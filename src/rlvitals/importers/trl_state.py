@@ -34,15 +34,14 @@ from rlvitals.importers._trl_files import (
     STATE_NAME,
     StateHints,
     apply_args,
-    attach_groups,
     find_args_file,
     find_state,
     is_checkpoint_dir,
     is_eval_row,
     read_json,
     step_int,
-    table_files,
 )
+from rlvitals.importers._trl_tables import attach_groups, table_files
 from rlvitals.recording.run import Event, Manifest, Run, RunBuilder
 
 __all__ = ["load_trl_state"]

@@ -31,6 +31,10 @@ when the row has it — TRL and OpenRLHF log it and let ``_step`` count ``wandb.
 UI (``a/b`` when only that spelling is a known metric). Keys starting with ``_`` (``_runtime``,
 ``_timestamp``, ``_wandb``) are dropped; non-numeric values (media, tables, strings) are
 skipped. The config (minus ``_wandb``) becomes ``manifest.config`` and reveals the trainer.
+
+One module, a little over 500 lines: the block framing, the record schema and the recovery
+rules for torn and corrupted blocks explain each other; the protobuf decoder lives in
+``_protobuf``.
 """
 
 from __future__ import annotations

@@ -4,15 +4,13 @@ from rlvitals.vitals.core import (
     DERIVED_SERIES,
     EVIDENCE_TIERS,
     MIN_JUDGE_STEPS,
-    RewardRange,
     UnknownSeriesError,
     Vitals,
-    acr_series,
     compute_vitals,
     is_known_series,
-    reward_range,
 )
 from rlvitals.vitals.groups import GroupSeries, group_series
+from rlvitals.vitals.rewards import RewardRange, acr_series, reward_range
 
 __all__ = [
     "DERIVED_SERIES",
