@@ -45,7 +45,7 @@ def main() -> None:
     def ours(r=rewards, i=ids):
         stats = rlvitals.group_stats(r, i)
         int(stats.collapsed.sum())  # ACR
-        rlvitals.advantages(r, i, "grpo", stats=stats)
+        rlvitals.advantages_from_stats(stats, "grpo")
 
     # Ragged: sizes 8..24 (mean 16), shuffled rows: the general path.
     sizes = rng.integers(8, 25, size=n_groups)
