@@ -132,7 +132,9 @@ def test_stratified_virtual_rewards():
 
 def test_triggered_step_augments_collapsed_groups_with_stratified_rewards():
     rewards, ids = STEP
-    adv, m, state = rlvitals.estimate("avspo", rewards, ids)
+    # by default the flat [0.5] group (partial credit) is left alone: five groups augmented
+    assert rlvitals.estimate("avspo", rewards, ids)[1]["avspo_groups_augmented"] == 5.0
+    adv, m, state = rlvitals.estimate("avspo", rewards, ids, flat="stratify")
     assert m["acr"] == pytest.approx(0.6)
     assert m["avspo_acr_gate"] == pytest.approx(0.6) and m["avspo_windowed"] == 0.0
     assert m["avspo_triggered"] == 1.0 and m["tau_adapt"] == 0.5
@@ -365,3 +367,34 @@ def test_released_variant_has_no_gate_and_uses_the_complement():
         "avspo_released", np.full(4, -1.0), np.zeros(4, dtype=int), r_min=-1.0, r_max=1.0
     )
     np.testing.assert_allclose(adv, brute([-1.0] * 4, [1.0]))
+
+
+def _flat_group_advantage(n_collapsed_others: int, flat: str) -> float:
+    """Advantage AVSPO gives a group stuck at 0.6 in a step of 8 groups of G=8 (one live group,
+    the others all failed), with the gate forced open: more collapsed groups mean a larger K."""
+    groups = [[0.6] * 8, [1, 0] * 4] + [[0.0] * 8] * n_collapsed_others
+    groups += [[1, 0] * 4] * (6 - n_collapsed_others)
+    r = np.array([v for grp in groups for v in grp], dtype=np.float64)
+    g = np.repeat(np.arange(len(groups)), 8)
+    adv, metrics, _ = rlvitals.estimate("avspo", r, g, tau_adapt0=0.1, flat=flat)
+    return float(adv[0]), metrics["avspo_k"]
+
+
+def test_partial_credit_group_never_gets_a_k_dependent_direction():
+    """Issue 10: a group stuck at 0.6 got +0.089 with K = 8 and -0.049 with K = 4: the mean of
+    the stratified virtual rewards, (K+1)/(2K), crosses 0.6 as K changes. By default (flat=
+    "skip") only groups at the bounds are augmented; a flat group keeps GRPO's zero."""
+    ks, signs = set(), set()
+    for n in range(0, 7):
+        a_skip, k = _flat_group_advantage(n, "skip")
+        assert a_skip == 0.0
+        a_paper, _ = _flat_group_advantage(n, "stratify")
+        ks.add(k)
+        signs.add(np.sign(round(a_paper, 12)))
+    assert len(ks) > 1 and {-1.0, 1.0} <= signs  # the literal formula does flip: why we skip
+    # binary groups are all at the bounds: "skip" augments every collapsed one, as the paper
+    r = np.array([1.0] * 8 + [0.0] * 8 + [1, 0] * 4)
+    g = np.repeat([0, 1, 2], 8)
+    for flat in ("skip", "stratify"):
+        adv, m, _ = rlvitals.estimate("avspo", r, g, tau_adapt0=0.1, flat=flat)
+        assert m["avspo_groups_augmented"] == 2 and adv[0] > 0 > adv[8]

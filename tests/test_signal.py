@@ -25,14 +25,22 @@ def ref_groups(rewards, ids):
     return groups
 
 
-def ref_collapsed(vals, tau=1e-6):
-    vals = [v for v in vals if not math.isnan(v)]
-    if not vals:
-        return None  # unscorable
+EPS64 = float(np.finfo(np.float64).eps)
+
+
+def ref_equal(vals, eps=EPS64):
+    """Equal up to round-off: within 4 machine epsilons of the magnitude (or a lone value)."""
     if len(vals) == 1:
         return True
     mean = sum(vals) / len(vals)
-    return statistics.stdev(vals) <= tau * max(1.0, abs(mean))
+    return statistics.stdev(vals) <= 4 * eps * max(1.0, abs(mean))
+
+
+def ref_collapsed(vals, tau=1e-6, eps=EPS64):
+    vals = [v for v in vals if not math.isnan(v)]
+    if not vals:
+        return None  # unscorable
+    return ref_equal(vals, eps) or statistics.stdev(vals) <= tau
 
 
 def ref_acr(rewards, ids, tau=1e-6):
@@ -41,14 +49,14 @@ def ref_acr(rewards, ids, tau=1e-6):
     return sum(flags) / len(flags)
 
 
-def ref_advantages(rewards, ids, method="grpo", eps=1e-4):
+def ref_advantages(rewards, ids, method="grpo", eps=1e-4, dtype_eps=EPS64):
     out = [0.0] * len(rewards)
     allv = [float(r) for r in rewards if not math.isnan(float(r))]
     bstd = statistics.stdev(allv) if len(allv) > 1 else 0.0
     for members in ref_groups(rewards, ids).values():
         vals = [v for _, v in members if not math.isnan(v)]
-        if len(vals) <= 1 or ref_collapsed(vals):
-            continue  # nothing to learn: a lone member, or rewards equal within tau
+        if len(vals) <= 1 or ref_equal(vals, dtype_eps):
+            continue  # nothing to learn: a lone member, or rewards equal up to round-off
         mean = sum(vals) / len(vals)
         std = statistics.stdev(vals)
         for i, v in members:
@@ -149,6 +157,29 @@ def test_large_rewards_use_relative_tolerance():
     r = np.array([1000.0, 1000.0 + 1e-7], dtype=np.float64)
     assert rlvitals.collapse_rate(r, [0, 0]) == 1.0
     assert rlvitals.collapse_rate(np.array([1000.0, 1000.1]), [0, 0]) == 0.0
+    # float32 round-off at large magnitude is equal rewards, not spread
+    big = np.array([4500.0, 4500.0], dtype=np.float32) + np.array([0.0, 2.0**-11], np.float32)
+    assert rlvitals.collapse_rate(big, [0, 0]) == 1.0
+    assert rlvitals.advantages(big, [0, 0]).tolist() == [0.0, 0.0]
+
+
+def test_tau_decides_acr_never_erases_real_spread():
+    """Issue 10: estimate('grpo', [1e6, 1e6+1, 1e6, 1e6+1]) returned zeros where TRL gives
+    +-0.866 (the collapse test turned relative above |mean| 1 and collapsed groups got zero
+    advantages); [1000, 1000.0005] * 4 likewise."""
+    for dtype in (np.float64, np.float32):
+        r = np.array([1e6, 1e6 + 1, 1e6, 1e6 + 1], dtype=dtype)
+        adv, metrics, _ = rlvitals.estimate("grpo", r, [0] * 4)
+        np.testing.assert_allclose(adv, [-0.866, 0.866, -0.866, 0.866], atol=1e-3)
+        assert metrics["acr"] == 0.0
+    r = np.array([1000, 1000.0005] * 4)
+    adv, _, _ = rlvitals.estimate("grpo", r, [0] * 8)
+    std = float(np.std(r, ddof=1))
+    np.testing.assert_allclose(adv, (r - r.mean()) / (std + 1e-4))  # TRL's formula
+    # within tau: collapsed for ACR, yet its (tiny) advantages are not erased
+    near = np.array([0.5, 0.5 + 1e-9])
+    assert rlvitals.collapse_rate(near, [0, 0]) == 1.0
+    assert rlvitals.advantages(near, [0, 0])[1] > 0
 
 
 def test_nan_rewards_excluded_and_zero_advantage():
@@ -240,7 +271,9 @@ def test_matches_reference(batch, method):
 def test_matches_reference_float32(batch):
     r, g = batch
     r32 = r.astype(np.float32)
-    ref = ref_advantages(r32.astype(np.float64).tolist(), g.tolist())
+    ref = ref_advantages(
+        r32.astype(np.float64).tolist(), g.tolist(), dtype_eps=float(np.finfo(np.float32).eps)
+    )
     np.testing.assert_allclose(rlvitals.advantages(r32, g), ref, rtol=1e-4, atol=2e-5)
     assert rlvitals.collapse_rate(r32, g) == pytest.approx(
         ref_acr(r32.astype(np.float64).tolist(), g.tolist())
@@ -470,8 +503,9 @@ def test_collapsed_groups_get_exact_zero_on_both_backends(method):
     a_np = rlvitals.advantages(r, g, method=method)
     a_t = rlvitals.advantages(torch.tensor(r), torch.tensor(g), method=method)
     np.testing.assert_allclose(a_t.numpy(), a_np, rtol=1e-7, atol=1e-7)
-    # Rewards within tau of each other are one value; tau=0 keeps their (tiny) differences.
+    # Rewards within tau of each other count as collapsed for ACR, but a real difference keeps
+    # the formula's (tiny) advantages whatever tau is: tau decides ACR only.
     near = np.array([0.5, 0.5 + 1e-9, 1.0, 0.0])
     ids = np.array([0, 0, 1, 1])
-    assert rlvitals.advantages(near, ids, method=method)[:2].tolist() == [0.0, 0.0]
+    assert rlvitals.advantages(near, ids, method=method)[1] > 0
     assert rlvitals.advantages(near, ids, method=method, tau=0.0)[1] > 0

@@ -10,7 +10,8 @@ step of ``avspo``:
 1. ACR_t = share of the step's scorable groups that are collapsed (raw rewards; logged as ``acr``).
 2. Gate: ``g_t = ACR_t``, or the mean of ACR over the last ``acr_window`` steps when the step holds
    few groups (see below); logged as ``avspo_acr_gate``. Trigger when ``g_t > tau_adapt``.
-3. Every collapsed group of a triggered step gets ``K_j = max(1, min(G_j, ceil(G_j g_t^alpha)))``
+3. Every collapsed group of a triggered step at the reward range's bounds (all solved or all
+   failed; see ``flat`` for partial credit) gets ``K_j = max(1, min(G_j, ceil(G_j g_t^alpha)))``
    virtual rewards, ``G_j`` its number of scorable completions.
 4. Stratified virtual rewards ``v_k = r_min + (r_max - r_min)(1 - (k - 1)/K)``, ``k = 1..K``.
 5. Real members of augmented groups: ``A_i = (r_i - mean') / (std' + eps)`` with mean' and std'
@@ -96,6 +97,7 @@ K_CEIL_TOL = 1e-9
 """``ceil(x - K_CEIL_TOL)``: an integer up to round-off is not rounded up."""
 
 WINDOWED_CHOICES = ("auto", "always", "never")
+FLAT_CHOICES = ("skip", "stratify")
 J_SIGNAL_CHOICES = ("reward_ema", "reward", "explicit")
 
 
@@ -128,6 +130,16 @@ class AvspoConfig:
         j_ema_decay (float, default 0.9): decay of the ``"reward_ema"`` EMA (ours).
         delta_j (float or None, default None): dJ for this step; required with
             ``j_signal="explicit"`` and refused otherwise.
+        flat (str, default "skip"): what to do with a collapsed group whose common value lies
+            strictly inside the reward range (partial credit, e.g. every completion scored 0.6).
+            ``"skip"`` (ours): leave it as GRPO does (zero advantages). ``"stratify"``: the
+            paper's formula for it too. Why: the paper's virtual rewards turn an all-solved
+            group positive and an all-failed one negative (their mean lies strictly between the
+            bounds whatever K is); for a group at c inside the range the sign of c minus that
+            mean, (K+1)/(2K) of the range, flips with K, i.e. with the step's ACR (a group at
+            0.6 gets +0.089 with K = 8 and -0.049 with K = 4). A direction that depends on how
+            many other groups collapsed is not a learning signal, so by default only groups at
+            r_min or r_max are augmented (for binary rewards that is every collapsed group).
     """
 
     eps: float = DEFAULT_EPS
@@ -146,6 +158,7 @@ class AvspoConfig:
     j_signal: str = "reward_ema"
     j_ema_decay: float = J_EMA_DECAY
     delta_j: float | None = None
+    flat: str = "skip"
 
     def __post_init__(self) -> None:
         check_number("eps", self.eps, lo=0.0)
@@ -161,6 +174,7 @@ class AvspoConfig:
         check_choice("windowed_gate", self.windowed_gate, WINDOWED_CHOICES)
         check_int("few_groups", self.few_groups, lo=1)
         check_choice("j_signal", self.j_signal, J_SIGNAL_CHOICES)
+        check_choice("flat", self.flat, FLAT_CHOICES)
         check_number("j_ema_decay", self.j_ema_decay, lo=0.0, hi=1.0, hi_open=True)
         if self.j_signal == "explicit":
             if self.delta_j is None:
@@ -392,18 +406,25 @@ def avspo(rewards: Any, group_ids: Any, config: AvspoConfig, state: Any = None) 
     tau_adapt = state.tau_adapt
     triggered = bool(n_groups) and gate > tau_adapt
 
-    # Steps 3-5: K stratified virtual rewards in every collapsed group of a triggered step.
+    # Steps 3-5: K stratified virtual rewards in every collapsed group of a triggered step (at
+    # the reward range's bounds only, unless flat="stratify": see AvspoConfig.flat).
     k_mean = 0.0
-    n_aug = n_collapsed if triggered else 0
+    augment = stats.collapsed
+    if config.flat == "skip" and triggered:
+        at_max, at_min = signal.split_masks(
+            stats, r_min=config.r_min, r_max=config.r_max, tau=config.tau
+        )
+        augment = at_max | at_min
+    n_aug = int(augment.sum()) if triggered else 0
     if n_aug:
         c = stats.count
         k = ceil(c * gate**config.alpha - K_CEIL_TOL, t)
         k = where(k < 1, 1.0 + 0.0 * k, k, t)
         k = where(k > c, c, k, t)
         mean_v, ss_v = _stratified_moments(k, config.r_min, config.r_max)
-        aug = stats.with_virtual(stats.collapsed, k, mean_v, ss_v)
+        aug = stats.with_virtual(augment, k, mean_v, ss_v)
         adv = reference_advantages(aug, eps=config.eps)
-        k_mean = float((k * stats.collapsed).sum()) / n_aug
+        k_mean = float((k * augment).sum()) / n_aug
     else:
         adv = reference_advantages(stats, eps=config.eps)
 

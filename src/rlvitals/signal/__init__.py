@@ -12,10 +12,10 @@ Conventions, said once:
 - ``std`` is the unbiased (N - 1) standard deviation unless ``ddof=0`` is passed.
 - A NaN reward means "unscorable": it is left out of its group's statistics and its advantage is
   0 (TRL's convention). A group with no finite reward is *unscorable* and is left out of ACR.
-- A group is collapsed when its unbiased std is ``<= tau * max(1, |mean|)``: an absolute
-  tolerance for rewards in [-1, 1], relative above, so float32 round-off (``0.6f + 0.1f`` vs
-  ``0.7f``) never splits a group that is really homogeneous. A group with one scorable reward is
-  collapsed.
+- A group is *collapsed* (ACR counts it) when its unbiased std is ``<= tau`` (1e-6) or its
+  rewards are equal up to float round-off; it gets zero advantages only when they are equal up
+  to round-off (``0.6f + 0.1f`` vs ``0.7f``), so ``tau`` never erases a real spread: ``[1e6,
+  1e6 + 1]`` keeps TRL's advantages. A group with one scorable reward is collapsed.
 
 Modules: :mod:`~rlvitals.signal.groups` (statistics, collapse, split, expected collapse),
 :mod:`~rlvitals.signal.advantages`, :mod:`~rlvitals.signal.series` (step-series rules);
@@ -33,6 +33,7 @@ from rlvitals.signal.advantages import (
 )
 from rlvitals.signal.groups import (
     DEFAULT_TAU,
+    ROUNDOFF_ULPS,
     CollapseSplit,
     GroupStats,
     collapse_mask,
@@ -61,6 +62,7 @@ __all__ = [
     "DEFAULT_EPS",
     "DEFAULT_TAU",
     "DEFAULT_WINDOW",
+    "ROUNDOFF_ULPS",
     "STALL_ACR",
     "STALL_STEPS",
     "ZERO_ATOL",

@@ -70,12 +70,14 @@ def advantages_from_stats(stats: GroupStats, method: str = "grpo", eps: float = 
     """``(n,)`` advantages of the rewards ``stats`` was computed from (see :func:`advantages`).
 
     NaN rewards are left out of every statistic and get advantage 0. A group with a single
-    scorable member gets 0 (its std is undefined; it teaches nothing), and so does every
-    collapsed group (tolerance ``tau`` of :func:`group_stats`): its reward differences are
-    round-off, and centring them on a mean rounded differently by numpy and torch would give
-    GRPO advantages of ~3e-4 (1 ulp / eps) that depend on the backend and count as signal.
-    Groups that carry virtual samples (:meth:`GroupStats.with_virtual`) are centred and scaled
-    by their augmented mean and std, lone members included.
+    scorable member gets 0 (its std is undefined; it teaches nothing), and so does every group
+    whose rewards are equal up to round-off (``GroupStats.equal``): centring round-off on a
+    mean rounded differently by numpy and torch would give GRPO advantages of ~3e-4
+    (1 ulp / eps) that depend on the backend and count as signal. Any real spread, however
+    small or at whatever magnitude, gets the formula's advantages (as TRL and veRL give it):
+    the collapse tolerance ``tau`` decides ACR only. Groups that carry virtual samples
+    (:meth:`GroupStats.with_virtual`) are centred and scaled by their augmented mean and std,
+    lone members included.
 
     >>> s = group_stats(np.array([1.0, 0.0, 1.0, 1.0]), np.array([0, 0, 1, 1]))
     >>> advantages_from_stats(s, "dr_grpo").tolist()
@@ -88,7 +90,7 @@ def advantages_from_stats(stats: GroupStats, method: str = "grpo", eps: float = 
     t = ops.torch
     count = stats.count
     members = count if stats.virtual is None else count + stats.virtual
-    teaches = (members > 1) & ~stats.collapsed  # lone members and collapsed groups get 0
+    teaches = (members > 1) & ~stats.equal  # lone members and equal rewards get 0
     if method == "grpo":
         std = where(teaches, stats.std, 0.0, t)
         scale = 1.0 / (std + eps) if eps > 0 else 1.0 / where(std > 0, std, 1.0, t)

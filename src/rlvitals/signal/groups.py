@@ -17,6 +17,7 @@ from rlvitals.signal._ops import Ops
 
 __all__ = [
     "DEFAULT_TAU",
+    "ROUNDOFF_ULPS",
     "CollapseSplit",
     "GroupStats",
     "collapse_mask",
@@ -30,7 +31,18 @@ __all__ = [
 ]
 
 DEFAULT_TAU = 1e-6
-"""Collapse tolerance on a group's reward std (DESIGN.md 3.1)."""
+"""Collapse tolerance on a group's reward std (DESIGN.md 3.1): decides ACR, never advantages."""
+ROUNDOFF_ULPS = 4
+"""Rewards whose std is within this many machine epsilons of their magnitude are equal."""
+
+
+def _eps(rewards: Any, t: bool) -> float:
+    """Machine epsilon of the rewards' float dtype."""
+    if t:
+        import torch
+
+        return float(torch.finfo(rewards.dtype).eps)
+    return float(np.finfo(rewards.dtype).eps)
 
 
 @dataclass(frozen=True)
@@ -45,8 +57,10 @@ class GroupStats:
         size: rows per group, NaN rewards included.
         mean: over scorable rewards (NaN when count == 0).
         std: over scorable rewards with ``ddof`` (NaN when count <= ddof).
-        collapsed: the group's rewards agree within the tolerance (see :func:`group_stats`);
-            False for unscorable groups.
+        collapsed: the group's rewards agree within the tolerance ``tau`` (see
+            :func:`group_stats`): what ACR counts. False for unscorable groups.
+        equal: the group's rewards are equal up to floating-point round-off (or it has one
+            scorable member): what gets zero advantages. ``equal`` implies ``collapsed``.
         scorable: count > 0.
         index: ``(n,)`` group position of each row, or None when the batch was dense.
         rewards: the validated ``(n,)`` rewards (float; the input's backend, device, dtype).
@@ -60,6 +74,7 @@ class GroupStats:
     mean: Any
     std: Any
     collapsed: Any
+    equal: Any
     scorable: Any
     index: Any
     rewards: Any
@@ -163,6 +178,7 @@ class GroupStats:
             mean=mean,
             std=std,
             collapsed=self.collapsed & ~augment,
+            equal=self.equal & ~augment,
             scorable=self.scorable,
             index=self.index,
             rewards=self.rewards,
@@ -189,10 +205,17 @@ def group_stats(
 ) -> GroupStats:
     """Mean, std and collapse flag of every group.
 
-    A group is collapsed when its unbiased std satisfies ``std_j <= tau * max(1, |mean_j|)``
-    (DESIGN.md 3.1): an absolute tolerance for rewards in [-1, 1], relative above, because
-    float32 round-off grows with the reward's magnitude. A group with a single scorable reward is
-    collapsed (it teaches nothing). ``<=`` makes ``tau=0`` mean exact equality.
+    Two tests, two purposes (DESIGN.md 3.1):
+
+    - *collapsed* (what ACR counts): the unbiased std is ``<= tau``, or the rewards are equal up
+      to round-off. ``tau`` (1e-6) is absolute; ``<=`` makes ``tau=0`` mean exact equality.
+    - *equal* (what gets zero advantages): the unbiased std is within :data:`ROUNDOFF_ULPS`
+      machine epsilons of the rewards' magnitude, ``std_j <= 4 eps(dtype) max(1, |mean_j|)``:
+      differences that are float round-off (``0.6f + 0.1f`` vs ``0.7f``; the ulp of 1e6 in
+      float32), which numpy and torch could otherwise turn into backend-dependent signal. A
+      real spread at any magnitude (``[1e6, 1e6 + 1]``) keeps the advantages TRL gives it.
+
+    A group with a single scorable reward is collapsed and equal (it teaches nothing).
 
     Args:
         rewards: ``(n,)`` float; NaN = unscorable.
@@ -231,7 +254,9 @@ def group_stats(
     n1 = cnt - 1
     unbiased = (ss / where(n1 > 0, n1, 1.0, t)) ** 0.5
     amean = abs(mean_w)
-    collapsed = (unbiased <= tau * where(amean > 1.0, amean, 1.0, t)) & scorable
+    roundoff = ROUNDOFF_ULPS * _eps(rewards, t) * where(amean > 1.0, amean, 1.0, t)
+    equal = ((unbiased <= roundoff) | (cnt <= 1)) & scorable
+    collapsed = ((unbiased <= tau) | equal) & scorable
     if ddof == 1:
         std = where(n1 > 0, unbiased, math.nan, t)
     else:
@@ -242,6 +267,7 @@ def group_stats(
         mean=where(scorable, mean, math.nan, t),
         std=cast(std, rewards, t),
         collapsed=collapsed,
+        equal=equal,
         scorable=scorable,
         index=ops.index,
         rewards=rewards,
@@ -292,7 +318,7 @@ def split_masks(
     """``(at_max, at_min)`` ``(k,)`` bool: collapsed groups whose common value is r_max / r_min.
 
     The common value (the mean) is compared with the bound using the collapse tolerance,
-    relative above magnitude 1 as in :func:`group_stats`. A collapsed group in neither is flat.
+    relative above magnitude 1. A collapsed group in neither is flat.
     """
     check_range(r_min, r_max)
     col, value = stats.collapsed, stats.mean
