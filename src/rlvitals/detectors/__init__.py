@@ -39,6 +39,8 @@ _MODULES: tuple[str, ...] = (
     "zero_grad_steps",
     "reward_hacking",
     "throughput_rot",
+    # the set-up
+    "group_size_one",
     # the recording itself
     "recording_loss",
 )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlvitals import advice
 from rlvitals._text import rnd
 from rlvitals._text import span_text as _span_text
 from rlvitals.detectors.kit import (
@@ -37,6 +38,7 @@ __all__ = [
     "episode_metrics",
     "episode_text",
     "median_in",
+    "mitigations",
     "reward_state",
     "stretch",
 ]
@@ -353,3 +355,26 @@ def episode_metrics(ep: CollapseEpisode) -> dict[str, float | int | None]:
         "level": rnd(ep.level),
         "pre_level": rnd(ep.pre),
     }
+
+
+def mitigations(vitals: Vitals) -> list[str]:
+    """The collapse family's mitigations, in the trainer's terms, leaving out what the run
+    already does (AVSPO on, zero-variance groups already filtered)."""
+    t = vitals.trainer
+    out = []
+    if vitals.adv_scale == "virtual":
+        out.append(
+            "AVSPO is already on: its virtual samples keep collapsed groups teaching, so what is "
+            "left to change is the prompt set or the group size"
+        )
+    else:
+        out.append("keep collapsed groups teaching with " + advice.mitigation("avspo", t))
+    if vitals.run.manifest.filters_zero_var:
+        out.append(
+            "zero-variance groups are already filtered out: their rollouts are generated and "
+            "thrown away (wasted compute); fix the prompt set instead"
+        )
+    else:
+        out.append(advice.mitigation("dynamic_sampling", t))
+    out.append(advice.set_knob("group_size", t, "raise"))
+    return out

@@ -33,9 +33,9 @@ The stretch's median ACR must itself be above the threshold.
 ## What to try
 - Rebalance the prompt set by the split: harder prompts when groups are all solved, a curriculum
   or easier prompts when they all fail.
-- Keep collapsed groups teaching with AVSPO (`rlvitals.estimators` `avspo`; TRL:
-  `pip install 'rlvitals[trl]'`) — the paper reports ACR falling 58-63% relative to GRPO.
-- Filter zero-variance groups and resample (DAPO dynamic sampling), or raise the group size G.
+- Keep collapsed groups teaching with AVSPO — the paper reports ACR falling 58-63% relative to
+  GRPO — or filter zero-variance groups and resample (DAPO dynamic sampling), or raise the
+  group size G (the finding names the setting in the run's trainer).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlvitals.detectors._collapse import reward_state, stretch
+from rlvitals.detectors._collapse import mitigations, reward_state, stretch
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.detectors.kit import bool_runs, compare, compress, fmt, rnd, rolling_mean
 from rlvitals.signal import STALL_ACR, STALL_STEPS, stall_spans
@@ -224,9 +224,7 @@ class AcrStall(Detector):
             actions=[
                 "rebalance the prompt set: harder prompts if groups are all solved, a "
                 "curriculum if they all fail",
-                "keep collapsed groups teaching with AVSPO: rlvitals.estimators 'avspo' "
-                "(TRL: pip install 'rlvitals[trl]')",
-                "filter zero-variance groups and resample (DAPO dynamic sampling), or raise G",
+                *mitigations(vitals),
             ],
         )
 

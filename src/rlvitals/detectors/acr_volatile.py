@@ -29,8 +29,8 @@ volatility above :knob:`volatility_above`; its onset is where the volatility sta
 ## What to try
 - Lower the learning rate or tighten the clip range; check grad_norm for spikes.
 - Shuffle the prompt stream so batches mix difficulties.
-- Smooth the signal the mitigation reacts to: AVSPO's windowed ACR (W = 25) damps oscillations
-  (`rlvitals.estimators` `avspo`; TRL: `pip install 'rlvitals[trl]'`).
+- Smooth the signal the mitigation reacts to: AVSPO's windowed ACR gate (W = 25) damps
+  oscillations (`AvspoConfig(windowed_gate="always")`).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlvitals import advice
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.detectors.kit import (
     LONG_RUN_POINTS,
@@ -160,10 +161,11 @@ class AcrVolatile(Detector):
                         "noise": how,
                     },
                     actions=[
-                        "lower the learning rate or tighten the clip range; check grad_norm",
+                        advice.set_knob("learning_rate", vitals.trainer, "lower")
+                        + ", or tighten the clip range; check grad_norm",
                         "shuffle the prompt stream so batches mix difficulties",
-                        "damp the mitigation's input: AVSPO with a windowed ACR "
-                        "(rlvitals.estimators 'avspo')",
+                        "damp the mitigation's input: AVSPO with a windowed ACR gate "
+                        "(AvspoConfig windowed_gate='always', acr_window=25)",
                     ],
                 )
             )

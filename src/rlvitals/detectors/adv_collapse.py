@@ -26,7 +26,10 @@ run's own healthy level (the highest running median). The estimator's advantage 
 (`rlvitals.vocabulary`) tells the two apart; when it is unknown, a healthy level between
 :knob:`unit_low` and :knob:`unit_high` is taken as GRPO-normalised. `adv_zero_frac` uses the mirrored gates
 (collapsed at or above 1 - :knob:`collapse_below`, healthy below 1 - :knob:`healthy_early`) and
-corroborates an `adv_std` finding. Collapses are found in any window: each episode reports its
+corroborates an `adv_std` finding. Under AVSPO (the `virtual` scale) the real members of an
+augmented group share one non-zero advantage, so `adv_std` can be 0 while every completion
+teaches: there the detector reads `acr_residual` (groups still all-zero after the virtual
+samples) or `adv_zero_frac` only. Collapses are found in any window: each episode reports its
 onset and, when the advantages came back, its end. An episode during which the reward sits at
 the ceiling is the run saturating and is left to SATURATION: pass rate :knob:`ceiling` or more
 (or risen by :knob:`rise` into it), at least :knob:`easy_share` of the collapsed groups solved,
@@ -38,9 +41,10 @@ is; other runs under 30 steps are not judged.
 - Look at reward variance first (REWARD_STD_DEATH, DEGENERATE_GROUPS): if it is alive while the
   advantages are dead, the bug is in the reward→advantage plumbing (normalisation, a scaling
   wrapper, advantages overwritten or detached).
-- Keep collapsed groups teaching with AVSPO: `rlvitals.estimators` (`avspo`), or the TRL trainer
-  with a pluggable estimator (`pip install 'rlvitals[trl]'`).
-- Filter zero-variance groups and resample (DAPO dynamic sampling), or raise the group size G.
+- Keep collapsed groups teaching with AVSPO (`rlvitals.estimators` `avspo`; in TRL the
+  `RlvitalsGRPOTrainer`, in veRL `algorithm.adv_estimator=rlvitals_avspo`), filter
+  zero-variance groups and resample (DAPO dynamic sampling), or raise the group size G. The
+  finding names the setting in the trainer that wrote the run.
 - Rebalance the prompt set: harder prompts when groups are all solved, a curriculum when all fail.
 """
 
@@ -57,6 +61,7 @@ from rlvitals.detectors._collapse import (
     episode_confidence,
     episode_metrics,
     episode_text,
+    mitigations,
     reward_state,
 )
 from rlvitals.detectors.base import Detector, Finding, Severity, register
@@ -77,7 +82,13 @@ STD_RATIO = 0.5
 ZERO_UPDATE = 0.5
 """zero_update is 1 on a step whose loss and grad_norm were exactly 0, else 0: above a half is
 a zero step."""
-CONFIDENCE = {"adv_std": 0.85, "adv_zero_frac": 0.85, "adv_span": 0.75, "zero_update": 0.7}
+CONFIDENCE = {
+    "adv_std": 0.85,
+    "adv_zero_frac": 0.85,
+    "acr_residual": 0.9,
+    "adv_span": 0.75,
+    "zero_update": 0.7,
+}
 CORROBORATED = 0.95
 UNIT_SCALES = ("group_std", "virtual")
 """Advantage scales (:mod:`rlvitals.vocabulary`) with adv_std about 1 while the signal lives."""
@@ -223,12 +234,14 @@ class AdvCollapse(Detector):
                 if zf >= 1.0 - k.healthy_early:
                     conf = CORROBORATED
                     msg += f"; adv_zero_frac {fmt(zf)} agrees"
-        elif src == "adv_zero_frac":
+        elif src in ("adv_zero_frac", "acr_residual"):
             thr = 1.0 - k.collapse_below
-            msg = f"adv_zero_frac {compare(ep.level, '>=', thr)} {where}"
+            msg = f"{src} {compare(ep.level, '>=', thr)} {where}"
             msg += "" if ep.total else f" (before: {fmt(ep.pre)})"
-            metrics.update(adv_zero_frac=rnd(ep.level), threshold=rnd(thr))
-            thresholds["adv_zero_frac"] = thr
+            if src == "acr_residual":
+                msg += ": the groups left with all-zero advantages after AVSPO's virtual samples"
+            metrics.update({src: rnd(ep.level), "threshold": rnd(thr)})
+            thresholds[src] = thr
         elif src == "adv_span":
             thr = k.collapse_below * scale
             msg = f"advantage max - min {compare(ep.level, '<', thr)} {where}"
@@ -258,7 +271,15 @@ class AdvCollapse(Detector):
 
 
 def _source(vitals: Vitals) -> str | None:
-    for name in ("adv_std", "adv_zero_frac", "adv_span", "zero_update"):
+    """The best series of the advantages' spread the run has. Under AVSPO (virtual scale) a
+    collapsed group's real members share one non-zero advantage: adv_std can be 0 while every
+    completion teaches, so only the share of groups still all-zero counts."""
+    names = (
+        ("acr_residual", "adv_zero_frac")
+        if vitals.adv_scale == "virtual"
+        else ("adv_std", "adv_zero_frac", "adv_span", "zero_update")
+    )
+    for name in names:
         if vitals.has(name):
             return name
     return None
@@ -267,6 +288,8 @@ def _source(vitals: Vitals) -> str | None:
 def _evidence(vitals: Vitals, src: str) -> str:
     if src == "zero_update":
         return "loss_grad_zero"
+    if src == "acr_residual":
+        return "groups"
     if src in ("adv_std", "adv_zero_frac") and vitals.run.get(src) is None:
         g = vitals.run.groups
         if g is None or g.advantages is None:
@@ -288,10 +311,7 @@ def _actions(vitals: Vitals, ep: CollapseEpisode) -> list[str]:
             "log reward_std or per-group rewards (rlvitals recorder) to tell a dead reward "
             "signal from a reward→advantage plumbing bug"
         )
-    out.append(
-        "mitigate with AVSPO: rlvitals.estimators 'avspo' (TRL: pip install 'rlvitals[trl]')"
-    )
-    out.append("filter zero-variance groups and resample (DAPO dynamic sampling), or raise G")
+    out += mitigations(vitals)
     kind = st.kind()
     if kind == "too easy":
         out.append("add harder prompts: most groups are solved by every completion")

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlvitals import advice
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.detectors.kit import (
     Points,
@@ -115,17 +116,19 @@ class ClipSaturation(Detector):
                         "clip_frac_threshold": k.saturated_above,
                         "points": ep.n,
                     },
-                    actions=_ACTIONS,
+                    actions=_actions(vitals.trainer),
                 )
             )
         return out
 
 
-_ACTIONS = [
-    "lower the learning rate, or use fewer PPO epochs / mini-batches per rollout batch",
-    "check that rollout and training log-probs agree (precision, sampling parameters)",
-    "widen the clip range only with care (DAPO clip-higher: eps_high ~0.28)",
-]
+def _actions(t: str | None) -> list[str]:
+    return [
+        f"lower {advice.knob('learning_rate', t)}, or use fewer PPO epochs / mini-batches per "
+        f"rollout batch ({advice.knob('ppo_epochs', t)})",
+        "check that rollout and training log-probs agree (precision, sampling parameters)",
+        f"widen the clip range only with care ({advice.knob('clip_higher', t)})",
+    ]
 
 
 def _clip_points(vitals) -> Points | None:

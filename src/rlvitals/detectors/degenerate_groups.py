@@ -31,8 +31,9 @@ collapsed is reported however short it is; other runs under 30 steps are not jud
   verifier accepts correct answers.
 - Flat or mixed at a middling reward: the completions of a group are identical (temperature,
   sampling seed, generation cache) or the verifier returns a constant; check both.
-- Keep collapsed groups teaching with AVSPO (`rlvitals.estimators`, `pip install
-  'rlvitals[trl]'`), or filter zero-variance groups and resample (DAPO dynamic sampling).
+- Keep collapsed groups teaching with AVSPO, or filter zero-variance groups and resample (DAPO
+  dynamic sampling); the finding names the setting in the run's trainer, and leaves out what the
+  run already does.
 """
 
 from __future__ import annotations
@@ -41,12 +42,14 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from rlvitals import advice
 from rlvitals.detectors._collapse import (
     CollapseEpisode,
     collapse_episodes,
     episode_confidence,
     episode_metrics,
     episode_text,
+    mitigations,
     reward_state,
 )
 from rlvitals.detectors.base import Detector, Finding, Severity, register
@@ -152,7 +155,7 @@ class DegenerateGroups(Detector):
             confidence=episode_confidence(ep, k.sustain, conf),
             evidence=evidence,
             metrics=metrics,
-            actions=_actions(kind),
+            actions=_actions(vitals, kind),
             series=["acr", "acr_solve_all", "acr_solve_none", "expected_acr"],
             thresholds={"acr": k.acr_above},
         )
@@ -162,23 +165,15 @@ def _has_acr(vitals: Vitals) -> bool:
     return vitals.has("acr") and vitals.evidence in ("groups", "zero_std_frac")
 
 
-def _actions(kind: str) -> list[str]:
-    avspo = (
-        "keep collapsed groups teaching with AVSPO: rlvitals.estimators 'avspo' "
-        "(TRL: pip install 'rlvitals[trl]')"
-    )
-    filt = "filter zero-variance groups and resample (DAPO dynamic sampling)"
+def _actions(vitals: Vitals, kind: str) -> list[str]:
     if kind == "too easy":
-        return ["add harder prompts, or filter prompts the policy always solves", filt, avspo]
-    if kind == "too hard":
-        return [
-            "use a curriculum or easier prompts; check the verifier accepts correct answers",
-            avspo,
-            filt,
-        ]
-    return [
-        "check that the completions of a group differ (temperature, seed, generation cache) "
-        "and that the verifier does not return a constant",
-        avspo,
-        filt,
-    ]
+        first = "add harder prompts, or filter prompts the policy always solves"
+    elif kind == "too hard":
+        first = "use a curriculum or easier prompts; check the verifier accepts correct answers"
+    else:
+        first = (
+            "check that the completions of a group differ ("
+            + advice.knob("temperature", vitals.trainer)
+            + ", seed, generation cache) and that the verifier does not return a constant"
+        )
+    return [first, *mitigations(vitals)]

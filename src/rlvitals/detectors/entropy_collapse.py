@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlvitals import advice
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.detectors.kit import (
     confidence,
@@ -145,18 +146,20 @@ class EntropyCollapse(Detector):
                         "reward_gain": None if gain is None else rnd(gain / span),
                         "plateau_gain": k.plateau_gain,
                     },
-                    actions=_ACTIONS,
+                    actions=_actions(vitals.trainer),
                 )
             )
         return out
 
 
-_ACTIONS = [
-    "raise the sampling temperature a little (e.g. 1.0 -> 1.1) or sample more completions",
-    "decouple the clip range (DAPO clip-higher, eps_high ~0.28) so rare tokens can grow",
-    "add a small entropy bonus or covariance-aware clipping (Clip-Cov / KL-Cov)",
-    "add harder or more diverse prompts",
-]
+def _actions(t: str | None) -> list[str]:
+    return [
+        advice.set_knob("temperature", t, "raise a little (e.g. 1.0 -> 1.1)")
+        + ", or sample more completions per prompt",
+        f"decouple the clip range so rare tokens can grow: {advice.knob('clip_higher', t)}",
+        f"add {advice.knob('entropy_bonus', t)} or covariance-aware clipping (Clip-Cov / KL-Cov)",
+        "add harder or more diverse prompts",
+    ]
 
 
 def _reward_gain(reward, first_step: int, last_step: int, n: int) -> float | None:

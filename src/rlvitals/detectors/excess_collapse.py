@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlvitals import advice
 from rlvitals.detectors._collapse import (
     CollapseEpisode,
     collapse_episodes,
@@ -130,8 +131,9 @@ class ExcessCollapse(Detector):
                     thresholds=dict(f.thresholds),
                     actions=[
                         "print rewards and advantages of one step side by side",
-                        "check the normalisation (group vs batch std, scale_rewards) and any "
-                        "wrapper that rescales advantages",
+                        "check the normalisation (group vs batch std: "
+                        f"{advice.knob('adv_norm', vitals.trainer)}) and any wrapper that "
+                        "rescales advantages",
                         "check that the advantages reach the loss (not overwritten or detached)",
                     ],
                 )
@@ -217,8 +219,9 @@ class ExcessCollapse(Detector):
             evidence=vitals.evidence,
             metrics=metrics,
             actions=[
-                "check that the completions of a group differ (temperature, sampling seed, "
-                "generation cache, num_generations)",
+                "check that the completions of a group differ ("
+                f"{advice.knob('temperature', vitals.trainer)}, sampling seed, generation cache, "
+                f"{advice.knob('group_size', vitals.trainer)})",
                 "test the verifier with known-good and known-bad answers",
             ],
         )

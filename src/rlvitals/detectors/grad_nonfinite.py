@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlvitals import advice
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.detectors.kit import compare, rnd, runs
 
@@ -109,7 +110,7 @@ class GradNonfinite(Detector):
                         "first_inf_step": onset,
                         "last_inf_step": last,
                     },
-                    actions=_ACTIONS,
+                    actions=_actions(vitals.trainer),
                 )
             )
         return out
@@ -148,14 +149,16 @@ class GradNonfinite(Detector):
                     "coverage_before": rnd(float(before.mean())),
                     "min_coverage": k.min_coverage,
                 },
-                actions=_ACTIONS,
+                actions=_actions(vitals.trainer),
             )
         return None
 
 
-_ACTIONS = [
-    "restart from the last checkpoint before the onset with a lower learning rate",
-    "train in bf16 rather than fp16 (or enable loss scaling); keep gradient clipping on",
-    "guard advantage normalisation against zero std and log-probs against -inf",
-    "run one step with anomaly detection around the onset to find the operation",
-]
+def _actions(t: str | None) -> list[str]:
+    return [
+        "restart from the last checkpoint before the onset with a lower "
+        + advice.knob("learning_rate", t),
+        f"train in {advice.knob('precision', t)}; keep {advice.knob('grad_clip', t)}",
+        "guard advantage normalisation against zero std and log-probs against -inf",
+        "run one step with anomaly detection around the onset to find the operation",
+    ]

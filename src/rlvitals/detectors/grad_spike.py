@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlvitals import advice
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.detectors.kit import fmt, needs, points, rnd, trailing_median
 
@@ -115,13 +116,15 @@ class GradSpike(Detector):
                     "grad_norm_threshold": rnd(k.spike_ratio * float(base[worst])),
                     "spike_steps": ",".join(str(int(s)) for s in g.steps[idx[:LISTED_STEPS]]),
                 },
-                actions=_ACTIONS,
+                actions=_actions(vitals.trainer),
             )
         ]
 
 
-_ACTIONS = [
-    "keep gradient clipping on (max_grad_norm 1.0 is common)",
-    "inspect the batches at the spike steps for very long completions or reward outliers",
-    "if spikes repeat, lower the learning rate or the PPO epochs per batch",
-]
+def _actions(t: str | None) -> list[str]:
+    return [
+        f"keep gradient clipping on: {advice.knob('grad_clip', t)}",
+        "inspect the batches at the spike steps for very long completions or reward outliers",
+        f"if spikes repeat, lower {advice.knob('learning_rate', t)} or the PPO epochs per "
+        f"batch ({advice.knob('ppo_epochs', t)})",
+    ]

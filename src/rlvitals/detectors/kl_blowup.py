@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlvitals import advice
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.detectors.kit import (
     confidence,
@@ -134,15 +135,17 @@ class KlBlowup(Detector):
                         "jump_ratio": k.jump_ratio,
                         "critical_kl": k.critical_kl,
                     },
-                    actions=_ACTIONS,
+                    actions=_actions(vitals.trainer),
                 )
             )
         return out
 
 
-_ACTIONS = [
-    "lower the learning rate or lengthen its warm-up",
-    "use fewer PPO epochs / mini-batches per rollout batch, or a tighter clip range",
-    "raise the KL coefficient (beta), or add a KL term if the run has none",
-    "inspect the batches around the onset step; check log-probs for NaN or precision mismatch",
-]
+def _actions(t: str | None) -> list[str]:
+    return [
+        f"lower {advice.knob('learning_rate', t)} or lengthen {advice.knob('warmup', t)}",
+        f"use fewer PPO epochs / mini-batches per rollout batch ({advice.knob('ppo_epochs', t)}), "
+        "or a tighter clip range",
+        advice.set_knob("kl_coef", t, "raise") + ", or add a KL term if the run has none",
+        "inspect the batches around the onset step; check log-probs for NaN or precision mismatch",
+    ]

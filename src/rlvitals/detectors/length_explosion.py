@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlvitals import advice
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.detectors.kit import (
     confidence,
@@ -132,18 +133,21 @@ class LengthExplosion(Detector):
                     series=["length_mean", "truncation_frac"],
                     thresholds={"length_mean": k.jump_ratio * b},
                     metrics=metrics,
-                    actions=_ACTIONS,
+                    actions=_actions(vitals.trainer),
                 )
             )
         return out
 
 
-_ACTIONS = [
-    "read completions from just after the onset: repetition loops point at sampling or EOS handling",
-    "use a token-level loss aggregation (DAPO / Dr. GRPO) instead of a per-sequence mean",
-    "add an overlong penalty or soft length shaping (DAPO), or mask truncated completions",
-    "check the reward for a length bias",
-]
+def _actions(t: str | None) -> list[str]:
+    return [
+        "read completions from just after the onset: repetition loops point at sampling or EOS "
+        "handling",
+        f"aggregate the loss per token: {advice.knob('loss_agg', t)}",
+        f"add an overlong penalty or soft length shaping, or mask truncated completions: "
+        f"{advice.knob('mask_truncated', t)}",
+        "check the reward for a length bias",
+    ]
 
 
 def _median_between(p, first_step: int, last_step: int) -> float | None:

@@ -16,7 +16,9 @@ completion fails), or flat at a middling value (a constant reward, identical com
 
 ## How the detector decides
 It reads `reward_std` (logged, or the mean group std recomputed from per-group rewards), else
-the step's reward max - min. The level is relative to the run's own healthy level (the highest
+the step's reward max - min. That fallback is a batch-level spread (with two prompts a step it
+swings with the draw), so an episode read from it is dropped while an advantage spread keeps
+:knob:`adv_alive` of its healthy level: the groups still vary. The level is relative to the run's own healthy level (the highest
 running median), because reward scales differ between tasks: an episode is :knob:`sustain`
 consecutive logged steps below :knob:`die_below` times that level, after a stretch whose median
 was above :knob:`healthy_above` times it. The pass rate (reward_mean rescaled to [0, 1]) inside
@@ -42,6 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlvitals import advice
 from rlvitals.detectors._collapse import (
     CollapseEpisode,
     RewardState,
@@ -52,7 +55,7 @@ from rlvitals.detectors._collapse import (
     reward_state,
 )
 from rlvitals.detectors.base import Detector, Finding, Severity, register
-from rlvitals.detectors.kit import compare, fmt, healthy_level, rnd
+from rlvitals.detectors.kit import compare, fmt, healthy_level, median_in, rnd
 from rlvitals.signal import ZERO_ATOL
 from rlvitals.vitals import Vitals
 
@@ -63,6 +66,7 @@ CEILING = 0.9
 RISE = 0.1
 EASY_MIN = 0.6
 FLOOR = 0.1
+ADV_ALIVE = 0.5
 CONFIDENCE = {"reward_std": 0.85, "reward_range": 0.75}
 UNKNOWN_REWARD_CONFIDENCE = 0.6
 
@@ -91,6 +95,9 @@ class RewardStdDeath(Detector):
         easy_min: float = EASY_MIN
         #: Pass rate at or below which a dead reward variance is "at the floor".
         floor: float = FLOOR
+        #: Read from the batch's reward max - min, an episode is dropped while an advantage
+        #: spread (adv_std, else advantage max - min) keeps this share of its healthy level.
+        adv_alive: float = ADV_ALIVE
 
     def needs(self, vitals: Vitals) -> str | None:
         if _source(vitals) is None:
@@ -117,7 +124,24 @@ class RewardStdDeath(Detector):
             sustain=k.sustain,
             total_test=lambda a: np.abs(a) <= ZERO_ATOL,
         )
+        if src == "reward_range":
+            # The step's reward max - min is a batch-level spread: with a few prompts per step it
+            # swings with the draw. When the advantages show groups still varying, it is noise.
+            eps = [ep for ep in eps if ep.total or not self._advantages_alive(vitals, ep)]
         return [self._finding(vitals, src, ep, ref) for ep in eps]
+
+    def _advantages_alive(self, vitals: Vitals, ep: CollapseEpisode) -> bool:
+        """True when an advantage spread series keeps at least ``adv_alive`` of its healthy
+        level during ``ep``."""
+        k = self.knobs
+        for name in ("adv_std", "adv_span"):
+            x = vitals.get(name)
+            if x is None:
+                continue
+            healthy = healthy_level(x[np.isfinite(x)], 2 * k.sustain + 1)
+            during = median_in(vitals, name, ep.onset, ep.last_step)
+            return bool(healthy > 0 and during >= k.adv_alive * healthy)
+        return False
 
     def _finding(self, vitals: Vitals, src: str, ep: CollapseEpisode, ref: float) -> Finding:
         k = self.knobs
@@ -131,7 +155,7 @@ class RewardStdDeath(Detector):
         metrics.update(series=src, threshold=rnd(thr, 6), healthy_level=rnd(ref, 6))
         conf = CONFIDENCE[src]
         severity = self.severity
-        verdict, actions = _verdict(st, k)
+        verdict, actions = _verdict(st, k, vitals.trainer)
         if verdict == "at the ceiling":
             severity = Severity.INFO
         if st.known:
@@ -158,13 +182,15 @@ class RewardStdDeath(Detector):
 def _source(vitals: Vitals) -> str | None:
     if vitals.has("reward_std"):
         return "reward_std"
-    if vitals.has("reward_range"):
-        return "reward_range"
+    if vitals.has("reward_range") and vitals.group_size != 1:
+        return "reward_range"  # with G = 1 it spans prompts, not a group (GROUP_SIZE_ONE)
     return None
 
 
-def _verdict(st: RewardState, k) -> tuple[str, list[str]]:
-    rollback = "roll back to a checkpoint from before the onset and lower the learning rate"
+def _verdict(st: RewardState, k, trainer: str | None) -> tuple[str, list[str]]:
+    rollback = "roll back to a checkpoint from before the onset and " + advice.set_knob(
+        "learning_rate", trainer, "lower"
+    )
     if not st.known:
         return "unknown", [
             "log reward_mean to tell saturation from a behaviour collapse",
@@ -185,6 +211,8 @@ def _verdict(st: RewardState, k) -> tuple[str, list[str]]:
         return "unknown", []
     return "not at the ceiling", [
         "check the reward function does not return a constant",
-        "check that the completions of a group differ (temperature, seed, generation cache)",
+        "check that the completions of a group differ ("
+        + advice.knob("temperature", trainer)
+        + ", seed, generation cache)",
         rollback,
     ]

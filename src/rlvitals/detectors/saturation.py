@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlvitals import advice
 from rlvitals.detectors._collapse import EXCESS_JUMP, P_FLOOR, STD_RATIO_MIN
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.detectors.kit import compare, compress, rnd
@@ -135,7 +136,9 @@ class Saturation(Detector):
                 series=["acr", "pass_rate", "acr_solve_all"],
                 thresholds={"acr": k.acr_min, "pass_rate": k.pass_rate_min},
                 actions=[
-                    "add harder prompts, or filter prompts the policy always solves",
+                    "add harder prompts, or filter prompts the policy always solves ("
+                    + advice.mitigation("dynamic_sampling", vitals.trainer)
+                    + ")",
                     "or stop training: more steps on a saturated set mostly burn compute",
                 ],
             )

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlvitals import advice
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.detectors.kit import (
     confidence,
@@ -119,14 +120,16 @@ class Truncation(Detector):
                     series=["truncation_frac", "length_max"],
                     thresholds={"truncation_frac": k.max_frac},
                     metrics=metrics,
-                    actions=_ACTIONS,
+                    actions=_actions(vitals.trainer),
                 )
             )
         return out
 
 
-_ACTIONS = [
-    "raise the generation length limit if the task needs longer answers",
-    "mask truncated completions out of the loss, or add an overlong penalty (DAPO)",
-    "if a length explosion came first, treat that (LENGTH_EXPLOSION)",
-]
+def _actions(t: str | None) -> list[str]:
+    return [
+        advice.set_knob("length_limit", t, "raise") + " if the task needs longer answers",
+        f"mask truncated completions out of the loss, or add an overlong penalty: "
+        f"{advice.knob('mask_truncated', t)}",
+        "if a length explosion came first, treat that (LENGTH_EXPLOSION)",
+    ]

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlvitals import advice
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.detectors.kit import fmt, rnd
 
@@ -133,17 +134,18 @@ class ZeroGradSteps(Detector):
                     "min_steps": k.min_steps,
                     "reward_level": None if level is None else rnd(level),
                 },
-                actions=_ACTIONS,
+                actions=_actions(vitals.trainer),
             )
         ]
 
 
-_ACTIONS = [
-    "read the collapse findings (ADV_COLLAPSE, DEGENERATE_GROUPS): zero steps are total "
-    "advantage collapse seen from the optimiser",
-    "filter or resample groups with identical rewards (dynamic sampling), or use AVSPO",
-    "check for a loss mask that drops every token (all completions truncated or filtered)",
-]
+def _actions(t: str | None) -> list[str]:
+    return [
+        "read the collapse findings (ADV_COLLAPSE, DEGENERATE_GROUPS): zero steps are total "
+        "advantage collapse seen from the optimiser",
+        advice.mitigation("dynamic_sampling", t) + "; or " + advice.mitigation("avspo", t),
+        "check for a loss mask that drops every token (all completions truncated or filtered)",
+    ]
 
 
 def _reward_level(vitals, mask: np.ndarray) -> float | None:

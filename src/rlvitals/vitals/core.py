@@ -43,6 +43,7 @@ from rlvitals.signal import (
     expected_collapse,
     windowed_acr,
 )
+from rlvitals.vitals import filtering
 from rlvitals.vitals.groups import group_series
 from rlvitals.vitals.rewards import reward_range
 
@@ -73,6 +74,8 @@ DERIVED_SERIES = (
     "reward_range",
     "zero_update",
     "wasted_frac",
+    "filtered_frac",
+    "group_reward_std_mean",
 )
 """Series the vitals derive (module docstring); with the canonical metrics
 (:data:`rlvitals.recording.metrics.CANONICAL`) they are the names a detector may ask for."""
@@ -83,6 +86,9 @@ EVIDENCE_TIERS = ("groups", "zero_std_frac", "advantages", "reward_std", "loss_g
 MIN_JUDGE_STEPS = 30
 """A run spanning fewer training steps is too short to judge (unless it is totally collapsed)."""
 
+_SINGLETON_SHARE = 0.9
+"""Share of steps whose advantage extremes equal the reward extremes that means G = 1."""
+_SINGLETON_MIN_STEPS = 10
 _BATCH_TRAP_MIN_POINTS = 10
 """zero_std_frac must have this many points, all 0 or 1, to suspect the scale_rewards trap."""
 
@@ -126,6 +132,8 @@ class Vitals:
         eval_steps, eval_series: evaluation rows, as in the run.
         evidence: the collapse evidence tier used (:data:`EVIDENCE_TIERS`).
         group_size: completions per prompt (G), when known.
+        group_size_from: where G came from ("the configuration", "per-group rewards",
+            "advantages equal to rewards", ...), or None.
         estimator: advantage estimator, when known (``grpo``, ``dr_grpo``, ``avspo``, ...).
         adv_scale: what the advantages were divided by (:class:`rlvitals.vocabulary.Scale`
             value: ``group_std``, ``batch_std``, ``none``, ``virtual``), when known.
@@ -145,6 +153,7 @@ class Vitals:
     eval_series: dict[str, np.ndarray]
     evidence: str
     group_size: int | None
+    group_size_from: str | None
     estimator: str | None
     adv_scale: str | None
     kl_coef: float | None
@@ -186,6 +195,11 @@ class Vitals:
         return int(self.steps.shape[0])
 
     @property
+    def trainer(self) -> str | None:
+        """The trainer that wrote the run (``trl``, ``verl``, ...), for advice in its terms."""
+        return self.run.manifest.trainer
+
+    @property
     def span_steps(self) -> int:
         """Training steps covered: last - first + 1 (0 for an empty run)."""
         if self.steps.size == 0:
@@ -196,6 +210,11 @@ class Vitals:
     def too_short(self) -> bool:
         """True when the run spans fewer than :data:`MIN_JUDGE_STEPS` training steps."""
         return self.span_steps < MIN_JUDGE_STEPS
+
+    @property
+    def reward_std_kind(self) -> str | None:
+        """``group_mean``, ``batch`` or None: what ``reward_std`` is (vitals/filtering.py)."""
+        return filtering.reward_std_kind(self.run)
 
     @property
     def log_every(self) -> int:
@@ -237,6 +256,7 @@ class Vitals:
             "last_step": int(self.steps[-1]) if self.steps.size else None,
             "log_every": self.log_every,
             "group_size": self.group_size,
+            "group_size_from": self.group_size_from,
             "estimator": self.estimator,
             "adv_scale": self.adv_scale,
             "kl_coef": self.kl_coef,
@@ -305,6 +325,7 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
         series[name] = col if same else _scatter(T, pos, col)
 
     group_size = m.group_size
+    group_size_from = "the configuration" if group_size is not None else None
     evidence = "none"
     batch_trap = False
 
@@ -333,6 +354,7 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
             sizes = gs.group_size[np.isfinite(gs.group_size)]
             if sizes.size:
                 group_size = round(float(np.median(sizes)))
+                group_size_from = "per-group rewards"
         evidence = "groups"
         notes.append("collapse evidence: per-group rewards (exact ACR)")
     elif _finite_any(series.get("acr")):
@@ -373,6 +395,12 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
     if _finite_any(rmx) and _finite_any(rmn):
         with np.errstate(invalid="ignore"):
             series["reward_range"] = rmx - rmn
+        if group_size is None and _advantages_are_rewards(series):
+            group_size, group_size_from = 1, "advantages equal to rewards"
+            notes.append(
+                "G = 1 inferred: the advantages' max and min equal the rewards' on every step "
+                "(groups of one completion: the raw reward is the advantage, no baseline)"
+            )
     has_rstd = _finite_any(series.get("reward_std")) or _finite_any(series.get("reward_range"))
     if has_rstd and evidence == "none":
         evidence = "reward_std"
@@ -395,6 +423,9 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
             "frac_reward_zero_std, advantage stats or reward_std"
         )
 
+    filt = filtering.prefilter(run, series, notes, evidence, group_size)  # vitals/filtering.py
+    evidence = filt.evidence
+
     # ---- pass rate, expected and excess collapse ----------------------------------------
     rmean = series.get("reward_mean")
     if "pass_rate" not in series and _finite_any(rmean):
@@ -416,6 +447,7 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
         series["wasted_frac"] = wasted
     elif _finite_any(acr) and not batch_trap:
         series["wasted_frac"] = acr
+    filtering.add_filtered_to_wasted(series, filt)  # vitals/filtering.py
 
     estimator, adv_scale = vocabulary.resolve(
         m.estimator, scale_rewards=m.scale_rewards, scale=m.adv_scale
@@ -434,6 +466,7 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
         eval_series=run.eval_series,
         evidence=evidence,
         group_size=group_size,
+        group_size_from=group_size_from,
         estimator=estimator,
         adv_scale=adv_scale,
         kl_coef=kl,
@@ -470,6 +503,22 @@ def _batch_trap(scale_rewards: str | None, zsf: np.ndarray, notes: list[str]) ->
             )
             return True
     return False
+
+
+def _advantages_are_rewards(series: dict[str, np.ndarray]) -> bool:
+    """True when adv max/min equal reward max/min (relative 1e-3) on at least
+    :data:`_SINGLETON_SHARE` of the steps that log all four, and the rewards vary: what veRL's
+    GRPO logs with groups of one completion (mean 0, std 1: advantage = reward / (1 + eps))."""
+    amax, amin = series.get("adv_max"), series.get("adv_min")
+    rmax, rmin = series.get("reward_max"), series.get("reward_min")
+    if amax is None or amin is None or rmax is None or rmin is None:
+        return False
+    ok = np.isfinite(amax) & np.isfinite(amin) & np.isfinite(rmax) & np.isfinite(rmin)
+    if int(ok.sum()) < _SINGLETON_MIN_STEPS or not (rmax[ok] > rmin[ok]).any():
+        return False
+    scale = np.maximum(np.abs(rmax[ok]) + np.abs(rmin[ok]), 1e-6)
+    same = (np.abs(amax[ok] - rmax[ok]) + np.abs(amin[ok] - rmin[ok])) <= 1e-3 * scale
+    return float(same.mean()) >= _SINGLETON_SHARE
 
 
 def _mean_group_std(run: Run, steps: np.ndarray) -> np.ndarray:
