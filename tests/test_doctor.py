@@ -63,7 +63,15 @@ def test_json_contract(collapsed):
             "actions",
             "series",
             "thresholds",
+            "marks",
         }
+    # every finding is in exactly one incident, which names its root among its detectors
+    assert d["incidents"] and d["not_judged"] is None
+    seen = sorted(i for inc in d["incidents"] for i in inc["findings"])
+    assert seen == list(range(len(d["findings"])))
+    for inc in d["incidents"]:
+        assert inc["root"] == inc["detectors"][0] == d["findings"][inc["findings"][0]]["id"]
+        assert inc["severity"] in ("info", "warn", "critical") and inc["title"] and inc["cause"]
         assert f["severity"] in ("info", "warn", "critical")
         assert f["onset_step"] is None or isinstance(f["onset_step"], int)
         assert 0.0 <= f["confidence"] <= 1.0 and isinstance(f["actions"], list)

@@ -3,6 +3,7 @@ rebuilt from rows of the same shape (the real logs stay outside the project)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from rlvitals.doctor import diagnose
@@ -151,3 +152,54 @@ def test_advantages_equal_rewards_needs_varying_rewards():
     d = diagnose(_run(Manifest(trainer="verl"), rows))
     assert d.vitals.group_size is None
     assert "GROUP_SIZE_ONE" not in _ids(d)
+
+
+# -- 4. excess collapse from per-prompt pass rates -----------------------------------------------
+
+
+def _mix_groups(with_prompts: bool, steps: int = 120, prompts: int = 16, g: int = 8):
+    """From step 40 half the prompts are always solved and half always failed (an honest
+    difficulty mix); before, every prompt is middling. Each prompt is drawn every step."""
+    from rlvitals.recording.run import GroupTable
+
+    rng = np.random.default_rng(5)
+    st, rw, pr = [], [], []
+    for s in range(1, steps + 1):
+        for q in range(prompts):
+            p = 0.5 if s < 40 else float(q % 2)
+            st.append(s)
+            rw.append((rng.random(g) < p).astype(float).tolist())
+            pr.append(f"prompt-{q}")
+    return GroupTable.from_lists(st, rw, pr if with_prompts else None)
+
+
+def test_an_honest_difficulty_mix_is_not_an_excess_collapse():
+    b = RunBuilder(Manifest(trainer="trl"))
+    b.groups = _mix_groups(with_prompts=True)
+    d = diagnose(b.build())
+    assert d.vitals.expected_acr_from == "per-prompt"
+    assert "EXCESS_COLLAPSE" not in _ids(d)
+    late = d.vitals.series["expected_acr"][d.vitals.steps >= 45]
+    assert np.nanmedian(late) > 0.95  # each prompt's own pass rate explains its collapse
+    assert any("nearest other steps" in n for n in d.vitals.notes)
+
+
+def test_without_prompt_ids_the_batch_mean_is_used_and_said():
+    b = RunBuilder(Manifest(trainer="trl"))
+    b.groups = _mix_groups(with_prompts=False)
+    d = diagnose(b.build())
+    assert d.vitals.expected_acr_from == "batch"
+    f = d.by_id("EXCESS_COLLAPSE")
+    assert f and "no prompt ids" in f[0].message
+    assert f[0].metrics["expected_acr_from"] == "batch"
+
+
+def test_groups_jsonl_group_labels_are_not_prompt_ids(tmp_path):
+    from rlvitals.importers import load
+
+    path = tmp_path / "g.jsonl"
+    lines = [f'{{"step": {s}, "group": {j}, "rewards": [1, 0]}}' for s in (1, 2) for j in (0, 1)]
+    path.write_text("\n".join(lines) + "\n")
+    assert load(path).groups.prompt is None
+    path.write_text(path.read_text().replace('"group"', '"prompt"'))
+    assert load(path).groups.prompt.tolist() == ["0", "1", "0", "1"]

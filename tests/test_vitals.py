@@ -195,7 +195,13 @@ def test_nan_rows_and_reward_range():
     assert v.acr_mean == 0.5
     v = compute_vitals(_run(rows))  # unknown range: taken from what the rewards show
     assert not v.reward_range_known and (v.reward_min, v.reward_max) == (0.0, 3.0)
-    assert any("taken from the rewards seen" in n for n in v.notes)
+    assert any("taken from the mean reward seen" in n for n in v.notes)
+    # a mean reward slightly over 1 widens the range to it, not to 2 (halving every pass rate)
+    v = compute_vitals(_run({1: {"reward": 0.5}, 2: {"reward": 1.02}}))
+    assert (v.reward_min, v.reward_max) == (0.0, 1.02)
+    assert v.series["pass_rate"][0] == pytest.approx(0.5 / 1.02)
+    v = compute_vitals(_run({1: {"reward": 0.5}, 2: {"reward": float("inf")}}))  # inf is no bound
+    assert (v.reward_min, v.reward_max) == (0.0, 1.0)
     v = compute_vitals(_run({1: {"reward": 0.4}}))
     assert (v.reward_min, v.reward_max) == (0.0, 1.0)
     assert any("assumed [0, 1]" in n for n in v.notes)

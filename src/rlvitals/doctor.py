@@ -13,6 +13,8 @@ True
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 import traceback
 from collections.abc import Callable
@@ -23,9 +25,10 @@ import numpy as np
 
 from rlvitals.detectors import DETECTORS, Detector, Finding, Severity, catalogue, load_all
 from rlvitals.errors import InputError
+from rlvitals.incidents import Incident, group_findings
 from rlvitals.recording.run import Run
 from rlvitals.signal import DEFAULT_TAU, DEFAULT_WINDOW
-from rlvitals.vitals import Vitals, compute_vitals
+from rlvitals.vitals import MIN_JUDGE_STEPS, Vitals, compute_vitals
 
 __all__ = [
     "FAIL_ON_CHOICES",
@@ -59,6 +62,12 @@ class DoctorConfig:
         window: W for windowed ACR and volatility.
         metrics: the run's own key → canonical metric, for keys logged under custom names
             (applied with :meth:`Run.with_metric_names` before the vitals).
+        group_size: completions per prompt (G), for a run whose log does not say it; when
+            set it overrides what the log says (``--group-size``, ``group_size`` in the config).
+        reward_range: ``(min, max)`` reward, for saturation and solve_all/solve_none when the
+            run does not say it.
+        allow_unjudged: when False (default), a run the collapse family could not judge
+            makes :meth:`Diagnosis.fails` true: "not judged" is never a green pass.
         source: the config file this came from, when any (for error messages).
     """
 
@@ -70,16 +79,28 @@ class DoctorConfig:
     tau: float = DEFAULT_TAU
     window: int = DEFAULT_WINDOW
     metrics: dict[str, str] = field(default_factory=dict)
+    group_size: int | None = None
+    reward_range: tuple[float, float] | None = None
+    allow_unjudged: bool = False
     source: str | None = None
 
     def validate(self) -> None:
-        """Raise ValueError naming the bad entry (unknown IDs, knobs, fail_on)."""
+        """Raise ValueError naming the bad entry (unknown IDs, knobs, fail_on, G, range)."""
         if self.fail_on not in FAIL_ON_CHOICES:
             raise ValueError(f"fail_on {self.fail_on!r} is not one of {', '.join(FAIL_ON_CHOICES)}")
         select_detectors(self)
         for det_id, overrides in self.knobs.items():
             cls = _lookup(det_id)
             cls.with_knobs(cls.Knobs(), overrides)
+        g = self.group_size
+        if g is not None and (isinstance(g, bool) or not isinstance(g, int) or g < 1):
+            raise ValueError(f"group_size must be an integer >= 1, got {g!r}")
+        if self.reward_range is not None:
+            lo, hi = self.reward_range
+            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+                raise ValueError(
+                    f"reward_range must be two finite numbers MIN < MAX, got {self.reward_range!r}"
+                )
 
 
 @dataclass
@@ -90,9 +111,13 @@ class Diagnosis:
         run: the run.
         vitals: its vitals.
         findings: sorted by severity (critical first), then onset step (None last), then ID.
-        skipped: detector ID → what it would need, for detectors the run gave nothing to judge.
+        skipped: detector ID → why it could not judge: what it would need ("needs ...: not
+            logged" / "... too few points"), for detectors the run gave nothing to judge.
         errors: detector ID → error text, for detectors that crashed (a bug; the others ran).
         detectors: IDs that ran.
+        incidents: the findings grouped by shared cause and time, root cause first
+            (:mod:`rlvitals.incidents`); every finding is in exactly one.
+        allow_unjudged: the config's opt-out: a run not judged does not fail.
     """
 
     run: Run
@@ -101,6 +126,27 @@ class Diagnosis:
     skipped: dict[str, str] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     detectors: list[str] = field(default_factory=list)
+    incidents: list[Incident] = field(default_factory=list)
+    allow_unjudged: bool = False
+
+    def not_judged(self) -> str | None:
+        """Why the run could not be judged, or None when it was.
+
+        Not judged: the collapse family was selected and none of its detectors could judge
+        (no evidence, or too few points), or no selected detector could judge anything. A
+        report of such a run says so at the top; it is never a green "no findings".
+        """
+        if self.findings or not self.detectors:
+            return None if self.findings else "no detector was selected"
+        fam = _families()
+        collapse = [d for d in self.detectors if fam.get(d) == "collapse"]
+        if collapse and all(d in self.skipped for d in collapse):
+            return "the collapse family could not judge this run: " + _reasons(
+                {d: self.skipped[d] for d in collapse}
+            )
+        if not collapse and all(d in self.skipped for d in self.detectors):
+            return "no selected detector could judge this run: " + _reasons(self.skipped)
+        return None
 
     def worst(self) -> Severity | None:
         """The highest severity among the findings, or None when there are none."""
@@ -109,9 +155,12 @@ class Diagnosis:
         return max((Severity(f.severity) for f in self.findings), key=lambda s: s.rank)
 
     def fails(self, fail_on: str) -> bool:
-        """True when a finding is at or above ``fail_on`` (``never`` never fails)."""
+        """True when a finding is at or above ``fail_on``, or the run was not judged (unless
+        :attr:`allow_unjudged`). ``never`` never fails."""
         if fail_on == "never":
             return False
+        if not self.allow_unjudged and self.not_judged() is not None:
+            return True
         bar = Severity.parse(fail_on).rank
         return any(Severity(f.severity).rank >= bar for f in self.findings)
 
@@ -137,16 +186,32 @@ class Diagnosis:
             "warnings": list(self.run.warnings),
         }
         worst = self.worst()
+        index = {id(f): i for i, f in enumerate(self.findings)}
         return {
             "schema": JSON_SCHEMA,
             "run": run,
             "vitals": v.summary(),
+            "not_judged": self.not_judged(),
+            "incidents": [i.to_dict(index) for i in self.incidents],
             "findings": [f.to_dict() for f in self.findings],
             "worst": worst.value if worst else None,
             "detectors": list(self.detectors),
             "skipped": dict(self.skipped),
             "errors": dict(self.errors),
         }
+
+
+def _families() -> dict[str, str]:
+    load_all()
+    return {name: DETECTORS.get(name).family for name in DETECTORS.names()}
+
+
+def _reasons(skipped: dict[str, str]) -> str:
+    """``"needs X: not logged (ADV_COLLAPSE, ...); ..."``: each distinct reason once."""
+    by_reason: dict[str, list[str]] = {}
+    for det_id, why in skipped.items():
+        by_reason.setdefault(why, []).append(det_id)
+    return "; ".join(f"{why} ({', '.join(ids)})" for why, ids in by_reason.items())
 
 
 def _lookup(det_id: str) -> type[Detector]:
@@ -219,6 +284,7 @@ def diagnose(run: Run, config: DoctorConfig | None = None) -> Diagnosis:
     classes = select_detectors(config)
     if config.metrics:
         run = run.with_metric_names(config.metrics)
+    run = _with_facts(run, config)
     vitals = compute_vitals(run, tau=config.tau, window=config.window)
     findings: list[Finding] = []
     skipped: dict[str, str] = {}
@@ -242,7 +308,7 @@ def diagnose(run: Run, config: DoctorConfig | None = None) -> Diagnosis:
             continue  # run only because a selected detector reads it
         findings.extend(found)
         if not found:
-            need = det.needs(vitals)
+            need = _why_not_judged(det, vitals)
             if need:
                 skipped[cls.id] = need
     findings.sort(key=_sort_key)
@@ -253,7 +319,37 @@ def diagnose(run: Run, config: DoctorConfig | None = None) -> Diagnosis:
         skipped=skipped,
         errors=errors,
         detectors=[c.id for c in classes],
+        incidents=group_findings(findings, vitals),
+        allow_unjudged=config.allow_unjudged,
     )
+
+
+def _why_not_judged(det: Detector, vitals: Vitals) -> str | None:
+    """What ``det`` (silent) would have needed, or None when it judged the run and found
+    nothing. A collapse detector on a run too short to judge did not judge it."""
+    need = det.needs(vitals)
+    if need:
+        return need
+    if det.family == "collapse" and vitals.too_short and vitals.n_steps:
+        return (
+            f"too few points: the run spans {vitals.span_steps} training step(s), a collapse "
+            f"is judged from {MIN_JUDGE_STEPS}"
+        )
+    return None
+
+
+def _with_facts(run: Run, config: DoctorConfig) -> Run:
+    """``run`` with the group size and reward range of ``config`` in its manifest."""
+    changes: dict[str, Any] = {}
+    if config.group_size is not None:
+        changes["group_size"] = config.group_size
+        where = config.source or "--group-size"
+        changes["config"] = {**run.manifest.config, "group_size_source": where}
+    if config.reward_range is not None:
+        changes["reward_min"], changes["reward_max"] = map(float, config.reward_range)
+    if not changes:
+        return run
+    return dataclasses.replace(run, manifest=dataclasses.replace(run.manifest, **changes))
 
 
 def check_understood(run: Run, path: str | os.PathLike | None = None) -> None:

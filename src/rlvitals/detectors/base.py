@@ -70,6 +70,8 @@ class Finding:
             ones included): renderers plot these under it, the ones the run has.
         thresholds: series name → the threshold the finding compared it with, drawn as a
             line on that series' plot.
+        marks: steps of isolated events (gradient spikes) that renderers mark as points on
+            the finding's first series, instead of shading onset → end as one episode.
     """
 
     id: str
@@ -83,6 +85,7 @@ class Finding:
     actions: list[str] = field(default_factory=list)
     series: list[str] = field(default_factory=list)
     thresholds: dict[str, float] = field(default_factory=dict)
+    marks: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -97,6 +100,7 @@ class Finding:
             "actions": list(self.actions),
             "series": list(self.series),
             "thresholds": {k: float(v) for k, v in self.thresholds.items()},
+            "marks": [int(s) for s in self.marks],
         }
 
 

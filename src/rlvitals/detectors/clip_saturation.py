@@ -79,8 +79,10 @@ class ClipSaturation(Detector):
         n = max(k.min_points, k.sustain)
         if clip is not None and clip.n >= n:
             return None
-        have = f"; the run has {clip.n}" if clip is not None else ""
-        return f"needs clip_frac, or clip_frac_low and clip_frac_high ({n}+ logged values{have})"
+        what = "needs clip_frac, or clip_frac_low and clip_frac_high"
+        if clip is None:
+            return f"{what}: not logged"
+        return f"{what}: too few points ({clip.n} logged, {n}+ needed)"
 
     def check(self, vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
         k = self.knobs

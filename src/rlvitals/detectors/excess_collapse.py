@@ -25,9 +25,13 @@ score max - min does not count: it stays alive when every group is degenerate). 
 excess ACR (observed - expected) is measured as a share of the room above the expected ACR,
 (observed - expected) / (1 - expected), so small groups at high pass rates (where much collapse
 is expected) are judged fairly; an episode is :knob:`sustain` logged steps with that share at or
-above :knob:`excess_above`, at least :knob:`excess_rise` above its median before the onset (the
-expected ACR assumes alike prompts, so every run carries some excess of its own; only a jump
-counts). The expected ACR needs G (manifest or per-group rewards) and reward_mean.
+above :knob:`excess_above`, at least :knob:`excess_rise` above its median before the onset (a
+baseline that assumes alike prompts leaves every run some excess of its own; only a jump
+counts). With prompt ids in the per-group rewards, each group's expected collapse comes from
+its prompt's own pass rate in nearby steps, so a prompt set that mixes always-solved and
+never-solved prompts is expected to collapse and is not reported; without them, from the
+step's mean pass rate (the finding says which). The expected ACR needs G (manifest or per-group
+rewards) and reward_mean.
 
 ## What to try
 - Plumbing: print rewards and advantages of one step side by side; check the normalisation
@@ -193,8 +197,15 @@ class ExcessCollapse(Detector):
         acr = median_in(vitals, "acr", ep.onset, ep.last_step)
         exp = median_in(vitals, "expected_acr", ep.onset, ep.last_step)
         p = median_in(vitals, "pass_rate", ep.onset, ep.last_step)
+        how = {
+            "per-prompt": "from each prompt's own pass rate in nearby steps",
+            "mixed": "from each prompt's own pass rate where it was seen in other steps",
+        }.get(
+            vitals.expected_acr_from or "",
+            f"from the step's mean pass rate {fmt(p)} (prompts assumed alike: no prompt ids)",
+        )
         msg = (
-            f"ACR {fmt(acr)} but only {fmt(exp)} expected from pass rate {fmt(p)} with G = "
+            f"ACR {fmt(acr)} but only {fmt(exp)} expected {how} with G = "
             f"{vitals.group_size} {episode_text(ep)}: the excess "
             f"{fmt(acr - exp)} fills {ep.level:.0%} of the room above the expected ACR "
             f"(>= {k.excess_above:.0%}; before: {ep.pre:.0%})"
@@ -209,6 +220,7 @@ class ExcessCollapse(Detector):
             expected_acr=rnd(exp),
             pass_rate=rnd(p),
             group_size=vitals.group_size,
+            expected_acr_from=vitals.expected_acr_from,
         )
         return self.finding(
             msg,

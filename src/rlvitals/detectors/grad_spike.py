@@ -45,10 +45,12 @@ from rlvitals.detectors.kit import fmt, needs, points, rnd, trailing_median
 BASELINE_POINTS = 20
 SPIKE_RATIO = 10.0
 MIN_HISTORY = 10
-SEVERE_RATIO = 100.0
+SEVERE_RATIO = 50.0
 WARN_SHARE = 0.1
 BASELINE_FLOOR = 0.5
 LISTED_STEPS = 10
+MARKED_STEPS = 500
+"""At most this many spike steps are marked on the plot (the first ones)."""
 
 
 @register
@@ -105,6 +107,7 @@ class GradSpike(Detector):
                 evidence="grad_norm",
                 series=["grad_norm"],
                 thresholds={"grad_norm": k.spike_ratio * float(base[worst])},
+                marks=[int(s) for s in g.steps[idx[:MARKED_STEPS]]],
                 metrics={
                     "spikes": int(idx.size),
                     "spike_share": rnd(share),

@@ -148,10 +148,20 @@ def median_in(vitals: Vitals, name: str, first: int, last: int) -> float:
 
 
 def needs(vitals: Vitals, names: Iterable[str], min_points: int) -> str | None:
-    """None when one of ``names`` has at least ``min_points`` finite values, else what is missing.
+    """None when one of ``names`` has at least ``min_points`` finite values, else why not.
 
-    For :meth:`Detector.needs`: ``"needs entropy (20+ logged values)"``, and when the run logs
-    the series but too rarely, how many it has.
+    For :meth:`Detector.needs`, the real reason, in the report's words: ``"needs entropy: not
+    logged"`` when the run has none of the series, ``"needs entropy: too few points (3 logged,
+    20+ needed)"`` when it logs one too rarely.
+
+    >>> from rlvitals.recording import RunBuilder
+    >>> from rlvitals.vitals import compute_vitals
+    >>> b = RunBuilder()
+    >>> for s in range(1, 4):
+    ...     b.add_row(s, {"entropy": 0.5})
+    >>> v = compute_vitals(b.build())
+    >>> needs(v, ["entropy"], 20), needs(v, ["kl"], 20)
+    ('needs entropy: too few points (3 logged, 20+ needed)', 'needs kl: not logged')
     """
     names = list(names)
     best = 0
@@ -162,8 +172,9 @@ def needs(vitals: Vitals, names: Iterable[str], min_points: int) -> str | None:
                 return None
             best = max(best, p.n)
     what = " or ".join(names)
-    have = f"; the run has {best}" if best else ""
-    return f"needs {what} ({min_points}+ logged values{have})"
+    if not best:
+        return f"needs {what}: not logged"
+    return f"needs {what}: too few points ({best} logged, {min_points}+ needed)"
 
 
 # --------------------------------------------------------------------------------------------

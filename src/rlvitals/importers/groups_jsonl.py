@@ -2,7 +2,9 @@
 
 Optional per-line keys: ``lengths`` and ``advantages`` (lists as long as ``rewards``).
 Rewards may be ``null`` or ``NaN`` (unscorable). Groups are keyed by ``group`` when present,
-else by ``prompt``; the ACR of a step is exact from these rows.
+else by ``prompt``; the ACR of a step is exact from these rows. Only ``prompt`` is a prompt id
+(the same prompt across steps: each prompt's own pass rate then sets its expected collapse);
+a ``group`` is a label within its step and says nothing about which prompt it was.
 """
 
 from __future__ import annotations
@@ -94,7 +96,8 @@ def load_groups_jsonl(path: Path, progress=None) -> Run:
             raise InputError(path, "'rewards' is empty", f"line {lineno}")
         steps.append(step)
         rewards.append(r)
-        prompts.append(_group_key(path, lineno, key))
+        prompt = obj.get("prompt")
+        prompts.append(None if prompt is None else _group_key(path, lineno, prompt))
         for name, store in (("lengths", lengths), ("advantages", advs)):
             v = obj.get(name)
             if v is None:
@@ -113,7 +116,7 @@ def load_groups_jsonl(path: Path, progress=None) -> Run:
     builder.groups = GroupTable.from_lists(
         steps,
         rewards,
-        prompts,
+        prompts if any(x is not None for x in prompts) else None,
         lengths if has_len else None,
         advs if has_adv else None,
     )

@@ -89,6 +89,14 @@ MIN_JUDGE_STEPS = 30
 _SINGLETON_SHARE = 0.9
 """Share of steps whose advantage extremes equal the reward extremes that means G = 1."""
 _SINGLETON_MIN_STEPS = 10
+_EXPECTED_NOTES = {
+    "per-prompt": "expected ACR: each group's P0 at its prompt's pass rate in the prompt's "
+    "nearest other steps",
+    "mixed": "expected ACR: each group's P0 at its prompt's pass rate in its nearest other steps "
+    "({share:.0%} of groups), else at the step's mean pass rate",
+    "batch": "expected ACR: P0 at the step's mean pass rate (no prompt ids, or no prompt seen "
+    "twice: prompts assumed alike, an optimistic baseline)",
+}
 _BATCH_TRAP_MIN_POINTS = 10
 """zero_std_frac must have this many points, all 0 or 1, to suspect the scale_rewards trap."""
 
@@ -134,6 +142,10 @@ class Vitals:
         group_size: completions per prompt (G), when known.
         group_size_from: where G came from ("the configuration", "per-group rewards",
             "advantages equal to rewards", ...), or None.
+        expected_acr_from: how ``expected_acr`` was made: ``per-prompt`` (each group's P0 at
+            its prompt's pass rate in nearby steps), ``mixed`` (some groups fell back to the
+            step's pass rate), ``batch`` (the step's mean pass rate for every group),
+            ``estimate`` (no per-group rewards: P0 of the step's mean reward and G), or None.
         estimator: advantage estimator, when known (``grpo``, ``dr_grpo``, ``avspo``, ...).
         adv_scale: what the advantages were divided by (:class:`rlvitals.vocabulary.Scale`
             value: ``group_std``, ``batch_std``, ``none``, ``virtual``), when known.
@@ -154,6 +166,7 @@ class Vitals:
     evidence: str
     group_size: int | None
     group_size_from: str | None
+    expected_acr_from: str | None
     estimator: str | None
     adv_scale: str | None
     kl_coef: float | None
@@ -257,6 +270,7 @@ class Vitals:
             "log_every": self.log_every,
             "group_size": self.group_size,
             "group_size_from": self.group_size_from,
+            "expected_acr_from": self.expected_acr_from,
             "estimator": self.estimator,
             "adv_scale": self.adv_scale,
             "kl_coef": self.kl_coef,
@@ -325,7 +339,10 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
         series[name] = col if same else _scatter(T, pos, col)
 
     group_size = m.group_size
-    group_size_from = "the configuration" if group_size is not None else None
+    expected_from = None
+    group_size_from = None
+    if group_size is not None:
+        group_size_from = str(m.config.get("group_size_source") or "the configuration")
     evidence = "none"
     batch_trap = False
 
@@ -357,6 +374,8 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
                 group_size_from = "per-group rewards"
         evidence = "groups"
         notes.append("collapse evidence: per-group rewards (exact ACR)")
+        expected_from = gs.expected_from
+        notes.append(_EXPECTED_NOTES[gs.expected_from].format(share=gs.per_prompt_share))
     elif _finite_any(series.get("acr")):
         evidence = "groups"
         notes.append("collapse evidence: ACR recorded live from per-group rewards")
@@ -431,6 +450,7 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
     if "pass_rate" not in series and _finite_any(rmean):
         series["pass_rate"] = np.clip((rmean - rmin) / (rmax - rmin), 0.0, 1.0)
     if "expected_acr" not in series and group_size and _finite_any(series.get("pass_rate")):
+        expected_from = "estimate"
         p = series["pass_rate"]
         with np.errstate(invalid="ignore"):
             series["expected_acr"] = np.where(
@@ -467,6 +487,7 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
         evidence=evidence,
         group_size=group_size,
         group_size_from=group_size_from,
+        expected_acr_from=expected_from if _finite_any(series.get("expected_acr")) else None,
         estimator=estimator,
         adv_scale=adv_scale,
         kl_coef=kl,

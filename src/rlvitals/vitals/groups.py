@@ -16,7 +16,11 @@ from rlvitals.signal import (
     split_masks,
 )
 
-__all__ = ["GroupSeries", "group_series"]
+__all__ = ["NEIGHBOURS", "GroupSeries", "group_series"]
+
+NEIGHBOURS = 2
+"""A group's prompt pass rate comes from up to this many of the prompt's other steps before the
+group's step and as many after (rows of groups, nearest first)."""
 
 
 @dataclass(frozen=True)
@@ -25,8 +29,14 @@ class GroupSeries:
 
     ``acr`` and its split use scorable groups as the denominator; ``pass_rate`` is the mean
     reward rescaled to [0, 1] by the reward range; ``expected_acr`` is the mean over the step's
-    groups of P0(p, G_j) with p the step's pass rate (prompts assumed alike: an optimistic
-    baseline, so ``excess = acr - expected_acr`` is an upper bound on pipeline collapse).
+    groups of P0(p_j, G_j). With prompt ids, p_j is the prompt's own pass rate from its nearest
+    other steps (:data:`NEIGHBOURS` before and after; the group's own step left out), so a prompt set that mixes always-solved and never-solved prompts
+    is expected to collapse; a group whose prompt has no other step, or a table without prompt
+    ids, takes the step's pass rate (prompts assumed alike: an optimistic baseline, so
+    ``excess = acr - expected_acr`` is then an upper bound on pipeline collapse).
+    ``expected_from`` says which: ``per-prompt`` (every group), ``mixed`` (some groups fell
+    back), ``batch`` (none had a per-prompt estimate); ``per_prompt_share`` the share of groups
+    with one.
     ``adv_std`` / ``adv_zero_frac`` are of GRPO advantages recomputed from the rewards (or of the
     recorded advantages when present).
     """
@@ -44,6 +54,8 @@ class GroupSeries:
     adv_std: np.ndarray
     adv_zero_frac: np.ndarray
     group_size: np.ndarray
+    expected_from: str = "batch"
+    per_prompt_share: float = 0.0
 
 
 def group_series(
@@ -86,11 +98,18 @@ def group_series(
         rcnt = np.bincount(rstep[ok], minlength=T).astype(np.float64)
         rmean = rsum / np.where(rcnt > 0, rcnt, np.nan)
         p = np.clip((rmean - r_min) / (r_max - r_min), 0.0, 1.0)
-        # Expected collapse: each group's P0 at its step's pass rate (prompts assumed alike).
+        # Expected collapse: each group's P0 at its prompt's pass rate from the prompt's other
+        # steps, else at its step's pass rate (prompts assumed alike).
         p_g = np.nan_to_num(p[sinv])
+        own = _prompt_pass_rates(table.prompt, sinv, st, scorable, r_min, r_max)
+        has_own = np.isfinite(own) & scorable
+        p_g = np.where(has_own, own, p_g)
         p0 = np.where(scorable, expected_collapse(p_g, np.where(scorable, st.count, 1.0)), 0.0)
         expected = per_step(p0) / denom
         gs = per_step(np.where(scorable, st.size, 0.0)) / denom
+    n_scorable = int(scorable.sum())
+    share = float(has_own.sum()) / n_scorable if n_scorable else 0.0
+    expected_from = "per-prompt" if share == 1.0 else ("mixed" if share > 0 else "batch")
     adv = table.advantages
     if adv is None:
         adv = advantages_from_stats(st, "grpo")
@@ -109,4 +128,58 @@ def group_series(
         adv_std=adv_std,
         adv_zero_frac=adv_zero,
         group_size=gs,
+        expected_from=expected_from,
+        per_prompt_share=share,
     )
+
+
+def _prompt_pass_rates(
+    prompt: np.ndarray | None,
+    sinv: np.ndarray,
+    st,
+    scorable: np.ndarray,
+    r_min: float,
+    r_max: float,
+) -> np.ndarray:
+    """``(k,)`` each group's prompt pass rate from the prompt's nearest other steps: up to
+    :data:`NEIGHBOURS` before and as many after (a prompt's difficulty drifts as the policy
+    learns, so far-away epochs say little); NaN where the prompt has no other step, or without
+    prompt ids. The completions' mean reward, rescaled to [0, 1]."""
+    k = sinv.shape[0]
+    out = np.full(k, np.nan)
+    if prompt is None or k == 0:
+        return out
+    ids = prompt.tolist()
+    known = np.fromiter((x is not None for x in ids), dtype=bool, count=k) & scorable
+    if not known.any():
+        return out
+    rows = np.flatnonzero(known)
+    keys = np.asarray([str(ids[i]) for i in rows.tolist()], dtype=object)
+    _, q = np.unique(keys, return_inverse=True)
+    q = q.reshape(-1)
+    t = sinv[rows]
+    order = np.lexsort((t, q))  # by prompt, then step
+    q, t, rows = q[order], t[order], rows[order]
+    cnt = st.count[rows].astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        succ = np.clip((st.mean[rows] - r_min) / (r_max - r_min), 0.0, 1.0) * cnt
+    n = rows.shape[0]
+    pos = np.arange(n)
+    new_prompt = np.r_[True, q[1:] != q[:-1]]
+    new_pair = new_prompt | np.r_[True, t[1:] != t[:-1]]
+    b = np.maximum.accumulate(np.where(new_prompt, pos, 0))  # first row of the prompt
+    last_prompt = np.r_[new_prompt[1:], True]
+    e = np.minimum.accumulate(np.where(last_prompt[::-1], pos[::-1] + 1, n))[::-1]  # one past
+    fs = np.maximum.accumulate(np.where(new_pair, pos, 0))  # first row of (prompt, step)
+    last_pair = np.r_[new_pair[1:], True]
+    ls = np.minimum.accumulate(np.where(last_pair[::-1], pos[::-1] + 1, n))[::-1]  # one past
+    lo = np.maximum(b, fs - NEIGHBOURS)
+    hi = np.minimum(e, ls + NEIGHBOURS)
+    cs = np.r_[0.0, np.cumsum(succ)]
+    cc = np.r_[0.0, np.cumsum(cnt)]
+    s_other = (cs[fs] - cs[lo]) + (cs[hi] - cs[ls])
+    c_other = (cc[fs] - cc[lo]) + (cc[hi] - cc[ls])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = np.where(c_other > 0, s_other / c_other, np.nan)
+    out[rows] = np.clip(rate, 0.0, 1.0)
+    return out

@@ -57,16 +57,13 @@ def reward_range(run: Run) -> RewardRange:
         note = f"reward range [{lo}, {hi}] is empty; "
     else:
         note = ""
-    lo, hi = _observed_reward_range(run)
+    lo, hi, seen = _observed_reward_range(run)
     if lo < 0.0 or hi > 1.0:
         lo, hi = min(0.0, lo), max(1.0, hi)
-        return RewardRange(
-            lo,
-            hi,
-            False,
-            True,
-            note + f"reward range unknown: taken from the rewards seen, [{lo:g}, {hi:g}]",
-        )
+        how = f"taken from the {seen} seen, [{lo:g}, {hi:g}]"
+        if seen == "mean reward":
+            how += " (pass rates approximate: pass --reward-range MIN,MAX)"
+        return RewardRange(lo, hi, False, True, note + "reward range unknown: " + how)
     return RewardRange(0.0, 1.0, False, False, note + "reward range unknown: assumed [0, 1]")
 
 
@@ -79,20 +76,32 @@ def acr_series(run: Run, *, tau: float = DEFAULT_TAU) -> tuple[GroupSeries, Rewa
     return group_series(run.groups, tau=tau, r_min=rr.low, r_max=rr.high), rr
 
 
-def _observed_reward_range(run: Run) -> tuple[float, float]:
-    """Smallest and largest reward the run shows: exact from per-group rewards, else from the
-    logged reward min/max, else from the mean reward rounded out to whole numbers; (0, 1) when
-    nothing is known."""
+def _observed_reward_range(run: Run) -> tuple[float, float, str]:
+    """Smallest and largest reward the run shows, and from what: exact from per-group rewards,
+    else from the logged reward min/max, else the mean reward's own extremes (tight: a mean of
+    1.02 says the maximum is at least 1.02, not 2); (0, 1) when nothing is known. Non-finite
+    values (a logged inf) are left out."""
     g = run.groups
-    if g is not None and g.rewards.size and np.isfinite(g.rewards).any():
-        return float(np.nanmin(g.rewards)), float(np.nanmax(g.rewards))
-    lo_s, hi_s = run.series.get("reward_min"), run.series.get("reward_max")
-    if _finite(lo_s) and _finite(hi_s):
-        return float(np.nanmin(lo_s)), float(np.nanmax(hi_s))
-    mean = run.series.get("reward_mean")
-    if _finite(mean):
-        return float(math.floor(np.nanmin(mean))), float(math.ceil(np.nanmax(mean)))
-    return 0.0, 1.0
+    if g is not None and g.rewards.size:
+        r = g.rewards[np.isfinite(g.rewards)]
+        if r.size:
+            return float(r.min()), float(r.max()), "rewards"
+    lo_s, hi_s = (
+        _finite_values(run.series.get("reward_min")),
+        _finite_values(run.series.get("reward_max")),
+    )
+    if lo_s.size and hi_s.size:
+        return float(lo_s.min()), float(hi_s.max()), "reward min/max"
+    mean = _finite_values(run.series.get("reward_mean"))
+    if mean.size:
+        return float(mean.min()), float(mean.max()), "mean reward"
+    return 0.0, 1.0, "nothing"
+
+
+def _finite_values(x: np.ndarray | None) -> np.ndarray:
+    if x is None:
+        return np.zeros(0)
+    return x[np.isfinite(x)]
 
 
 def _finite(x: np.ndarray | None) -> bool:
