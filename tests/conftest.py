@@ -31,6 +31,7 @@ HELPERS = {
     "rlvitals_tests_trl_harness": "trl_ddp_script.py",
     "rlvitals_tests_trl_producer": "_trl_producer.py",
     "rlvitals_tests_binary_producers": "_binary_producers.py",
+    "rlvitals_tests_format_producers": "_format_producers.py",
 }
 """Module name -> file in tests/; in load order (the TRL producer uses the TRL harness)."""
 

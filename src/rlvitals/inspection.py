@@ -27,7 +27,7 @@ def describe(run: Run) -> dict[str, Any]:
     >>> d["series"], d["unknown_keys"]
     ({'mystery': 1.0, 'reward_mean': 1.0}, ['mystery'])
     """
-    from rlvitals.importers import format_description
+    from rlvitals.importers import format_description, runs_of
 
     m = run.manifest
     return {
@@ -36,7 +36,10 @@ def describe(run: Run) -> dict[str, Any]:
         "format_description": format_description(m.format),
         "trainer": m.trainer,
         "steps": _steps_info(run.steps),
+        "step_key": m.step_key,
         "logging_steps": m.logging_steps,
+        "trainer_version": m.trainer_version,
+        "reward_std_kind": _reward_std_kind(run),
         "group_size": m.group_size,
         "scale_rewards": m.scale_rewards,
         "estimator": m.estimator,
@@ -48,10 +51,43 @@ def describe(run: Run) -> dict[str, Any]:
         "eval_steps": _steps_info(run.eval_steps),
         "eval_series": {n: round(run.coverage(n), 4) for n in sorted(run.eval_series)},
         "groups": _groups_info(run),
+        "collapse_evidence": _collapse_evidence(run),
+        "runs": runs_of(run),
         "events": len(run.events),
         "unknown_keys": list(run.unknown_keys),
         "warnings": list(run.warnings),
     }
+
+
+_COLLAPSE_KEYS = (
+    "zero_std_frac",
+    "solve_all_frac",
+    "solve_none_frac",
+    "effective_frac",
+    "filtered_frac",
+    "filtered_groups",
+    "kept_frac",
+    "group_reward_std_mean",
+    "adv_zero_frac",
+    "adv_std",
+    "reward_std",
+)
+
+
+def _reward_std_kind(run: Run) -> str | None:
+    if not run.has("reward_std"):
+        return None
+    from rlvitals.vitals.filtering import reward_std_kind
+
+    return reward_std_kind(run)
+
+
+def _collapse_evidence(run: Run) -> list[str]:
+    """The collapse-related series the run holds, best first (what the vitals can use)."""
+    out = ["per-group rewards"] if run.groups is not None and run.groups.n_groups else []
+    out += [k for k in _COLLAPSE_KEYS if run.has(k)]
+    out += [k for k in run.unknown_keys if "zero_std/count_" in k or "dynamic_filter/drop_" in k]
+    return out
 
 
 def _f(x: Any) -> Any:

@@ -90,7 +90,7 @@ ESTIMATOR_INFO: dict[str, EstimatorInfo] = {
             "grpo",
             Scale.GROUP_STD,
             summary="GRPO: (r - mean_j) / (std_j + eps)",
-            aliases=("group_norm", "grpo_vectorized"),
+            aliases=("group_norm", "grpo_vectorized", "gspo"),
         ),
         EstimatorInfo("dr_grpo", Scale.NONE, summary="Dr. GRPO: r - mean_j"),
         EstimatorInfo(
@@ -106,6 +106,13 @@ ESTIMATOR_INFO: dict[str, EstimatorInfo] = {
             "avspo_released",
             Scale.VIRTUAL,
             summary="AVSPO as released: one virtual sample per collapsed group",
+        ),
+        EstimatorInfo(
+            "history_baseline",
+            Scale.VIRTUAL,
+            summary="DBB-style: (u - p_k) / sqrt(p_k (1 - p_k)), p_k a discounted Beta-Bernoulli "
+            "pass rate of the prompt; its pseudo-counts act as virtual samples, so collapsed "
+            "groups keep a uniform non-zero advantage",
         ),
         EstimatorInfo(
             "zero_var_filter",
@@ -125,7 +132,7 @@ ESTIMATOR_INFO: dict[str, EstimatorInfo] = {
             Scale.BATCH_STD,
             group_baseline=False,
             summary="REINFORCE++: returns whitened over the batch",
-            aliases=("reinforce",),
+            aliases=("reinforce", "reinforce++"),
         ),
         EstimatorInfo(
             "reinforce_plus_plus_baseline",
@@ -139,6 +146,18 @@ ESTIMATOR_INFO: dict[str, EstimatorInfo] = {
             summary="GDPO: per-reward group normalisation, then batch whitening",
         ),
         EstimatorInfo("grpo_passk", Scale.GROUP_STD, summary="GRPO for pass@k"),
+        EstimatorInfo(
+            "grpo_loo",
+            Scale.GROUP_STD,
+            summary="NeMo-RL's default: leave-one-out mean, divided by the population std of "
+            "the others where it is > 0",
+        ),
+        EstimatorInfo(
+            "max_rl",
+            Scale.NONE,
+            summary="MaxRL: (r - mean_j) / mean_j (prime-rl, open-instruct)",
+            aliases=("maxrl",),
+        ),
         EstimatorInfo(
             "remax", Scale.NONE, group_baseline=False, summary="ReMax: greedy-rollout baseline"
         ),

@@ -25,6 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FMT",
         help="force the input format instead of sniffing it",
     )
+    p.add_argument("--run", metavar="NAME", help="which run of a store holding several")
     p.add_argument(
         "--tau",
         type=float,
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     if args.every < 1:
         raise InputError(None, f"--every must be >= 1, got {args.every}")
     path = example_path(args.example) if args.example else args.path
-    r = load(path, args.fmt)
+    r = load(path, args.fmt, run=args.run)
     found = acr_series(r, tau=args.tau)  # the doctor's vitals read the same series and range
     if found is None:
         raise InputError(path, "run has no per-group rewards; try 'rlvitals doctor' instead")

@@ -18,6 +18,9 @@ EXAMPLE = """\
 --format names the INPUT format (as in every rlvitals command); for JSON output use --json
 (or --output-format json).
 
+PATH may be - (standard input: zcat train.log.gz | rlvitals inspect -); --run NAME chooses a run
+of a store holding several (rlvitals inspect mlruns/ --run my-run).
+
 example: rlvitals inspect outputs/grpo/trainer_state.json --json"""
 MAX_LISTED = 50
 """Unknown keys and warnings listed in text output before '... and N more'."""
@@ -31,7 +34,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("path", help="a run: file or directory (TRL output dir, JSONL, CSV, ...)")
+    p.add_argument(
+        "path",
+        help="a run: file or directory (TRL output dir, JSONL, CSV, ...); - reads standard "
+        "input; gzip/zstd files are read as they are",
+    )
+    p.add_argument(
+        "--run",
+        metavar="NAME",
+        help="which run of a store holding several (MLflow, a wandb/ folder, trackio, a log "
+        "with runs back to back); listed in the output",
+    )
     p.add_argument(
         "--input-format",
         "--format",
@@ -77,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     from rlvitals.progress import ProgressBar
 
     with ProgressBar(str(args.path), force=args.progress) as bar:
-        r = load(args.path, args.fmt, progress=bar)
+        r = load(args.path, args.fmt, progress=bar, run=args.run)
     info = describe(r)
     if args.output_format == "json":
         json.dump(info, sys.stdout, indent=1)
@@ -117,6 +130,10 @@ def render_text(info: dict[str, Any]) -> str:
     if info["logging_steps"]:
         steps += f", logged every {info['logging_steps']} steps"
     lines.append(f"steps          {steps}")
+    if info.get("step_key"):
+        lines.append(f"step from      {info['step_key']}")
+    if info.get("trainer_version"):
+        lines.append(f"version        {info['trainer_version']}")
     known = [
         f"{k} {info[k]}"
         for k in (
@@ -130,6 +147,14 @@ def render_text(info: dict[str, Any]) -> str:
         if info[k] is not None
     ]
     lines.append(f"config         {', '.join(known) if known else 'nothing known'}")
+    ev = info.get("collapse_evidence") or []
+    lines.append(f"collapse data  {', '.join(ev) if ev else 'none'}")
+    if info.get("reward_std_kind"):
+        lines.append(f"reward_std     {info['reward_std_kind']}")
+    runs = info.get("runs") or []
+    if runs:
+        listed = ", ".join(r.get("name", "?") + (" (read)" if r.get("read") else "") for r in runs)
+        lines.append(f"runs           {len(runs)}: {listed}  (choose with --run NAME)")
     g = info["groups"]
     if g["present"]:
         sizes = ", ".join(str(s) for s in g["group_sizes"])

@@ -4,6 +4,12 @@ The format is chosen by content sniffing (``load(path)``) or forced (``load(path
 Each importer module registers an :class:`Importer` in :data:`IMPORTERS` at import time. The
 built-in formats are listed in ``_FORMATS`` with their module and a cheap byte test, so
 sniffing a file imports only the importers that could claim it.
+
+Any path may be ``-`` (standard input), a pipe (``<(cat log)``), a FIFO, or a gzip / zstd file:
+:mod:`rlvitals.importers._source` reads a buffered prefix for the sniffers and lets the importer
+continue the same stream. A store holding several runs (MLflow, a W&B folder, trackio, appended
+log histories) reads the one ``run=`` names; without it, the most recent, with a warning naming
+the others (a ``runs`` event lists them all (:func:`runs_of`)).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlvitals.errors import InputError
+from rlvitals.importers._source import decompress_errors, input_context, is_stream, read_prefix
 from rlvitals.recording.run import Run
 from rlvitals.registry import Plugins, Registry, import_module
 
@@ -24,6 +31,8 @@ __all__ = [
     "format_description",
     "formats",
     "load",
+    "note_runs",
+    "runs_of",
     "sniff",
 ]
 
@@ -43,13 +52,17 @@ class Importer:
         description: one line for ``rlvitals inspect --help`` and the docs.
         sniff: ``(path, head) -> confidence in [0, 1]``; ``head`` is the first 64 KiB of a file,
             or ``b""`` for a directory. 0 means "not mine".
-        load: ``(path, progress) -> Run``; raises :class:`InputError` for bad input.
+        load: ``(path, progress) -> Run``; raises :class:`InputError` for bad input. With
+            ``multi_run``, also ``run=NAME`` (None: the most recent run, with a warning).
+        multi_run: the format can hold several runs (``--run`` chooses one).
     """
 
     name: str
     description: str
     sniff: Callable[[Path, bytes], float]
     load: Callable[[Path, Progress | None], Run]
+    multi_run: bool = False
+    """True when ``load`` takes ``run=`` (a store holding several runs)."""
 
 
 IMPORTERS: Registry[Importer] = Registry("format")
@@ -83,6 +96,8 @@ class _Format:
 
 _VERL_MARKS = (b"step:", b"verl", b"TaskRunner", b"main_task", b"val-core/", b"critic/score/")
 _STREAM_PREFIXES = ("scalars.rank", "events.rank", "groups.rank")
+_TRL_CONSOLE_MARKS = (b"{'", b"it/s]", b"s/it]", b"trl", b"transformers")
+_SLIME_MARKS = (b": {'rollout/", b": {'perf/", b"slime", b"RolloutManager")
 
 _FORMATS: dict[str, _Format] = {
     "groups_jsonl": _Format("groups_jsonl", lambda p, h: _text_json(h) and b'"rewards"' in h),
@@ -98,7 +113,39 @@ _FORMATS: dict[str, _Format] = {
         lambda p, h: _text(h) and (b"Global step" in h or b"openrlhf" in h or b"OpenRLHF" in h),
     ),
     "trl_state": _Format("trl_state", lambda p, h: _text_json(h), dirs=True),
+    "trl_log_history": _Format(
+        "trl_log_history", lambda p, h: _text_json(h) and b'"step"' in h and b"[" in h[:64]
+    ),
+    "trl_console": _Format(
+        "trl_console", lambda p, h: _text(h) and any(m in h for m in _TRL_CONSOLE_MARKS)
+    ),
     "trl_completions": _Format("trl_completions", lambda p, h: h.startswith(b"PAR1"), dirs=True),
+    "ms_swift": _Format(
+        "ms_swift",
+        lambda p, h: _text_json(h) and (b'"global_step/max_steps"' in h or b'"iteration": "' in h),
+    ),
+    "ms_swift_completions": _Format(
+        "ms_swift_completions", lambda p, h: _text_json(h) and b'"step": ["' in h[:256]
+    ),
+    "nemo_rl": _Format(
+        "nemo_rl", lambda p, h: _text_json(h) and b'"content": [' in h[:8192], dirs=True
+    ),
+    "prime_rl": _Format("prime_rl", lambda p, h: _text_json(h) and b'"time": ' in h[:256]),
+    "skyrl_console": _Format(
+        "skyrl_console", lambda p, h: _text(h) and (b"Step " in h or b"skyrl" in h)
+    ),
+    "slime_console": _Format(
+        "slime_console",
+        lambda p, h: _text(h) and any(m in h for m in _SLIME_MARKS),
+    ),
+    "trackio": _Format("trackio", lambda p, h: h.startswith(b"SQLite format 3\x00"), dirs=True),
+    "wandb_chart": _Format(
+        "wandb_chart", lambda p, h: _text(h) and h.lstrip(b"\xef\xbb\xbf")[:1] == b'"'
+    ),
+    "wandb_history": _Format(
+        "wandb_history",
+        lambda p, h: h.startswith(b"PAR1") or (_text(h) and b"_step" in h[:8192]),
+    ),
     "jsonl": _Format("generic", lambda p, h: _text_json(h)),
     "csv": _Format("generic", lambda p, h: _text(h) and not _text_json(h)),
     "recording": _Format(
@@ -126,6 +173,26 @@ def _import(name: str) -> Importer:
     return IMPORTERS.get(name)
 
 
+def note_runs(builder, runs: list[dict]) -> None:
+    """Record the runs a multi-run store holds (``[{"name", "id", ..., "read": bool}]``) as a
+    ``runs`` event of the run being built; ``rlvitals inspect`` lists them."""
+    from rlvitals.recording.run import Event
+
+    if len(runs) > 1:
+        read = next((r.get("name") for r in runs if r.get("read")), None)
+        builder.add_event(
+            Event(None, "runs", f"{len(runs)} runs here; read {read}", {"runs": runs})
+        )
+
+
+def runs_of(run: Run) -> list[dict]:
+    """The runs of the store ``run`` was read from (:func:`note_runs`), or ``[]``."""
+    for e in run.events:
+        if e.kind == "runs" and isinstance(e.data.get("runs"), list):
+            return e.data["runs"]
+    return []
+
+
 def register(importer: Importer) -> Importer:
     IMPORTERS.add(importer.name, importer)
     return importer
@@ -149,10 +216,13 @@ def format_description(name: str | None) -> str | None:
 
 
 def _head(path: Path) -> bytes:
-    if path.is_dir():
+    if not is_stream(path) and path.is_dir():
         return b""
-    with open(path, "rb") as f:
-        return f.read(SNIFF_BYTES)
+    return read_prefix(path, SNIFF_BYTES)
+
+
+def _exists(p: Path) -> bool:
+    return is_stream(p) or p.exists()
 
 
 def sniff(path: str | os.PathLike) -> Importer:
@@ -161,14 +231,20 @@ def sniff(path: str | os.PathLike) -> Importer:
     Only the importers whose cheap test passes are imported and asked (plus any registered
     from outside the built-in table).
     """
-    p = Path(path)
-    if not p.exists():
+    with input_context(path) as p:
+        return _sniff(p)
+
+
+def _sniff(p: Path) -> Importer:
+    if not _exists(p):
         raise InputError(p, "no such file or directory")
     try:
         head = _head(p)
+    except decompress_errors() as e:
+        raise InputError(p, f"cannot decompress: {e or type(e).__name__}") from None
     except OSError as e:
         raise InputError(p, f"cannot read: {e.strerror or e}") from None
-    is_dir = p.is_dir()
+    is_dir = not is_stream(p) and p.is_dir()
     if not is_dir and not head:
         raise InputError(p, "file is empty")
     candidates = [
@@ -187,29 +263,52 @@ def sniff(path: str | os.PathLike) -> Importer:
     return best
 
 
-def load(path: str | os.PathLike, fmt: str | None = None, progress: Progress | None = None) -> Run:
-    """Read ``path`` into a ``Run``, sniffing the format unless ``fmt`` names one."""
-    p = Path(path)
+def load(
+    path: str | os.PathLike,
+    fmt: str | None = None,
+    progress: Progress | None = None,
+    run: str | None = None,
+) -> Run:
+    """Read ``path`` into a ``Run``, sniffing the format unless ``fmt`` names one.
+
+    Args:
+        path: a file, a directory, ``-`` for standard input, a pipe or a FIFO; gzip / zstd
+            files are decompressed.
+        fmt: the format name, to skip sniffing.
+        progress: ``progress(done_bytes, total_bytes)`` now and then.
+        run: the run to read from a store that holds several (a name or id; see
+            ``rlvitals inspect``, which lists them); an InputError for a single-run format.
+    """
+    with input_context(path) as p:
+        return _load(p, fmt, progress, run)
+
+
+def _load(p: Path, fmt: str | None, progress: Progress | None, run: str | None) -> Run:
     if fmt is None:
-        imp = sniff(p)
+        imp = _sniff(p)
     else:
         if fmt not in _FORMATS and fmt not in IMPORTERS:
             raise InputError(p, f"unknown format {fmt!r}; valid: {', '.join(format_names())}")
         imp = _import(fmt)
-        if not p.exists():
+        if not _exists(p):
             raise InputError(p, "no such file or directory")
+    if run is not None and not imp.multi_run:
+        raise InputError(p, f"the {imp.name} format holds one run; --run does not apply")
     try:
-        run = imp.load(p, progress)
+        out = imp.load(p, progress, run=run) if imp.multi_run else imp.load(p, progress)
     except InputError:
         raise
     except IsADirectoryError:
         raise InputError(p, f"is a directory; the {imp.name} format reads a file") from None
+    except decompress_errors() as e:
+        raise InputError(p, f"cannot decompress: {e or type(e).__name__}") from None
     except (OSError, MemoryError) as e:
         raise InputError(p, f"cannot read: {e}") from None
     except RecursionError:
         raise InputError(p, "input nested too deeply to read") from None
     except OverflowError as e:
         raise InputError(p, f"number out of range: {e}") from None
-    run.manifest.source = run.manifest.source or str(p)
-    run.manifest.format = imp.name
-    return run
+
+    out.manifest.source = out.manifest.source or str(p)
+    out.manifest.format = imp.name
+    return out

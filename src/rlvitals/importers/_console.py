@@ -19,13 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from rlvitals.errors import InputError
+from rlvitals.importers._source import decompress_errors, is_stream, open_input, read_prefix
 
 __all__ = [
     "CommandCatcher",
     "check_step",
     "messages",
+    "number_or_none",
     "parse_cli_flags",
     "parse_dict_repr",
+    "parse_dict_values",
     "parse_hydra_overrides",
     "parse_number",
     "scan_file",
@@ -175,6 +178,57 @@ def parse_dict_repr(text: str) -> dict[str, float]:
     return out
 
 
+def parse_dict_values(text: str) -> dict[str, float | str | None]:
+    """A printed dict (Python repr) → ``{key: value}``: numbers as float, strings as they are
+    (``'0.4g'`` strings of transformers 5, ``'12/500'``), ``None`` as None; other values
+    (lists, calls that are not numbers) are left out. Raises ValueError when ``text`` is not a
+    dict display. Nothing is evaluated.
+
+    >>> parse_dict_values("{'loss': '-0.0326', 'kl': nan, 'x': None, 'n': 3, 'l': [1]}")
+    {'loss': '-0.0326', 'kl': nan, 'x': None, 'n': 3.0}
+    """
+    tree = _dict_tree(text)
+    out: dict[str, float | str | None] = {}
+    for k, v in zip(tree.keys, tree.values):
+        if not (isinstance(k, ast.Constant) and isinstance(k.value, str)):
+            continue
+        if isinstance(v, ast.Constant) and (v.value is None or isinstance(v.value, str)):
+            out[k.value] = v.value
+            continue
+        x = _literal_number(v)
+        if x is not None:
+            out[k.value] = x
+    return out
+
+
+def _dict_tree(text: str) -> ast.Dict:
+    if len(text) > MAX_DICT_CHARS:
+        raise ValueError(f"status dict longer than {MAX_DICT_CHARS} characters")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as e:
+        msg = e.msg if isinstance(e, SyntaxError) else (str(e) or type(e).__name__)
+        raise ValueError(f"not a Python dict: {msg}") from None
+    if not isinstance(tree.body, ast.Dict):
+        raise ValueError("not a Python dict")
+    return tree.body
+
+
+def number_or_none(v: float | str | None) -> float | None:
+    """A console value as float: numbers, numeric strings (``'6.228e-05'``, ``'nan'``), None as
+    NaN; None for text that is not a number."""
+    if v is None:
+        return math.nan
+    if isinstance(v, float):
+        return v
+    try:
+        return float(v)
+    except (ValueError, OverflowError):
+        return None
+
+
 # --- launch commands ---------------------------------------------------------------------
 
 
@@ -318,8 +372,15 @@ def scan_file(path: Path, head: bytes, pattern: re.Pattern[bytes], limit: int = 
     if pattern.search(head):
         return True
     try:
-        with open(path, "rb") as f:
-            f.seek(len(head))
+        if is_stream(path):  # sniffing must not consume it: look at its buffered prefix
+            return bool(pattern.search(read_prefix(path, limit)))
+        with open_input(path) as f:
+            skip = len(head)
+            while skip > 0:  # also works on a decompressed file or a stream's replay
+                got = len(f.read(min(skip, 1 << 20)))
+                if not got:
+                    return False
+                skip -= got
             done, tail = len(head), head[-4096:]
             while done < limit:
                 chunk = f.read(1 << 20)
@@ -329,6 +390,6 @@ def scan_file(path: Path, head: bytes, pattern: re.Pattern[bytes], limit: int = 
                 if pattern.search(tail + chunk):
                     return True
                 tail = chunk[-4096:]
-    except OSError:
+    except (OSError, InputError, ValueError, *decompress_errors()):
         return False
     return False

@@ -7,14 +7,21 @@ it is dropped with a warning. Any other bad line is an :class:`InputError` namin
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rlvitals.errors import InputError
+from rlvitals.importers._source import input_size, open_input
 
-__all__ = ["MAX_LINE_BYTES", "MAX_STEP", "iter_json_lines", "iter_lines", "json_step"]
+__all__ = [
+    "MAX_LINE_BYTES",
+    "MAX_STEP",
+    "iter_json_array",
+    "iter_json_lines",
+    "iter_lines",
+    "json_step",
+]
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
 """A longer line is an error rather than a memory blow-up."""
@@ -27,13 +34,16 @@ _PROGRESS_EVERY = 8 << 20
 def iter_lines(path: Path, progress=None) -> Iterator[tuple[int, bytes, bool]]:
     """Yield ``(lineno, line_without_newline, complete)`` in bounded memory.
 
-    ``complete`` is False only for a last line with no trailing newline.
+    ``complete`` is False only for a last line with no trailing newline. ``path`` may be
+    compressed or a stream (:func:`rlvitals.importers._source.open_input`); its total size is
+    then unknown and progress reports the bytes read so far as the total.
     """
-    total = os.path.getsize(path)
+    size = input_size(path)
+    total = size or 0
     done = 0
     next_report = _PROGRESS_EVERY
     lineno = 0
-    with open(path, "rb") as f:
+    with open_input(path) as f:
         while True:
             line = f.readline(MAX_LINE_BYTES + 1)
             if not line:
@@ -43,14 +53,14 @@ def iter_lines(path: Path, progress=None) -> Iterator[tuple[int, bytes, bool]]:
             if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
                 raise InputError(path, f"line longer than {MAX_LINE_BYTES} bytes", f"line {lineno}")
             if progress is not None and done >= next_report:
-                progress(done, total)
+                progress(done, max(total, done))
                 next_report = done + _PROGRESS_EVERY
             if line.endswith(b"\n"):
                 yield lineno, line.rstrip(b"\r\n"), True
             else:
                 yield lineno, line, False
     if progress is not None:
-        progress(total, total)
+        progress(max(total, done), max(total, done))
 
 
 def iter_json_lines(path: Path, warnings: list[str], progress=None) -> Iterator[tuple[int, Any]]:
@@ -83,3 +93,107 @@ def json_step(path: Path, obj: dict[str, Any], key: str, where: str) -> int:
     if not -MAX_STEP <= step <= MAX_STEP:
         raise InputError(path, f"step number {str(step)[:24]} is out of range", where)
     return step
+
+
+def iter_json_array(
+    path: Path, progress=None, max_item_bytes: int = MAX_LINE_BYTES
+) -> Iterator[tuple[int, int, Any]]:
+    """Yield ``(array_number, item_number, item)`` for the items of the JSON array(s) in ``path``,
+    streamed: memory is bounded by the largest item, not the file.
+
+    ``json.dump(a, f); json.dump(b, f)`` writes two arrays back to back: their items come with
+    array numbers 0 and 1. Whitespace (any indent) and a UTF-8 BOM are fine; bare ``NaN`` is
+    read as Python's json reads it.
+
+    Raises:
+        InputError: not a JSON array, invalid JSON (naming the item and byte), a torn end.
+    """
+    import codecs
+
+    dec = json.JSONDecoder()
+    decode = codecs.getincrementaldecoder("utf-8-sig")("strict").decode
+    size = input_size(path)
+    buf = ""
+    pos = 0
+    base = 0  # characters dropped from the front of buf
+    done = 0
+    eof = False
+    array = -1
+    item = 0
+    in_array = False
+    with open_input(path) as f:
+
+        def more() -> bool:
+            nonlocal buf, pos, base, done, eof
+            if eof:
+                return False
+            chunk = f.read(_CHUNK)
+            done += len(chunk)
+            if progress is not None:
+                progress(done, max(size or 0, done))
+            try:
+                text = decode(chunk, final=not chunk)
+            except UnicodeDecodeError as e:
+                raise InputError(
+                    path, "not UTF-8 text", f"byte {done - len(chunk) + e.start}"
+                ) from None
+            if pos > _CHUNK:
+                base += pos
+                buf, pos = buf[pos:], 0
+            buf += text
+            if not chunk:
+                eof = True
+            return True
+
+        while True:
+            while True:  # skip blanks (and the comma between items)
+                while pos < len(buf) and buf[pos] in " \t\r\n":
+                    pos += 1
+                if pos < len(buf) or not more():
+                    break
+            if pos >= len(buf):
+                if in_array:
+                    raise InputError(
+                        path, "JSON array is not closed (a torn file?)", f"item {item}"
+                    )
+                if array < 0:
+                    raise InputError(path, "file is empty")
+                return
+            ch = buf[pos]
+            if not in_array:
+                if ch != "[":
+                    raise InputError(
+                        path, "expected a JSON array of log rows", f"character {base + pos}"
+                    )
+                in_array, array, pos = True, array + 1, pos + 1
+                expect_item = True
+                continue
+            if ch == "]":
+                in_array, pos = False, pos + 1
+                continue
+            if ch == ",":
+                if expect_item:
+                    raise InputError(path, "invalid JSON: unexpected ','", f"item {item}")
+                pos += 1
+                expect_item = True
+                continue
+            if not expect_item:
+                raise InputError(path, "invalid JSON: expected ',' or ']'", f"item {item}")
+            while True:
+                try:
+                    obj, end = dec.raw_decode(buf, pos)
+                    if end == len(buf) and not eof and buf[pos] not in '{["':
+                        raise ValueError  # a number may continue in the next chunk
+                    break
+                except (ValueError, RecursionError) as e:
+                    if len(buf) - pos > max_item_bytes:
+                        raise InputError(
+                            path, f"an item longer than {max_item_bytes} characters", f"item {item}"
+                        ) from None
+                    if not more():
+                        msg = e.msg if isinstance(e, json.JSONDecodeError) else type(e).__name__
+                        raise InputError(path, f"invalid JSON: {msg}", f"item {item}") from None
+            pos = end
+            expect_item = False
+            yield array, item, obj
+            item += 1

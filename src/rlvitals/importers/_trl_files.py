@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvitals.errors import InputError
+from rlvitals.importers._source import is_stream, open_input
 from rlvitals.recording.metrics import is_eval_key
 from rlvitals.recording.run import Manifest
 from rlvitals.trainers import apply_facts
@@ -22,6 +23,8 @@ from rlvitals.trainers import trl as trl_facts
 __all__ = [
     "MAX_STATE_BYTES",
     "STATE_NAME",
+    "SUMMARY_KEYS",
+    "HistoryReader",
     "StateHints",
     "apply_args",
     "find_args_file",
@@ -82,7 +85,7 @@ def _checkpoints(d: Path) -> list[Path]:
 
 def find_state(path: Path) -> Path | None:
     """The ``trainer_state.json`` that ``path`` (a file or an output directory) stands for."""
-    if path.is_file():
+    if is_stream(path) or path.is_file():
         return path
     if not path.is_dir():
         return None
@@ -107,10 +110,11 @@ def step_int(v: Any) -> int | None:
 
 
 def read_json(path: Path, limit: int) -> Any:
-    size = path.stat().st_size
-    if size > limit:
-        raise InputError(path, f"file is {size} bytes, more than the {limit} this reader accepts")
-    raw = path.read_bytes()
+    """The JSON value of a whole file (compressed or a stream too), at most ``limit`` bytes."""
+    with open_input(path) as f:
+        raw = f.read(limit + 1)
+    if len(raw) > limit:
+        raise InputError(path, f"file is more than the {limit} bytes this reader accepts")
     if not raw.strip():
         raise InputError(path, "file is empty")
     try:
@@ -135,6 +139,8 @@ def find_args_file(state: Path) -> tuple[Path, dict[str, Any]] | None:
     Looks next to the state, then next to its ``checkpoint-N`` folder, for a JSON/YAML file whose
     top level holds ``num_generations`` (first in name order). Never opens a pickle.
     """
+    if is_stream(state):  # a stream has no siblings
+        return None
     dirs = [state.parent]
     if _CHECKPOINT_RE.match(state.parent.name):
         dirs.append(state.parent.parent)
@@ -265,3 +271,110 @@ def is_eval_row(row: dict[str, Any]) -> bool:
         if len(_EVAL_ROW_CACHE) < 4096:
             _EVAL_ROW_CACHE[shape] = hit
     return hit
+
+
+SUMMARY_KEYS = frozenset({"train_runtime", "total_flos"})
+"""Keys that mark the final summary row ``Trainer.train()`` logs (not a step)."""
+SUMMARY_DROP = frozenset(
+    {
+        "train_runtime",
+        "total_flos",
+        "train_loss",
+        "train_samples_per_second",
+        "train_steps_per_second",
+    }
+)
+
+
+class HistoryReader:
+    """Rows of a transformers ``log_history`` (a list dumped as JSON, or printed to the console)
+    cut into segments where a new ``Trainer.train()`` starts: after a summary row, or where the
+    step goes back (two runs appended back to back). A segment is one run of the file.
+
+    ``add(step, row)`` files a row; :attr:`segments` holds ``(first, last, rows)`` per segment,
+    rows as ``(step, row, kind)`` with kind ``train``, ``eval`` or ``summary``.
+    """
+
+    def __init__(self) -> None:
+        self.segments: list[list[tuple[int, dict[str, Any], str]]] = [[]]
+        self._last_train: int | None = None
+        self._closed = False
+
+    def add(self, step: int, row: dict[str, Any]) -> None:
+        if SUMMARY_KEYS.intersection(row) or ("train_loss" in row and "loss" not in row):
+            self.segments[-1].append((step, row, "summary"))
+            self._closed = True
+            return
+        kind = "eval" if is_eval_row(row) else "train"
+        restart = kind == "train" and self._last_train is not None and step < self._last_train
+        if (self._closed and kind == "train") or restart:
+            self.segments.append([])
+            self._last_train = None
+        self._closed = False
+        if kind == "train":
+            self._last_train = step
+        self.segments[-1].append((step, row, kind))
+
+    def runs(self) -> list[dict[str, Any]]:
+        """One entry per non-empty segment: ``{"name", "first_step", "last_step", "rows"}``."""
+        out = []
+        for i, seg in enumerate(self.segments, 1):
+            steps = [s for s, _, k in seg if k == "train"] or [s for s, _, _ in seg]
+            if seg:
+                out.append(
+                    {
+                        "name": str(i),
+                        "first_step": min(steps),
+                        "last_step": max(steps),
+                        "rows": len(seg),
+                    }
+                )
+        return out
+
+    def fill(self, builder: Any, segment: int) -> None:
+        """Add the rows of segment ``segment`` (0-based) to ``builder``; the summary row goes to
+        ``manifest.config["summary"]`` and an event, never a step."""
+        from rlvitals.recording.run import Event
+
+        for step, row, kind in self.segments[segment]:
+            if kind == "summary":
+                summary = {k: v for k, v in row.items() if isinstance(v, (int, float, str))}
+                builder.manifest.config["summary"] = summary
+                builder.add_event(Event(step, "summary", "end-of-training summary row", summary))
+                rest = {
+                    k: v for k, v in row.items() if k not in SUMMARY_DROP and k not in _NOT_METRICS
+                }
+                if rest:
+                    builder.add_row(step, rest)
+            elif kind == "eval":
+                builder.add_row(step, {k: v for k, v in row.items() if k not in _NOT_METRICS})
+            else:
+                builder.add_row(step, {k: v for k, v in row.items() if k != "step"})
+
+
+def choose_segment(path: Path, reader: HistoryReader, run: str | None, builder: Any) -> int:
+    """The 0-based segment ``run`` names (1-based), or the last one with a warning naming the
+    others when there are several; InputError for a name that is not a segment."""
+    runs = reader.runs()
+    if not runs:
+        raise InputError(path, "no log rows with a step found")
+    names = [r["name"] for r in runs]
+    listed = ", ".join(f"{r['name']} (steps {r['first_step']}-{r['last_step']})" for r in runs)
+    listing = [{**r, "read": False} for r in runs]
+    if run is None:
+        idx = len(runs) - 1
+        if len(runs) > 1:
+            builder.warn(
+                f"{path}: {len(runs)} runs back to back in one log (the steps restart): read the "
+                f"last, {runs[idx]['name']}; runs: {listed}; choose one with --run N"
+            )
+    elif run in names:
+        idx = names.index(run)
+    else:
+        raise InputError(path, f"no run {run!r} in this log (runs: {listed})")
+    listing[idx]["read"] = True
+    from rlvitals.importers import note_runs
+
+    note_runs(builder, listing)
+    nonempty = [i for i, seg in enumerate(reader.segments) if seg]
+    return nonempty[idx]

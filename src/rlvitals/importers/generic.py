@@ -20,12 +20,14 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Progress, register
 from rlvitals.importers._lines import iter_json_lines, iter_lines
+from rlvitals.importers._source import is_stream, read_prefix
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 
 __all__ = ["MAX_DEPTH", "STEP_KEYS", "check_file", "flatten", "load_csv", "load_jsonl"]
@@ -40,6 +42,7 @@ _MIN_SAME_WIDTH = 0.8
 _MIN_NUMERIC = 0.5
 """Share of sniffed CSV cells that must be numbers (metric logs are mostly numbers)."""
 _INT64 = (-(1 << 63), 1 << 63)
+_DIGITS = re.compile(r"-?[0-9]{1,19}")
 
 
 def _as_step(v: Any) -> int | None:
@@ -53,7 +56,7 @@ def _as_step(v: Any) -> int | None:
         return None
     if t is str:
         s = v.strip()
-        if s.lstrip("-").isdigit() and len(s) < 20:
+        if _DIGITS.fullmatch(s):  # ASCII digits only: "²".isdigit() is True, int("²") fails
             return _as_step(int(s))
         try:
             return _as_step(float(s))
@@ -63,10 +66,15 @@ def _as_step(v: Any) -> int | None:
 
 
 def check_file(path: Path, fmt: str) -> None:
-    """InputError unless ``path`` is a non-empty file (plain messages for forced formats)."""
+    """InputError unless ``path`` is a non-empty file (plain messages for forced formats);
+    a stream or a compressed file counts as a file."""
+    if is_stream(path):
+        if not read_prefix(path, 1):
+            raise InputError(path, "file is empty")
+        return
     if path.is_dir():
         raise InputError(path, f"is a directory; the {fmt} format reads one file")
-    if path.stat().st_size == 0:
+    if path.stat().st_size == 0 or not read_prefix(path, 1):
         raise InputError(path, "file is empty")
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, register
 from rlvitals.importers._lines import iter_json_lines
+from rlvitals.importers._source import is_stream, read_prefix
 from rlvitals.recording.run import GroupTable, Manifest, Run, RunBuilder
 
 __all__ = ["load_groups_jsonl"]
@@ -69,9 +70,9 @@ def _floats(path: Path, lineno: int, key: str, values: Any) -> list[float]:
 
 def load_groups_jsonl(path: Path, progress=None) -> Run:
     """Read a per-group rewards JSONL file into a ``Run`` with a ``GroupTable``."""
-    if path.is_dir():
+    if not is_stream(path) and path.is_dir():
         raise InputError(path, "is a directory; the groups_jsonl format reads one file")
-    if path.stat().st_size == 0:
+    if not read_prefix(path, 1):
         raise InputError(path, "file is empty")
     builder = RunBuilder(Manifest(source=str(path)))
     steps: list[int] = []

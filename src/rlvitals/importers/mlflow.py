@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers import Importer, Progress, note_runs, register
 from rlvitals.importers._lines import iter_lines
+from rlvitals.importers._source import is_regular
 from rlvitals.recording.run import Event, Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts, facts_from_config
 
@@ -72,15 +73,26 @@ class _RunInfo:
 def _choose(path: Path, runs: list[_RunInfo], run_id: str | None, builder: RunBuilder) -> _RunInfo:
     if not runs:
         raise InputError(path, "MLflow store holds no runs")
+    listing = [
+        {"name": r.name or r.run_id, "id": r.run_id, "active": r.active, "read": False}
+        for r in runs
+    ]
+    note_runs(builder, listing)
     if run_id is not None:
-        for r in runs:
-            if r.run_id == run_id:
-                return r
-        ids = ", ".join(r.run_id for r in runs[:_MAX_LISTED_RUNS])
+        hits = [r for r in runs if run_id in (r.run_id, r.name)]
+        if len(hits) == 1:
+            listing[runs.index(hits[0])]["read"] = True
+            return hits[0]
+        ids = ", ".join(r.label() for r in runs[:_MAX_LISTED_RUNS])
+        if hits:
+            raise InputError(
+                path, f"{len(hits)} MLflow runs are named {run_id!r}; choose by id ({ids})"
+            )
         raise InputError(path, f"no run {run_id!r} in this MLflow store (runs: {ids}...)")
     pool = [r for r in runs if r.active] or runs
     pool.sort(key=lambda r: (r.start, r.run_id))
     chosen = pool[-1]
+    listing[runs.index(chosen)]["read"] = True
     if len(runs) > 1:
         others = [r.label() for r in runs if r is not chosen]
         listed = ", ".join(others[:_MAX_LISTED_RUNS])
@@ -89,7 +101,7 @@ def _choose(path: Path, runs: list[_RunInfo], run_id: str | None, builder: RunBu
         )
         builder.warn(
             f"{path}: {len(runs)} MLflow runs; read the most recent, {chosen.label()} "
-            f"(others: {listed}{more}; choose one with load_mlflow(path, run_id=...))"
+            f"(others: {listed}{more}; choose one with --run NAME_OR_ID)"
         )
     return chosen
 
@@ -146,7 +158,7 @@ def is_mlflow_db(db: Path) -> bool:
 
 
 def _load_sqlite(db: Path, run_id: str | None, progress: Progress | None) -> Run:
-    builder = RunBuilder(Manifest(source=str(db)))
+    builder = RunBuilder(Manifest(source=str(db), step_key="the MLflow step column"))
     try:
         con = _connect(db)
     except sqlite3.Error as e:
@@ -194,7 +206,7 @@ def _read_sqlite(
                 "SELECT key, value FROM params WHERE run_uuid = ?", (chosen.where,)
             )
         }
-        builder.manifest.config = params
+        builder.manifest.config = {**params, **builder.manifest.config}
         apply_facts(builder.manifest, facts_from_config(params))
     mcols = _columns(con, "metrics")
     if not {"key", "value", "run_uuid", "step"} <= mcols:
@@ -262,7 +274,7 @@ def _read_meta(path: Path) -> dict[str, str]:
 
 
 def _is_run_dir(p: Path) -> bool:
-    return (p / "meta.yaml").is_file() and (p / "metrics").is_dir()
+    return is_regular(p / "meta.yaml") and (p / "metrics").is_dir()
 
 
 def _file_store_runs(root: Path, max_entries: int) -> list[Path]:
@@ -303,6 +315,8 @@ def _files_under(d: Path) -> list[tuple[str, Path]]:
         dirnames.sort()
         for name in sorted(filenames):
             p = Path(dirpath) / name
+            if not is_regular(p):  # a FIFO or socket would block or fail in open()
+                continue
             out.append((p.relative_to(d).as_posix(), p))
         if len(out) > _MAX_WALK:
             raise InputError(d, f"more than {_MAX_WALK} files")
@@ -310,11 +324,13 @@ def _files_under(d: Path) -> list[tuple[str, Path]]:
 
 
 def _load_file_store(root: Path, run_id: str | None, progress: Progress | None) -> Run:
-    builder = RunBuilder(Manifest(source=str(root)))
+    builder = RunBuilder(Manifest(source=str(root), step_key="the MLflow step column"))
     runs = []
     for d in _file_store_runs(root, _MAX_WALK):
         meta = _read_meta(d / "meta.yaml")
-        start = int(meta["start_time"]) if meta.get("start_time", "").isdigit() else 0
+        st = meta.get("start_time", "")
+        # ASCII digits only: "²".isdigit() is True but int("²") raises
+        start = int(st) if st.isascii() and st.isdigit() and len(st) < 20 else 0
         runs.append(
             _RunInfo(
                 meta.get("run_id") or d.name,
@@ -329,7 +345,7 @@ def _load_file_store(root: Path, run_id: str | None, progress: Progress | None) 
     builder.manifest.source = str(run_dir)
     if (run_dir / "params").is_dir():
         params = {k: _read_text(p) for k, p in _files_under(run_dir / "params")}
-        builder.manifest.config = params
+        builder.manifest.config = {**params, **builder.manifest.config}
         apply_facts(builder.manifest, facts_from_config(params))
     metric_files = _files_under(run_dir / "metrics")
     total = sum(p.stat().st_size for _, p in metric_files)
@@ -393,15 +409,24 @@ def find_mlflow_store(path: Path, max_entries: int = _MAX_WALK) -> tuple[str, Pa
     return None
 
 
-def load_mlflow(path: Path, progress: Progress | None = None, *, run_id: str | None = None) -> Run:
+def load_mlflow(
+    path: Path,
+    progress: Progress | None = None,
+    *,
+    run_id: str | None = None,
+    run: str | None = None,
+) -> Run:
     """Read one run of an MLflow store (SQLite or file store, see above) into a ``Run``.
 
     Args:
         path: ``mlflow.db``, a directory holding it, or a file store (root, experiment, run).
         progress: ``progress(done, total)``.
-        run_id: the run to read; default: the most recently started active run.
+        run_id: the run to read (its id or name); default: the most recently started active
+            run, with a warning naming the others (all are listed in a ``runs`` event).
+        run: the same as ``run_id`` (the name every multi-run importer takes).
     """
     path = Path(path)
+    run_id = run_id if run_id is not None else run
     if path.is_file():
         with open(path, "rb") as f:
             if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
@@ -435,5 +460,6 @@ register(
         description="MLflow store (mlflow.db SQLite, or the mlruns/ file store; most recent run)",
         sniff=_sniff,
         load=load_mlflow,
+        multi_run=True,
     )
 )

@@ -53,6 +53,7 @@ from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Progress, register
 from rlvitals.importers._crc32c import crc32c, crc32c_many, mask, mask_many
 from rlvitals.importers._protobuf import Field, Message, ProtobufError, decode, read_varint
+from rlvitals.importers._source import is_regular
 from rlvitals.recording.metrics import is_eval_key
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts, facts_from_config
@@ -378,7 +379,11 @@ def find_event_files(root: Path, max_entries: int = _LOAD_WALK_ENTRIES) -> list[
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         seen += len(dirnames) + len(filenames)
-        found.extend(Path(dirpath) / n for n in sorted(filenames) if _is_event_file(n))
+        found.extend(
+            Path(dirpath) / n
+            for n in sorted(filenames)
+            if _is_event_file(n) and is_regular(os.path.join(dirpath, n))  # never a FIFO
+        )
         if seen > max_entries or len(found) > MAX_FILES:
             if max_entries < _LOAD_WALK_ENTRIES:
                 break

@@ -29,9 +29,12 @@ from typing import Any
 
 from rlvitals.errors import InputError, MissingExtraError
 from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers._source import input_size, is_stream
 from rlvitals.importers._trl_files import (
     MAX_STATE_BYTES,
     STATE_NAME,
+    SUMMARY_DROP,
+    SUMMARY_KEYS,
     StateHints,
     apply_args,
     find_args_file,
@@ -46,17 +49,7 @@ from rlvitals.recording.run import Event, Manifest, Run, RunBuilder
 
 __all__ = ["load_trl_state"]
 
-SUMMARY_KEYS = frozenset({"train_runtime", "total_flos"})
-"""Keys that mark the final summary row ``Trainer.train()`` logs."""
-_SUMMARY_DROP = frozenset(
-    {
-        "train_runtime",
-        "total_flos",
-        "train_loss",
-        "train_samples_per_second",
-        "train_steps_per_second",
-    }
-)
+_SUMMARY_DROP = SUMMARY_DROP
 _STATE_SKIP = frozenset(
     {
         "log_history",
@@ -88,7 +81,7 @@ def load_trl_state(path: Path, progress: Progress | None = None) -> Run:
     state_path = find_state(path)
     if state_path is None:
         raise InputError(path, f"no {STATE_NAME} here or in a checkpoint-N/ folder")
-    total = state_path.stat().st_size
+    total = input_size(state_path) or 0
     if progress is not None:
         progress(0, total)
     state = read_json(state_path, MAX_STATE_BYTES)
@@ -98,7 +91,7 @@ def load_trl_state(path: Path, progress: Progress | None = None) -> Run:
     if not isinstance(history, list):
         raise InputError(state_path, "'log_history' is missing or not a list")
 
-    manifest = Manifest(source=str(state_path), trainer="trl")
+    manifest = Manifest(source=str(state_path), trainer="trl", step_key="step")
     for k, v in state.items():
         if k not in _STATE_SKIP and (v is None or isinstance(v, (int, float, str))):
             manifest.config[k] = v
@@ -157,6 +150,8 @@ def _attach_completions(
     """Add per-group rewards from a ``completions/`` folder next to the run, when present.
 
     ``hints`` is called only when there is such a folder (it scans the whole log)."""
+    if is_stream(state_path):
+        return
     root = state_path.parent
     if is_checkpoint_dir(root) and not (root / "completions").is_dir():
         root = root.parent

@@ -42,9 +42,10 @@ CONF_CONSOLE = 0.9
 CONF_CONSOLE_NO_STEPS = 0.3
 
 _STEP = re.compile(r"step:(\d+)(?= - |\s*$)")
-_STEP_BYTES = re.compile(
-    rb"(?m)^(?:\x1b\[[0-9;]*m)*(?:\([^()\n]{1,300}\))?(?:\x1b\[[0-9;]*m)*[ \t\r]*step:\d+ - "
-)
+# Linear by construction: each alternative starts with its own byte (ESC, "(", blank), and each
+# matches one way only, so a failed line costs one pass (two adjacent ``(?:ESC...)*`` groups
+# made a line of colour codes quadratic: 64 KB took seconds).
+_STEP_BYTES = re.compile(rb"(?m)^(?:\x1b\[[0-9;]*m|\([^()\n]{1,300}\)|[ \t\r])*step:\d+ - ")
 _VERL_MARK = re.compile(
     rb"verl\.trainer|\(TaskRunner pid=|\(main_task pid=|val-core/|critic/score/"
 )

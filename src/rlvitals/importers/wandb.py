@@ -2,7 +2,8 @@
 
 A path is a ``.wandb`` file, a run directory holding one (``offline-run-*`` or ``run-*``), a
 ``wandb/`` directory, or a directory holding ``wandb/``. When several runs are found the most
-recent one (by the timestamp in the directory name) is read and a warning names the others.
+recent one (by the timestamp in the directory name) is read and a warning names the others;
+``run=`` (``--run ID``) chooses one, and a ``runs`` event lists them all (:func:`runs_of`).
 
 **Framing** (wandb's ``sdk/internal/datastore.py``, after LevelDB's log format): a 7-byte file
 header ``":W&B"``, uint16 0xBEE1, version 0; then 32 KiB blocks of records, each a 7-byte header
@@ -24,7 +25,9 @@ in a block are zero padding. Decisions on damage:
 (16) — plus ``HistoryStep`` (2). ``Record.config`` (5) and ``Record.run`` (17) → ``config`` (4)
 hold ``ConfigItem``s (update/remove, same key fields).
 
-**Steps**: ``train/global_step`` (or ``trainer/``, veRL's ``training/``, bare ``global_step``)
+**Steps**: the trainer's step key (:mod:`rlvitals.importers._steps`: ``train/global_step``,
+``trainer/``, veRL's ``training/``, slime's ``rollout/step``, open-instruct's ``training_step``,
+bare ``global_step``)
 when the row has it — TRL and OpenRLHF log it and let ``_step`` count ``wandb.log`` calls — else
 ``_step``, else ``HistoryStep.num``. In a run that logs the trainer's step, rows without it
 (TRL's profiling timers) join the next row that has it (the step they happened in). Nested dicts logged as ``{"a": {"b": x}}`` are named ``a.b`` as in the W&B
@@ -50,8 +53,9 @@ from pathlib import Path
 from typing import Any
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers import Importer, Progress, note_runs, register
 from rlvitals.importers._protobuf import Field, Message, ProtobufError, decode
+from rlvitals.importers._steps import SIDE_AXES, TRAINER_STEP_KEYS, pick_step
 from rlvitals.recording.metrics import canonical_key
 from rlvitals.recording.run import Event, Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts, facts_from_config
@@ -66,12 +70,7 @@ _IDENT, _MAGIC, _VERSION = b":W&B", 0xBEE1, 0
 _REC_HEAD = struct.Struct("<IHB")
 _FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
 _TYPE_CRC = {t: zlib.crc32(bytes([t])) for t in (_FULL, _FIRST, _MIDDLE, _LAST)}
-_GLOBAL_STEP_KEYS = (
-    "train/global_step",
-    "trainer/global_step",
-    "training/global_step",
-    "global_step",
-)
+_STEP_KEY_SET = frozenset(TRAINER_STEP_KEYS)
 MAX_HELD_ROWS = 10_000
 """Rows without a trainer step held back waiting for one; past this the run counts in _step."""
 _MAX_CONFIG_JSON = 1 << 20
@@ -381,8 +380,17 @@ def find_wandb_runs(path: Path, max_entries: int = _LOAD_MAX_ENTRIES) -> tuple[l
     return [], -1
 
 
-def load_wandb(path: Path, progress: Progress | None = None) -> Run:
+def _run_names(f: Path) -> tuple[str, str]:
+    """``(run directory name, run id)`` of a ``.wandb`` file."""
+    return f.parent.name, f.stem[len("run-") :] if f.stem.startswith("run-") else f.stem
+
+
+def load_wandb(path: Path, progress: Progress | None = None, *, run: str | None = None) -> Run:
     """Read a W&B offline run (a ``.wandb`` file or a directory, see above) into a ``Run``.
+
+    Args:
+        run: which run of a ``wandb/`` folder to read (its id, or its directory name);
+            default the most recent, with a warning naming the others.
 
     Raises:
         InputError: no run found, not a W&B file, a malformed record, or no history rows.
@@ -391,9 +399,19 @@ def load_wandb(path: Path, progress: Progress | None = None) -> Run:
     files, _ = find_wandb_runs(path)
     if not files:
         raise InputError(path, "no W&B run (wandb/*run-*/run-<id>.wandb) found")
-    file = files[-1]
+    listing = [{"name": d, "id": i, "read": False} for d, i in map(_run_names, files)]
+    if run is not None:
+        hits = [k for k, f in enumerate(files) if run in _run_names(f)]
+        if not hits:
+            names = ", ".join(x["id"] for x in listing[-_MAX_LISTED_RUNS:])
+            raise InputError(path, f"no W&B run {run!r} here (runs: {names})")
+        idx = hits[-1]
+    else:
+        idx = len(files) - 1
+    file = files[idx]
+    listing[idx]["read"] = True
     builder = RunBuilder(Manifest(source=str(file)))
-    if len(files) > 1:
+    if len(files) > 1 and run is None:
         others = [f.parent.name for f in files[:-1]]
         listed = ", ".join(others[-_MAX_LISTED_RUNS:])
         more = (
@@ -401,7 +419,7 @@ def load_wandb(path: Path, progress: Progress | None = None) -> Run:
         )
         builder.warn(
             f"{path}: {len(files)} W&B runs found; read the most recent, {file.parent.name} "
-            f"(others: {listed}{more})"
+            f"(others: {listed}{more}; choose one with --run ID)"
         )
     config: dict[str, Any] = {}
     stats = _Stats()
@@ -410,6 +428,7 @@ def load_wandb(path: Path, progress: Progress | None = None) -> Run:
     mode = "undecided"  # do the rows carry the trainer's step ("gstep") or only _step ("step")?
     held: list[tuple[int, dict[str, Any]]] = []
     last_gstep: int | None = None
+    gkeys: dict[str, None] = {}
     for number, offset, payload in iter_wandb_records(file, stats, progress):
         try:
             rec = decode(payload, _RECORD)
@@ -418,26 +437,33 @@ def load_wandb(path: Path, progress: Progress | None = None) -> Run:
                 file, f"malformed record: {e.problem}", f"record {number} (byte {offset})"
             ) from None
         if "run" in rec:
-            run = rec["run"]
-            _apply_config_record(config, run.get("config", {}))
-            if run.get("run_id"):
-                msg = f"W&B run {run['run_id']}"
-                if run.get("project"):
-                    msg += f" (project {run['project']})"
-                builder.add_event(Event(None, "note", msg, {"run_id": run["run_id"]}))
+            rrec = rec["run"]
+            _apply_config_record(config, rrec.get("config", {}))
+            if rrec.get("run_id"):
+                msg = f"W&B run {rrec['run_id']}"
+                if rrec.get("project"):
+                    msg += f" (project {rrec['project']})"
+                builder.add_event(Event(None, "note", msg, {"run_id": rrec["run_id"]}))
         if "config" in rec:
             _apply_config_record(config, rec["config"])
         hist = rec.get("history")
         if hist is None:
             continue
-        step, gstep, row = _history_row(hist)
+        step, gkey, gstep, row = _history_row(hist)
         if step is None:
             step = last_step + 1
         last_step = step
         if not row:
             continue
         rows += 1
-        if gstep is not None:
+        side = any(k in row for k in SIDE_AXES)
+        for k in SIDE_AXES:
+            row.pop(k, None)
+        if gkey is not None:
+            gkeys[gkey] = None
+        if gstep is None and side and mode == "gstep":
+            builder.add_row(last_gstep, row)  # slime: a train/step row joins its rollout
+        elif gstep is not None:
             # Rows logged without the trainer's step (TRL's profiling timers call wandb.log
             # directly) belong to the training step they happened in: the next one logged.
             mode, last_gstep = "gstep", gstep
@@ -461,25 +487,42 @@ def load_wandb(path: Path, progress: Progress | None = None) -> Run:
         raise InputError(file, "no numeric history rows (nothing numeric logged with wandb.log)")
     config.pop("_wandb", None)
     builder.manifest.config = config
+    note_runs(builder, listing)
+    builder.manifest.step_key = step_key_used(mode, gkeys)
     apply_facts(builder.manifest, facts_from_config(config))
     return builder.build()
 
 
-def _history_row(hist: dict[str, Any]) -> tuple[int | None, int | None, dict[str, Any]]:
-    step = gstep = None
+def _history_row(
+    hist: dict[str, Any],
+) -> tuple[int | None, str | None, int | None, dict[str, Any]]:
+    """``(_step, trainer step key, trainer step, row)`` of a history record (:mod:`._steps`)."""
+    step = None
     row: dict[str, Any] = {}
+    steps: dict[str, Any] = {}
     for item in hist.get("item", ()):
         key = _item_key(item)
         value = _item_value(item)
         if key == "_step":
             step = _as_step(value)
-        elif key in _GLOBAL_STEP_KEYS:
-            gstep = _as_step(value)
+        elif key in _STEP_KEY_SET:
+            steps[key] = value
         elif key and not key.startswith("_") and value is not _SKIP:
             row[key] = value
     if step is None:
         step = hist.get("step", {}).get("num")
-    return step, gstep, row
+    gkey, gstep = pick_step(steps)
+    for k, v in steps.items():  # a lower-ranked step key (open-instruct global_step) is data
+        if k != gkey and isinstance(v, (int, float)):
+            row[k] = v
+    return step, gkey, gstep, row
+
+
+def step_key_used(mode: str, gkeys: dict[str, None]) -> str:
+    """How the steps of a W&B run were numbered (for ``manifest.step_key``)."""
+    if mode == "gstep" and gkeys:
+        return ", ".join(gkeys)
+    return "_step (wandb.log call count; the run logs no trainer step)"
 
 
 def _report(builder: RunBuilder, file: Path, stats: _Stats) -> None:
@@ -515,5 +558,6 @@ register(
         description="W&B offline run (wandb/offline-run-*/run-<id>.wandb, or the directory)",
         sniff=_sniff,
         load=load_wandb,
+        multi_run=True,
     )
 )

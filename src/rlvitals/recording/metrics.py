@@ -10,7 +10,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["ALIASES", "CANONICAL", "Metric", "canonical_key", "is_eval_key", "metric_names"]
+__all__ = [
+    "ALIASES",
+    "CANONICAL",
+    "Metric",
+    "canonical_key",
+    "dialect_of",
+    "is_eval_key",
+    "metric_names",
+]
 
 
 @dataclass(frozen=True)
@@ -27,13 +35,34 @@ CANONICAL: dict[str, Metric] = {
         Metric(
             "reward_mean",
             "Mean reward of the step's completions.",
-            ("reward", "rewards/mean", "critic/score/mean", "score/mean", "reward_mean"),
+            (
+                "reward",
+                "rewards/mean",
+                "critic/score/mean",
+                "score/mean",
+                "reward_mean",
+                "reward/mean",
+                "reward/all/mean",
+                "reward/avg_raw_reward",
+                "raw_reward",
+            ),
         ),
         Metric(
             "reward_std",
-            "Std of the step's rewards. TRL: mean over groups of the group std "
-            "(per-group view); veRL has no equivalent.",
-            ("reward_std", "rewards/std", "critic/score/std"),
+            "Std of the step's rewards as the trainer logs it. Its meaning depends on the "
+            "trainer and version: TRL up to 0.21 logs the mean of the per-group stds, 0.22-0.26 "
+            "the group or the batch std (by scale_rewards), 0.27 on the std of the whole batch "
+            "(trl/trainer/grpo_trainer.py); ms-swift the mean per-group std. The vitals say "
+            "which meaning they assumed (reward_std_kind).",
+            ("reward_std", "rewards/std", "critic/score/std", "reward/std", "reward/all/std"),
+        ),
+        Metric(
+            "group_reward_std_mean",
+            "Mean over the step's groups of each group's reward std: the per-group view a batch "
+            "std cannot give (a batch of all-0 and all-1 groups has batch std ~0.5). Sources: "
+            "OpenRLHF group_reward_std (trainer/ppo_utils/experience_maker.py, 0.9-0.11); Oumi "
+            "grpo/reward_group_std/mean (oumi/utils/verl_utils/grpo_metrics.py, 0.9).",
+            ("group_reward_std", "grpo/reward_group_std/mean", "rlvitals/group_reward_std_mean"),
         ),
         Metric("reward_max", "Largest reward in the step.", ("critic/score/max", "rewards/max")),
         Metric("reward_min", "Smallest reward in the step.", ("critic/score/min", "rewards/min")),
@@ -41,7 +70,102 @@ CANONICAL: dict[str, Metric] = {
             "zero_std_frac",
             "Fraction of groups whose rewards have zero std (TRL); equals "
             "ACR with equal-sized groups and per-group scaling.",
-            ("frac_reward_zero_std", "frac_zero_std", "zero_std_frac"),
+            (
+                "frac_reward_zero_std",
+                "frac_zero_std",
+                "zero_std_frac",
+                "grpo/frac_reward_zero_std",
+            ),
+        ),
+        Metric(
+            "solve_all_frac",
+            "Share of the step's groups in which every completion got the maximum reward, as "
+            "the trainer reports it. Sources: prime-rl solve_all/all (orchestrator/metrics.py), "
+            "batch/solve_all and reward/solve_all (older orchestrator.py; rLLM logs counts under "
+            "batch/solve_all, turned into shares with batch/solve_partial), solved_all; rLLM "
+            "batch/default/fractions/too_easy (trainer/algorithms/advantage.py); miles forks "
+            "rollout/zero_std/all_one_percentage (a fraction despite the name).",
+            (
+                "solve_all/all",
+                "batch/solve_all",
+                "reward/solve_all",
+                "solved_all",
+                "solve_all",
+                "batch/default/fractions/too_easy",
+                "zero_std/all_one_ratio",
+                "zero_std/all_one_percentage",
+            ),
+        ),
+        Metric(
+            "solve_none_frac",
+            "Share of the step's groups in which every completion got the minimum reward, as "
+            "the trainer reports it (sources as solve_all_frac: solve_none/all, batch/solve_none, "
+            "reward/solve_none, solved_none, rLLM fractions/too_hard, miles "
+            "all_zero_percentage).",
+            (
+                "solve_none/all",
+                "batch/solve_none",
+                "reward/solve_none",
+                "solved_none",
+                "solve_none",
+                "batch/default/fractions/too_hard",
+                "zero_std/all_zero_ratio",
+                "zero_std/all_zero_percentage",
+            ),
+        ),
+        Metric(
+            "solve_partial",
+            "Groups with some but not all completions solved (rLLM batch/solve_partial, a "
+            "count: the denominator of its batch/solve_all and batch/solve_none counts).",
+            ("batch/solve_partial", "solved_some", "solve_some"),
+        ),
+        Metric(
+            "effective_frac",
+            "Share of the step's groups whose rewards vary (the trainer's own count): prime-rl "
+            "effective_batch_size/all (= 1 - solve_none - solve_all), rLLM "
+            "batch/default/fractions/effective.",
+            (
+                "effective_batch_size/all",
+                "batch/effective_batch_size",
+                "reward/effective_batch_size",
+                "batch/default/fractions/effective",
+            ),
+        ),
+        Metric(
+            "filtered_frac",
+            "Share of the step's sampled groups the trainer's zero-variance filter removed "
+            "before the update (wasted rollouts). Logged by Unsloth as "
+            "frac_reward_zero_std_excluded (models/rl_replacements.py, 2026.10.9; only with "
+            "UNSLOTH_GRPO_ZERO_VARIANCE_EXCLUDE=1); derived by the vitals from the filter counts "
+            "of veRL, open-instruct, SkyRL, slime, NeMo-RL and rLLM (docs/importers.md).",
+            ("frac_reward_zero_std_excluded", "rlvitals/filtered_frac"),
+        ),
+        Metric(
+            "filtered_groups",
+            "Groups the trainer's filter removed in the step (a count). Sources: veRL "
+            "training/filter_groups/evicted_samples (counts prompt groups despite the name; "
+            "trainer/ppo/v1/replay_buffer.py, 0.9.1); SkyRL reward/num_zero_variance_filtered "
+            "(skyrl/train/trainer.py, 0.3.0); open-instruct batch/filtered_prompts "
+            "(open_instruct/data_loader.py).",
+            (
+                "filter_groups/evicted_samples",
+                "training/filter_groups/evicted_samples",
+                "reward/num_zero_variance_filtered",
+                "num_zero_variance_filtered",
+                "batch/filtered_prompts",
+            ),
+        ),
+        Metric(
+            "groups_before_filter",
+            "Groups sampled in the step before any filter (rLLM Tinker "
+            "grouping/num_groups_before_filter).",
+            ("grouping/num_groups_before_filter",),
+        ),
+        Metric(
+            "groups_after_filter",
+            "Groups left in the step after the filter: rLLM grouping/num_groups, open-instruct "
+            "val/total_reward_groups (responses kept / G).",
+            ("grouping/num_groups", "val/total_reward_groups", "total_reward_groups"),
         ),
         Metric(
             "acr",
@@ -92,10 +216,14 @@ CANONICAL: dict[str, Metric] = {
         Metric(
             "kept_frac",
             "Share of groups a zero-variance filter kept in the loss.",
-            ("rlvitals/kept_frac",),
+            ("rlvitals/kept_frac", "real_batch_size_ratio"),
         ),
         # Advantages
-        Metric("adv_mean", "Mean advantage.", ("critic/advantages/mean", "advantages/mean")),
+        Metric(
+            "adv_mean",
+            "Mean advantage.",
+            ("critic/advantages/mean", "advantages/mean", "val/advantages_mean"),
+        ),
         Metric(
             "adv_std",
             "Std of all advantages in the step (about 1 with per-group scaling).",
@@ -106,21 +234,38 @@ CANONICAL: dict[str, Metric] = {
         Metric(
             "adv_zero_frac",
             "Fraction of completions with |advantage| <= 1e-8.",
-            ("rlvitals/adv_zero_frac", "advantages/zero_frac"),
+            (
+                "rlvitals/adv_zero_frac",
+                "advantages/zero_frac",
+                "critic/advantages/zero_adv_ratio",
+                "advantage/fraction_zero",
+                "advantage/default/fraction_zero",
+            ),
+        ),
+        Metric(
+            "adv_sq_mean",
+            "Mean over sequences of the squared per-sequence mean advantage; 0 when every "
+            "advantage is 0 (veRL variance_proxy/expected_a_squared, only with "
+            "actor.calculate_sum_pi_squared; trainer/ppo/metric_utils.py, 0.9.1).",
+            ("variance_proxy/expected_a_squared",),
         ),
         # Optimisation
         Metric("loss", "Training loss as the trainer logs it.", ("loss", "train_loss")),
-        Metric("pg_loss", "Policy-gradient loss term.", ("actor/pg_loss", "policy_loss")),
+        Metric(
+            "pg_loss",
+            "Policy-gradient loss term.",
+            ("actor/pg_loss", "policy_loss", "policy/policy_loss", "pg_loss"),
+        ),
         Metric(
             "grad_norm",
             "Gradient norm before clipping.",
-            ("grad_norm", "actor/grad_norm", "gradient_norm"),
+            ("grad_norm", "actor/grad_norm", "gradient_norm", "policy/grad_norm"),
         ),
         Metric("learning_rate", "Learning rate.", ("learning_rate", "actor/lr", "lr", "actor_lr")),
         Metric(
             "kl",
             "KL divergence to the reference policy.",
-            ("kl", "actor/kl_loss", "objective/kl", "kl_div"),
+            ("kl", "actor/kl_loss", "objective/kl", "kl_div", "kl_loss", "loss/avg_kl"),
         ),
         Metric("kl_coef", "KL coefficient (beta).", ("actor/kl_coef", "kl_coef", "beta")),
         Metric(
@@ -168,6 +313,8 @@ CANONICAL: dict[str, Metric] = {
                 "response_length/mean",
                 "response_length",
                 "completions/mean_len",
+                "val/sequence_lengths",
+                "response_len/mean",
             ),
         ),
         Metric(
@@ -197,6 +344,8 @@ CANONICAL: dict[str, Metric] = {
                 "step_time",
                 "train_step_time",
                 "timing/step_total",
+                "timing/train/total_step_time",
+                "timing/step",
             ),
         ),
         Metric(
@@ -234,8 +383,32 @@ def is_eval_key(raw: str) -> bool:
     return bool(_EVAL_RE.match(raw))
 
 
-def canonical_key(raw: str) -> tuple[str, bool, bool]:
+_OPEN_INSTRUCT_MARKS = (
+    "real_batch_size_ratio",
+    "val/total_reward_groups",
+    "batch/filtered_prompts",
+)
+
+
+def dialect_of(keys) -> str | None:
+    """The trainer whose keys do not follow the usual prefixes, from one logged row's keys.
+
+    open-instruct logs its *training* batch statistics under ``val/`` (``val/advantages_mean``,
+    ``val/sequence_lengths``; ``open_instruct/data_loader.py``), its evaluations under
+    ``eval/``; its rows hold ``training_step`` and ``real_batch_size_ratio``.
+
+    >>> dialect_of({"training_step": 3, "real_batch_size_ratio": 0.5, "val/stop_rate": 1.0})
+    'open_instruct'
+    """
+    if "training_step" in keys and any(k in keys for k in _OPEN_INSTRUCT_MARKS):
+        return "open_instruct"
+    return None
+
+
+def canonical_key(raw: str, dialect: str | None = None) -> tuple[str, bool, bool]:
     """Map a raw trainer key to ``(name, is_eval, known)``.
+
+    ``dialect="open_instruct"`` reads ``val/`` keys as training statistics (:func:`dialect_of`).
 
     Train keys lose ``train/``-style prefixes and map through the alias table; eval keys keep an
     ``eval/`` prefix and map their remainder the same way. Unknown keys come back unchanged
@@ -249,6 +422,10 @@ def canonical_key(raw: str) -> tuple[str, bool, bool]:
     ('critic/values/mean', False, False)
     """
     key = raw.strip()
+    if dialect == "open_instruct" and key[:4].lower() == "val/":
+        low = key.lower()
+        name = ALIASES.get(low) or ALIASES.get(low[4:])
+        return (name or key), False, name is not None
     m = _EVAL_RE.match(key)
     if m:
         rest = key[m.end() :]

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from rlvitals.recording.metrics import canonical_key
+from rlvitals.recording.metrics import canonical_key, dialect_of
 
 __all__ = ["Event", "GroupTable", "Manifest", "Run", "RunBuilder"]
 
@@ -46,6 +46,11 @@ class Manifest:
         filters_zero_var: True when the trainer drops zero-variance groups before the update
             (DAPO dynamic sampling, veRL ``filter_groups``, ...): its logged batch looks clean.
         logging_steps: training steps between logged rows, when known.
+        step_key: where the step numbers came from (``global_step``, ``train/global_step``,
+            ``rollout/step``, ``'global_step/max_steps'``, ``line count x logging_steps``, ...).
+        trainer_version: the trainer's version when the source states it (``trl 0.19.1``).
+        reward_std_kind: what the logged ``reward_std`` is: ``group_mean`` (mean of per-group
+            stds), ``batch`` (std of the whole batch), or None when unknown.
         config: anything else the source said about its configuration, raw.
     """
 
@@ -61,6 +66,9 @@ class Manifest:
     kl_coef: float | None = None
     filters_zero_var: bool | None = None
     logging_steps: int | None = None
+    step_key: str | None = None
+    trainer_version: str | None = None
+    reward_std_kind: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
     schema: int = SCHEMA_VERSION
 
@@ -114,6 +122,9 @@ MANIFEST_FIELDS: dict[str, type] = {
     "kl_coef": float,
     "filters_zero_var": bool,
     "logging_steps": int,
+    "step_key": str,
+    "trainer_version": str,
+    "reward_std_kind": str,
     "schema": int,
 }
 """The type each :class:`Manifest` field holds (besides ``config``, a dict), for the recording's
@@ -325,6 +336,10 @@ class RunBuilder:
         self.warnings: list[str] = []
         self.groups: GroupTable | None = None
         self.skipped_values = 0
+        self.dialect: str | None = None
+        """A trainer whose keys break the prefix rules (:func:`~rlvitals.recording.metrics.
+        dialect_of`); decided from the first row holding a ``val/`` key, unless set."""
+        self._dialect_known = False
         for key in ignore:
             self._key_cache[key] = [None, False, None]
 
@@ -337,6 +352,9 @@ class RunBuilder:
         for raw, v in values.items():
             entry = cache.get(raw)
             if entry is None:
+                if not self._dialect_known and raw[:4].lower() == "val/":
+                    self._dialect_known = True
+                    self.dialect = self.dialect or dialect_of(values)
                 entry = self._learn_key(raw)
             elif entry[0] is None:  # an ignored key
                 continue
@@ -365,7 +383,7 @@ class RunBuilder:
 
     def _learn_key(self, raw: str) -> list[Any]:
         """Cache entry ``[canonical name, is_eval, column or None]`` of a raw key."""
-        name, is_eval, known = canonical_key(raw)
+        name, is_eval, known = canonical_key(raw, self.dialect)
         if not known:
             self.unknown[raw] = None
         entry: list[Any] = [name, is_eval, self._cols[is_eval].get(name)]

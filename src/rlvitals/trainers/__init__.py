@@ -18,7 +18,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rlvitals.trainers import openrlhf, trl, verl
+from rlvitals.trainers import (
+    ms_swift,
+    nemo_rl,
+    open_instruct,
+    openrlhf,
+    prime_rl,
+    skyrl,
+    slime,
+    trl,
+    verl,
+)
 from rlvitals.trainers._base import (
     TrainerFacts,
     apply_facts,
@@ -44,15 +54,20 @@ __all__ = [
     "reward_range",
 ]
 
-_TRAINERS = (verl, openrlhf, trl)
-"""Tried in this order: each recognises its configuration by a key only it has."""
+_TRAINERS = (verl, nemo_rl, skyrl, slime, openrlhf, open_instruct, prime_rl, ms_swift, trl)
+"""Tried in this order: each recognises its configuration by a key only it has (slime before
+OpenRLHF, which share ``n_samples_per_prompt``; ms-swift before TRL, which share
+``num_generations``)."""
 
 
 def facts_from_config(config: Mapping[str, Any] | None) -> TrainerFacts | None:
     """The :class:`TrainerFacts` of a configuration of any trainer, or None when it is none.
 
-    The trainer is recognised by a key only it has: veRL ``actor_rollout_ref``, OpenRLHF
-    ``n_samples_per_prompt``, TRL (GRPO/RLOO configs) ``num_generations``.
+    The trainer is recognised by a key only it has: veRL ``actor_rollout_ref``, NeMo-RL
+    ``grpo.num_generations_per_prompt``, SkyRL ``generator.n_samples_per_prompt``, slime
+    ``num_steps_per_rollout``, OpenRLHF ``n_samples_per_prompt``, open-instruct
+    ``num_samples_per_prompt_rollout``, prime-rl ``rollouts_per_example``, ms-swift
+    ``rlhf_type``, TRL (GRPO/RLOO configs) ``num_generations``.
     """
     if not isinstance(config, Mapping) or not config:
         return None

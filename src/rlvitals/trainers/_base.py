@@ -53,6 +53,8 @@ class TrainerFacts:
         reward_min, reward_max: the reward range.
         filters_zero_var: the trainer drops zero-variance groups before the update.
         logging_steps: training steps between logged rows.
+        trainer_version: the trainer's version, when stated.
+        reward_std_kind: what the logged ``reward_std`` is (``group_mean``, ``batch``).
         config: settings worth keeping in ``manifest.config`` (raw).
     """
 
@@ -66,6 +68,8 @@ class TrainerFacts:
     reward_max: float | None = None
     filters_zero_var: bool | None = None
     logging_steps: int | None = None
+    trainer_version: str | None = None
+    reward_std_kind: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
 
 

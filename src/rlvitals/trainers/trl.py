@@ -20,7 +20,7 @@ from typing import Any
 from rlvitals import vocabulary
 from rlvitals.trainers._base import TrainerFacts, as_bool, as_float, as_int, as_str
 
-__all__ = ["facts", "recognise", "scale_rewards"]
+__all__ = ["facts", "recognise", "reward_std_kind", "scale_rewards", "version_tuple"]
 
 SCALE_CHOICES = ("group", "batch", "none")
 
@@ -44,6 +44,59 @@ def scale_rewards(value: Any) -> str | None:
     return None
 
 
+def version_tuple(version: str | None) -> tuple[int, int, int] | None:
+    """``"0.22.1"`` → ``(0, 22, 1)``; None when it is not a version.
+
+    >>> version_tuple("1.16.0"), version_tuple("0.27.0.dev0"), version_tuple("x")
+    ((1, 16, 0), (0, 27, 0), None)
+    """
+    if not isinstance(version, str):
+        return None
+    parts = []
+    for p in version.strip().lstrip("v").split(".")[:3]:
+        digits = ""
+        for ch in p:
+            if not ("0" <= ch <= "9"):
+                break
+            digits += ch
+        if not digits:
+            break
+        parts.append(int(digits))
+    if not parts:
+        return None
+    while len(parts) < 3:
+        parts.append(0)
+    return (parts[0], parts[1], parts[2])
+
+
+def reward_std_kind(version: str | None, scale: str | None = None) -> str | None:
+    """What TRL's logged ``reward_std`` is, by TRL version (``grpo_trainer.py`` of each release):
+
+    - up to 0.21: ``group_mean``, the mean of the per-group stds;
+    - 0.22.0-0.22.1: swapped branches: ``batch`` under ``scale_rewards="group"``, ``group_mean``
+      under ``batch``/``none`` (TRL issue #3991);
+    - 0.22.2-0.26: ``group_mean`` for ``group``/``none``, ``batch`` for ``batch``;
+    - 0.27 on: ``batch``, the std of the whole step.
+
+    None when the version is unknown (and, before 0.27, when ``scale`` is needed and unknown).
+
+    >>> reward_std_kind("0.19.1"), reward_std_kind("0.24.0", "batch"), reward_std_kind("1.16.0")
+    ('group_mean', 'batch', 'batch')
+    """
+    v = version_tuple(version)
+    if v is None:
+        return None
+    if v < (0, 22, 0):
+        return "group_mean"
+    if v >= (0, 27, 0):
+        return "batch"
+    if scale is None:
+        return None
+    if v < (0, 22, 2):
+        return "batch" if scale == "group" else "group_mean"
+    return "batch" if scale == "batch" else "group_mean"
+
+
 def facts(config: Mapping[str, Any], *, estimator: str | None = None) -> TrainerFacts:
     """The facts of a TRL configuration (a dict of ``GRPOConfig`` fields).
 
@@ -63,6 +116,7 @@ def facts(config: Mapping[str, Any], *, estimator: str | None = None) -> Trainer
     else:
         name = adv_scale = None
     e = vocabulary.info(name)
+    version = as_str(config.get("trl_version"))
     return TrainerFacts(
         trainer="trl",
         group_size=as_int(config.get("num_generations")),
@@ -72,6 +126,8 @@ def facts(config: Mapping[str, Any], *, estimator: str | None = None) -> Trainer
         kl_coef=as_float(config.get("beta")),
         logging_steps=as_int(config.get("logging_steps")),
         filters_zero_var=e.filters if e is not None else (False if estimator is None else None),
+        trainer_version=version,
+        reward_std_kind=reward_std_kind(version, scale),
     )
 
 

@@ -1,0 +1,369 @@
+"""Where an importer's bytes come from: a file, a compressed file, or a stream read once.
+
+Every importer opens the path it is given with :func:`open_input` (never ``open``), so:
+
+- **compressed files** (gzip, and zstd when ``zstandard`` or Python 3.14's ``compression.zstd``
+  is there) are recognised by their magic bytes and decompressed on the fly, for every text
+  format; the sniffers see the first 64 KiB of the decompressed text;
+- **streams** — ``-`` (standard input), ``/dev/stdin``, a process substitution
+  (``<(cat train.log)``, a ``/dev/fd/N`` pipe) or a named FIFO — are read once: the sniffers see a
+  buffered prefix and the importer continues the same stream from its first byte, so nothing
+  is lost (:class:`StreamInput`, registered for the duration of :func:`input_context`);
+- a FIFO never blocks the program: it is opened non-blocking and given
+  :data:`FIFO_WAIT_S` seconds to get a writer, then refused; a FIFO found inside a directory
+  (a TensorBoard or ``mlruns`` folder) is skipped by the walkers (:func:`is_regular`).
+
+Memory: a stream keeps at most :data:`MAX_REPLAY_BYTES` buffered (what the sniffers asked to
+see), and only until the importer has read past it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import gzip
+import io
+import os
+import select
+import stat
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from rlvitals.errors import InputError, MissingExtraError
+
+__all__ = [
+    "FIFO_WAIT_S",
+    "STDIN",
+    "STDIN_NAME",
+    "StreamInput",
+    "compression_of",
+    "decompress_errors",
+    "input_context",
+    "input_size",
+    "is_regular",
+    "is_stream",
+    "open_input",
+    "read_prefix",
+]
+
+STDIN = "-"
+"""The path that means standard input (``rlvitals doctor -``)."""
+STDIN_NAME = "<stdin>"
+"""How standard input is named in messages and in ``manifest.source``."""
+FIFO_WAIT_S = 2.0
+"""A FIFO without a writer after this long is refused instead of waited on."""
+MAX_REPLAY_BYTES = 16 << 20
+"""A stream's buffered prefix never grows past this (sniffers read 64 KiB, scans 8 MiB)."""
+GZIP_MAGIC = b"\x1f\x8b"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_CHUNK = 1 << 20
+
+_STREAMS: contextvars.ContextVar[dict[str, StreamInput] | None] = contextvars.ContextVar(
+    "rlvitals_streams", default=None
+)
+
+
+def compression_of(head: bytes) -> str | None:
+    """``"gzip"``, ``"zstd"`` or None from a file's first bytes.
+
+    >>> compression_of(b"\\x1f\\x8b\\x08"), compression_of(b'{"step": 1}')
+    ('gzip', None)
+    """
+    if head.startswith(GZIP_MAGIC):
+        return "gzip"
+    if head.startswith(ZSTD_MAGIC):
+        return "zstd"
+    return None
+
+
+def _zstd_reader(raw: BinaryIO, path: Path) -> BinaryIO:
+    try:
+        from compression import zstd  # Python 3.14+
+
+        return zstd.ZstdFile(raw)  # type: ignore[return-value]
+    except ImportError:
+        pass
+    try:
+        import zstandard
+    except ImportError:
+        raise MissingExtraError("reading zstd-compressed logs", "zstd", "zstandard") from None
+    reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+    return io.BufferedReader(reader, buffer_size=_CHUNK)  # type: ignore[arg-type]
+
+
+def _decompress(raw: BinaryIO, kind: str | None, path: Path) -> BinaryIO:
+    if kind == "gzip":
+        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+    if kind == "zstd":
+        return _zstd_reader(raw, path)
+    return raw
+
+
+def decompress_errors() -> tuple[type[BaseException], ...]:
+    """What a damaged compressed file raises while it is read (truncated, bad data)."""
+    import zlib
+
+    errors: list[type[BaseException]] = [EOFError, zlib.error, gzip.BadGzipFile]
+    zstandard = sys.modules.get("zstandard")
+    if zstandard is not None:
+        errors.append(zstandard.ZstdError)
+    zstd = sys.modules.get("compression.zstd")
+    if zstd is not None:
+        errors.append(zstd.ZstdError)
+    return tuple(errors)
+
+
+def is_regular(path: str | os.PathLike) -> bool:
+    """True for a regular file (not a FIFO, a socket or a device); never opens it."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def _is_nonregular_file(path: Path) -> bool:
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def _open_fifo(path: Path) -> BinaryIO:
+    """Open a FIFO, pipe or device for reading without ever blocking on a missing writer."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        raise InputError(path, f"cannot read: {e.strerror or e}") from None
+    first = b""
+    deadline = time.monotonic() + FIFO_WAIT_S
+    try:
+        while True:
+            try:
+                first = os.read(fd, 65536)
+            except BlockingIOError:
+                break  # a writer is there: read on, blocking, as from any pipe
+            if first or not stat.S_ISFIFO(os.fstat(fd).st_mode):
+                break
+            if time.monotonic() >= deadline:  # no writer: nothing will ever come
+                raise InputError(
+                    path,
+                    "is a FIFO with no writer (nothing to read); start the writer first, "
+                    "or pipe the log in: cat LOG | rlvitals doctor -",
+                )
+            select.select([fd], [], [], 0.05)
+        os.set_blocking(fd, True)
+        f = os.fdopen(fd, "rb", buffering=_CHUNK)
+    except BaseException:
+        os.close(fd)
+        raise
+    return _Prefixed(first, f) if first else f  # type: ignore[return-value]
+
+
+class _Prefixed(io.RawIOBase):
+    """Bytes already read, then the rest of a file object."""
+
+    def __init__(self, first: bytes, rest: BinaryIO):
+        self._first = memoryview(first)
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # type: ignore[override]
+        if self._first:
+            n = min(len(b), len(self._first))
+            b[:n] = self._first[:n]
+            self._first = self._first[n:]
+            return n
+        return self._rest.readinto(b)  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        self._rest.close()
+        super().close()
+
+
+class StreamInput:
+    """A stream read once: a growing buffered prefix for the sniffers, then the stream itself.
+
+    :meth:`prefix` reads ahead (and keeps) up to ``n`` bytes; :meth:`reader` returns a file
+    object that starts at byte 0 — the buffer, then the rest of the stream. After a reader has
+    gone past the buffer, no new reader can start (the bytes are gone): :class:`InputError`.
+    """
+
+    def __init__(self, name: Path, src: BinaryIO):
+        self.name = name
+        self._src = src
+        self._buf = bytearray()
+        self._eof = False
+        self.consumed = False
+        self.bytes_read = 0
+
+    def prefix(self, n: int) -> bytes:
+        """The first ``min(n, MAX_REPLAY_BYTES)`` bytes of the stream (fewer at its end)."""
+        if self.consumed:
+            raise InputError(self.name, "a stream can be read only once")
+        n = min(n, MAX_REPLAY_BYTES)
+        while len(self._buf) < n and not self._eof:
+            chunk = self._src.read(min(n - len(self._buf), _CHUNK))
+            if not chunk:
+                self._eof = True
+                break
+            self._buf += chunk
+        return bytes(self._buf[:n])
+
+    def reader(self) -> BinaryIO:
+        if self.consumed:
+            raise InputError(self.name, "a stream can be read only once")
+        return io.BufferedReader(_Replay(self), buffer_size=_CHUNK)  # type: ignore[return-value]
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._src.close()
+
+
+class _Replay(io.RawIOBase):
+    def __init__(self, stream: StreamInput):
+        self._s = stream
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # type: ignore[override]
+        s = self._s
+        buf = s._buf
+        if self._pos < len(buf):
+            n = min(len(b), len(buf) - self._pos)
+            b[:n] = buf[self._pos : self._pos + n]
+            self._pos += n
+            s.bytes_read += n
+            return n
+        if s._eof:
+            return 0
+        if not s.consumed:
+            s.consumed = True
+            buf.clear()  # the importer is past the prefix: free it
+        n = s._src.readinto(b)  # type: ignore[attr-defined]
+        s.bytes_read += n or 0
+        return n or 0
+
+
+def _registered(path: str | os.PathLike) -> StreamInput | None:
+    streams = _STREAMS.get()
+    if not streams:
+        return None
+    return streams.get(os.fspath(path))
+
+
+def is_stream(path: str | os.PathLike) -> bool:
+    """True when ``path`` stands for a stream being read once (stdin, a pipe, a FIFO): it
+    has no size, no siblings and no second reading."""
+    return _registered(path) is not None
+
+
+@contextlib.contextmanager
+def input_context(path: str | os.PathLike) -> Iterator[Path]:
+    """Make ``path`` readable by :func:`open_input` while the block runs; yields the path to
+    use (``<stdin>`` for ``-``).
+
+    A regular file or directory needs nothing. Standard input, a pipe, a device or a FIFO is
+    opened here, once (a FIFO never blocks: :data:`FIFO_WAIT_S`), decompressed when its first
+    bytes say so, and registered so that every :func:`open_input` of the path replays it.
+    """
+    raw_name = os.fspath(path)
+    if raw_name == STDIN:
+        name = Path(STDIN_NAME)
+        if sys.stdin is None or sys.stdin.closed:
+            raise InputError(name, "no standard input to read")
+        try:
+            tty = sys.stdin.isatty()
+        except (AttributeError, ValueError):
+            tty = False
+        if tty:
+            raise InputError(
+                name, "standard input is a terminal; pipe a log in: cat LOG | rlvitals doctor -"
+            )
+        src: BinaryIO = getattr(sys.stdin, "buffer", sys.stdin)  # type: ignore[assignment]
+    else:
+        name = Path(path)
+        if _registered(name) is not None or not _is_nonregular_file(name):
+            yield name
+            return
+        src = _open_fifo(name)
+    raw = StreamInput(name, src)
+    stream = raw
+    kind = compression_of(raw.prefix(4))
+    if kind is not None:
+        stream = StreamInput(name, _decompress(raw.reader(), kind, name))
+    streams = dict(_STREAMS.get() or {})
+    streams[os.fspath(name)] = stream
+    token = _STREAMS.set(streams)
+    try:
+        yield name
+    finally:
+        _STREAMS.reset(token)
+        if raw_name != STDIN:
+            stream.close()
+            raw.close()
+
+
+def read_prefix(path: Path, n: int) -> bytes:
+    """The first ``n`` bytes of ``path``'s content (decompressed; a stream's buffered prefix)."""
+    s = _registered(path)
+    if s is not None:
+        return s.prefix(n)
+    with open_input(path) as f:
+        return f.read(n)
+
+
+def open_input(path: str | os.PathLike) -> BinaryIO:
+    """A binary file object over the content of ``path`` from its first byte.
+
+    Compressed files are decompressed; a registered stream (:func:`input_context`) is
+    replayed; a FIFO is opened without blocking on a missing writer.
+    """
+    s = _registered(path)
+    if s is not None:
+        return s.reader()
+    p = Path(path)
+    if _is_nonregular_file(p):
+        return _open_fifo(p)
+    f = open(p, "rb", buffering=_CHUNK)  # noqa: SIM115 - returned to the caller
+    try:
+        kind = compression_of(f.peek(4)[:4])
+        if kind is None:
+            return f
+        return _decompress(f, kind, p)
+    except BaseException:
+        f.close()
+        raise
+
+
+def input_size(path: str | os.PathLike) -> int | None:
+    """Bytes of content for progress reports: the file size for a plain regular file, None for
+    a stream or a compressed file (whose decompressed size is not known in advance)."""
+    if _registered(path) is not None:
+        return None
+    try:
+        size = os.stat(path).st_size
+        with open(path, "rb") as f:
+            if compression_of(f.read(4)) is not None:
+                return None
+    except OSError:
+        return None
+    return size
+
+
+def is_compressed(path: str | os.PathLike) -> bool:
+    """True for a regular file whose magic bytes say gzip or zstd."""
+    if _registered(path) is not None or not is_regular(path):
+        return False
+    try:
+        with open(path, "rb") as f:
+            return compression_of(f.read(4)) is not None
+    except OSError:
+        return False

@@ -1,0 +1,326 @@
+"""NeMo-RL per-sample dumps: ``logs/exp_NNN/train_data_step{N}.jsonl`` → exact per-group ACR.
+
+The writer (NVIDIA-NeMo/RL ``nemo_rl/algorithms/grpo.py`` @ 002cdc27, ``grpo_train``, and
+``nemo_rl/utils/logger.py`` @ 0275e758, ``Logger.log_batched_dict_as_jsonl``): after each step,
+one JSON line per sample, every value a one-element list (``make_microbatch_iterator(1)``), and
+a bare row number ``idx`` last::
+
+    {"content": ["<prompt + response>"], "rewards": [1.0], "input_lengths": [412],
+     "token_ids": [[...]], "token_loss_mask": [[0, ..., 1]], "sample_loss_mask": [1.0],
+     "advantages": [[0.0, ..., 0.968]], "generation_logprobs": [[...]], ..., "idx": 0}
+
+- **Step**: N of the file name (``total_steps + 1``, 1-based); a file read from a stream or
+  renamed has none and is step 1 (warning). ``idx`` is a row number, never a step.
+- **Groups**: ``repeat_interleave(num_generations_per_prompt)`` puts the G samples of a prompt
+  in consecutive rows. G is ``grpo.num_generations_per_prompt`` from a YAML/JSON config found
+  beside the dumps (or one or two folders up); else it is inferred from the advantages: the G
+  for which NeMo-RL's own estimator (leave-one-out mean, divided by the others' population std
+  where > 0; or plain GRPO / RLOO / Dr. GRPO) reproduces the logged advantages (said in a
+  warning).
+- **Rewards**: ``rewards`` (with dynamic sampling on, ``filtered_rewards``, aligned with the
+  rows; the rows are then the kept samples only). **Advantages**: the value at the first
+  position of ``token_loss_mask`` (newer, token-level), or the one value per sample (older).
+- A directory: every ``train_data_step*.jsonl`` in it; a ``logs`` directory holding several
+  ``exp_NNN`` folders holds several runs (``run="exp_002"``; default the latest, with a
+  warning). ``val_data_step*.jsonl`` (validation) are not read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlvitals.errors import InputError
+from rlvitals.importers import Importer, Progress, note_runs, register
+from rlvitals.importers._groups import Samples
+from rlvitals.importers._lines import iter_json_lines
+from rlvitals.importers._source import is_regular, is_stream
+from rlvitals.recording.run import Manifest, Run, RunBuilder
+from rlvitals.trainers import apply_facts
+from rlvitals.trainers import nemo_rl as nemo_facts
+
+__all__ = ["load_nemo_rl"]
+
+CONF = 0.9
+_NAME = re.compile(r"^train_data_step([0-9]{1,18})\.jsonl$")
+_EXP = re.compile(r"^exp_([0-9]{1,9})$")
+_HEAD = re.compile(rb'\A\s*\{(?:"agent_ref": .{0,4096}?, )?"content": \[')
+_CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
+_MAX_CONFIG_BYTES = 4 << 20
+_MAX_G = 4096
+_MATCH_TOL = 1e-3
+
+
+def _sniff(path: Path, head: bytes) -> float:
+    if not head:
+        return _sniff_dir(path)
+    if _HEAD.match(head) and b'"rewards": [' in head:
+        return CONF
+    return 0.0
+
+
+def _sniff_dir(path: Path) -> float:
+    try:
+        if _step_files(path) or _exp_dirs(path):
+            return CONF
+    except OSError:
+        return 0.0
+    return 0.0
+
+
+def _step_files(d: Path) -> list[tuple[int, Path]]:
+    if not d.is_dir():
+        return []
+    out = []
+    for p in d.iterdir():
+        m = _NAME.match(p.name)
+        if m and is_regular(p):
+            out.append((int(m.group(1)), p))
+    return sorted(out)
+
+
+def _exp_dirs(d: Path) -> list[Path]:
+    if not d.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in d.iterdir() if (m := _EXP.match(p.name)) and p.is_dir()]
+    return [p for _, p in sorted(found) if _step_files(p)]
+
+
+def _first(v: Any) -> Any:
+    """NeMo-RL wraps every value in a one-element list."""
+    while isinstance(v, list) and len(v) == 1:
+        v = v[0]
+    return v
+
+
+def _number(v: Any) -> float | None:
+    v = _first(v)
+    if v is None:
+        return math.nan
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf
+
+
+def _advantage(row: dict[str, Any]) -> float | None:
+    adv = row.get("advantages")
+    if adv is None:
+        return None
+    if isinstance(adv, list) and len(adv) == 1 and isinstance(adv[0], list):
+        tokens = adv[0]
+        mask = row.get("token_loss_mask")
+        mask = (
+            mask[0]
+            if isinstance(mask, list) and len(mask) == 1 and isinstance(mask[0], list)
+            else None
+        )
+        if mask is not None:
+            for a, m in zip(tokens, mask):
+                if m:
+                    return _number(a)
+            return 0.0
+        for a in tokens:
+            x = _number(a)
+            if x:
+                return x
+        return 0.0
+    return _number(adv)
+
+
+def _config_near(start: Path) -> dict[str, Any] | None:
+    """A YAML/JSON config with ``grpo.num_generations_per_prompt`` beside ``start`` or up to
+    two folders above it."""
+    d = start
+    for _ in range(3):
+        try:
+            files = sorted(
+                p for p in d.iterdir() if p.suffix.lower() in _CONFIG_SUFFIXES and is_regular(p)
+            )
+        except OSError:
+            files = []
+        for p in files:
+            cfg = _read_config(p)
+            if cfg is not None and nemo_facts.recognise(cfg):
+                return cfg
+        if d.parent == d:
+            break
+        d = d.parent
+    return None
+
+
+def _read_config(p: Path) -> dict[str, Any] | None:
+    try:
+        if p.stat().st_size > _MAX_CONFIG_BYTES:
+            return None
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if "num_generations_per_prompt" not in text:
+        return None
+    try:
+        if p.suffix.lower() == ".json":
+            obj = json.loads(text)
+        else:
+            import yaml
+
+            obj = yaml.safe_load(text)
+    except Exception:  # any parse error: not a config we can use
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _choose_run(path: Path, run: str | None, builder: RunBuilder) -> Path:
+    exps = _exp_dirs(path)
+    if not exps:
+        return path
+    names = [p.name for p in exps]
+    listing = [{"name": n, "read": False} for n in names]
+    if run is None:
+        chosen = exps[-1]
+        if len(exps) > 1:
+            builder.warn(
+                f"{path}: {len(exps)} NeMo-RL experiments ({', '.join(names)}); read the latest, "
+                f"{chosen.name}; choose one with --run NAME"
+            )
+    elif run in names:
+        chosen = exps[names.index(run)]
+    else:
+        raise InputError(path, f"no run {run!r} here (runs: {', '.join(names)})")
+    listing[names.index(chosen.name)]["read"] = True
+    note_runs(builder, listing)
+    builder.manifest.config["experiment"] = chosen.name
+    return chosen
+
+
+def load_nemo_rl(path: Path, progress: Progress | None = None, *, run: str | None = None) -> Run:
+    """Read NeMo-RL ``train_data_step{N}.jsonl`` dumps (a file or a folder) into a ``Run``."""
+    builder = RunBuilder(
+        Manifest(source=str(path), trainer="nemo_rl", step_key="N of train_data_step{N}.jsonl")
+    )
+    if is_stream(path) or not path.is_dir():
+        m = _NAME.match(path.name)
+        if m is None:
+            builder.warn(
+                f"{path}: not named train_data_step{{N}}.jsonl: its step is unknown, read as step 1"
+            )
+            builder.manifest.step_key = "none (one dump, step 1 assumed)"
+        files = [(int(m.group(1)) if m else 1, path)]
+        where = None if is_stream(path) else path.parent
+    else:
+        folder = _choose_run(path, run, builder)
+        files = _step_files(folder)
+        where = folder
+        if not files:
+            raise InputError(path, "no train_data_step{N}.jsonl files here")
+    if run is not None and "experiment" not in builder.manifest.config:
+        raise InputError(path, "this NeMo-RL path holds one run; --run does not apply")
+    cfg = _config_near(where) if where is not None else None
+    if cfg is not None:
+        apply_facts(builder.manifest, nemo_facts.facts(cfg), overwrite=True)
+        builder.manifest.config["grpo"] = (
+            cfg.get("grpo") if isinstance(cfg.get("grpo"), dict) else {}
+        )
+    samples = Samples()
+    rows_per_step: dict[int, int] = {}
+    for step, f in files:
+        for lineno, row in iter_json_lines(f, builder.warnings, progress):
+            w = f"line {lineno}"
+            if not isinstance(row, dict):
+                raise InputError(f, "expected a JSON object per line", w)
+            r = _number(row.get("filtered_rewards", row.get("rewards")))
+            if r is None:
+                raise InputError(f, "'rewards' is not a number", w)
+            samples.add(step, None, r, _advantage(row))
+            rows_per_step[step] = rows_per_step.get(step, 0) + 1
+    if not len(samples):
+        raise InputError(path, "no samples in the NeMo-RL dumps")
+    g = builder.manifest.group_size
+    if g is None:
+        g, est = _infer_g(samples, rows_per_step)
+        if g is None:
+            builder.warn(
+                f"{path}: G (grpo.num_generations_per_prompt) is unknown and the advantages "
+                "do not tell it; the groups were not formed (put the run's config beside the dumps)"
+            )
+        else:
+            builder.warn(
+                f"{path}: G = {g} inferred from the advantages (NeMo-RL's {est} reproduces them); "
+                "no config with grpo.num_generations_per_prompt was found"
+            )
+            builder.manifest.group_size = g
+            if builder.manifest.estimator is None:
+                builder.manifest.estimator = est
+    if g is not None:
+        table, _, uneven = samples.table(g)
+        builder.groups = table
+        if uneven:
+            builder.warn(
+                f"{path}: {uneven} steps hold a number of rows that is not a multiple of G={g}"
+            )
+    for step, n in rows_per_step.items():
+        builder.add_row(step, {"rlvitals/samples": float(n)})
+    return builder.build()
+
+
+def _predict(r: np.ndarray, g: int, est: str) -> np.ndarray:
+    """NeMo-RL's advantages of rewards ``r`` (``(k, g)``) under ``est``."""
+    s = r.sum(1, keepdims=True)
+    if est in ("grpo_loo", "rloo"):
+        mean = (s - r) / (g - 1)
+        var = ((r * r).sum(1, keepdims=True) - r * r) / (g - 1) - mean * mean
+    else:
+        mean = s / g
+        var = (r * r).mean(1, keepdims=True) - mean * mean
+    a = r - mean
+    if est in ("grpo_loo", "grpo"):
+        std = np.sqrt(np.maximum(var, 0.0))
+        a = np.where(std > 1e-9, a / (std + 1e-6), a)
+    return a
+
+
+def _infer_g(samples: Samples, rows: dict[int, int]) -> tuple[int | None, str | None]:
+    if not samples.has_adv:
+        return None, None
+    n = min(rows.values())
+    steps = np.asarray(samples.steps)
+    rew = np.asarray(samples.rewards, dtype=np.float64)
+    adv = np.asarray(samples.advantages, dtype=np.float64)
+    best: tuple[float, int, str] | None = None
+    for g in range(min(n, _MAX_G), 1, -1):
+        if any(c % g for c in rows.values()):
+            continue
+        for est in ("grpo_loo", "grpo", "rloo", "dr_grpo"):
+            err = 0.0
+            for step in rows:
+                sel = steps == step
+                r, a = rew[sel].reshape(-1, g), adv[sel].reshape(-1, g)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    d = np.abs(_predict(r, g, est) - a)
+                d = d[np.isfinite(d)]
+                err = max(err, float(d.max()) if d.size else 0.0)
+                if err > _MATCH_TOL:
+                    break
+            if err <= _MATCH_TOL and (best is None or err < best[0] - 1e-12):
+                best = (err, g, est)
+    if best is None:
+        return None, None
+    return best[1], best[2]
+
+
+register(
+    Importer(
+        name="nemo_rl",
+        description="NeMo-RL per-sample dumps (logs/exp_NNN/train_data_step{N}.jsonl)",
+        sniff=_sniff,
+        load=load_nemo_rl,
+        multi_run=True,
+    )
+)

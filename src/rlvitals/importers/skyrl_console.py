@@ -1,0 +1,143 @@
+"""SkyRL console logs: ``Step N:`` and a pretty-printed dict, per step (``trainer.logger=console``).
+
+The writer (``skyrl`` 0.3.0 on PyPI, ``skyrl/train/utils/tracking.py``, ``ConsoleLogger.log``):
+``logger.info(f"Step {step}: \\n{pprint.pformat(stringify_floats(data))}")`` through loguru
+(format of ``skyrl/train/utils/utils.py``, ``configure_ray_worker_logging``; colours kept)::
+
+    2026-12-01 23:33:14.271 | INFO     | skyrl.train.utils.tracking:log:189 - Step 3:
+    {'generate/batch_num_seq': 320,
+     'loss/avg_final_rewards': '0.4188',
+     'reward/avg_pass_at_5': '0.6250',
+     'reward/avg_raw_reward': '0.4188',
+     'reward/num_zero_variance_filtered': 17,
+     'trainer/global_step': 3}
+
+Keys sorted, one per line; floats are ``.4f`` strings (``'0.0000'`` for 1e-5), ints bare.
+
+- **Step**: N of ``Step N:`` (= ``trainer/global_step``, from 1; an eval before training is
+  step 0); never ``trainer/epoch``.
+- **Keys**: ``reward/avg_raw_reward`` (mean reward), ``policy/*``, ``loss/*``, ``generate/*``,
+  ``timing/*``; eval ``eval/*``. ``reward/avg_pass_at_{n}`` names G (n =
+  ``n_samples_per_prompt``). SkyRL logs no reward std; ``reward/num_zero_variance_filtered`` (a
+  count of groups, only with ``zero_variance_filter``) over ``generate/batch_num_seq / G``
+  groups is the zero-variance share.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from rlvitals.errors import InputError
+from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers._console import (
+    check_step,
+    number_or_none,
+    parse_dict_values,
+    scan_file,
+    strip_ansi,
+)
+from rlvitals.importers._lines import iter_lines
+from rlvitals.recording.run import Manifest, Run, RunBuilder
+
+__all__ = ["load_skyrl_console"]
+
+CONF = 0.9
+MAX_BLOCK_LINES = 10_000
+"""A dict longer than this many lines is bad input."""
+_HEADER = re.compile(r"(?:^|- )Step ([0-9]{1,19}): ?$")
+_HEADER_BYTES = re.compile(rb"(?m)- Step [0-9]+: ?(?:\x1b\[[0-9;]*m)*\r?\n(?:\x1b\[[0-9;]*m)*\{'")
+_MARK = re.compile(rb"skyrl|SkyRL")
+_PASS_AT = re.compile(r"^reward/avg_pass_at_([0-9]{1,6})$")
+
+
+def _sniff(path: Path, head: bytes) -> float:
+    if not head:
+        return 0.0
+    if _HEADER_BYTES.search(head):
+        return CONF
+    if _MARK.search(head) and scan_file(path, head, _HEADER_BYTES):
+        return CONF
+    return 0.0
+
+
+def load_skyrl_console(path: Path, progress: Progress | None = None) -> Run:
+    """Read a SkyRL console log (``Step N:`` + dict blocks) into a ``Run``."""
+    builder = RunBuilder(
+        Manifest(source=str(path), trainer="skyrl", step_key="'Step N:' (trainer/global_step)")
+    )
+    step: int | None = None
+    block: list[str] = []
+    start = 0
+    n = 0
+    g = None
+
+    def finish(complete: bool) -> None:
+        nonlocal block, step, n, g
+        text = "\n".join(block)
+        block, s = [], step
+        step = None
+        try:
+            values = parse_dict_values(text)
+        except ValueError as e:
+            if not complete:
+                builder.warn(f"{path}: line {start}: torn last step ignored (still being written?)")
+                return
+            raise InputError(path, f"step dict: {e}", f"line {start}") from None
+        row = {}
+        for k, v in values.items():
+            if k == "trainer/global_step":
+                continue
+            x = number_or_none(v)
+            if x is None:
+                builder.skipped_values += 1
+                continue
+            row[k] = x
+            m = _PASS_AT.match(k)
+            if m and g is None:
+                g = int(m.group(1))
+        builder.add_row(s, row)
+        n += 1
+
+    for lineno, raw, _complete in iter_lines(path, progress):
+        line = raw.decode("utf-8", "replace")
+        if "\x1b" in line:
+            line = strip_ansi(line)
+        line = line.rstrip("\r")
+        if step is not None:
+            if not block and not line.lstrip().startswith("{"):
+                step = None  # a header without its dict
+            else:
+                block.append(line)
+                if line.rstrip().endswith("}"):
+                    finish(True)
+                elif len(block) > MAX_BLOCK_LINES:
+                    raise InputError(
+                        path, f"step dict longer than {MAX_BLOCK_LINES} lines", f"line {start}"
+                    )
+                continue
+        if "Step " in line:
+            m = _HEADER.search(line.rstrip())
+            if m:
+                step = check_step(path, m.group(1), f"line {lineno}")
+                start = lineno + 1
+    if step is not None and block:
+        finish(False)
+    if n == 0:
+        raise InputError(path, "no SkyRL step blocks found (expected 'Step N:' then a dict)")
+    if g is not None:
+        builder.manifest.group_size = g
+        builder.manifest.config["group_size_from"] = "reward/avg_pass_at_{n}"
+    if builder.skipped_values:
+        builder.warn(f"{path}: {builder.skipped_values} non-numeric values ignored")
+    return builder.build()
+
+
+register(
+    Importer(
+        name="skyrl_console",
+        description="SkyRL console log ('Step N:' then a pretty-printed dict)",
+        sniff=_sniff,
+        load=load_skyrl_console,
+    )
+)

@@ -1,0 +1,92 @@
+"""A bare TRL / transformers ``log_history``: ``json.dump(trainer.state.log_history, f)``.
+
+The list ``Trainer.log`` builds (``transformers/trainer.py`` 5.24.0: ``output = {**logs,
+"step": self.state.global_step}; self.state.log_history.append(output)``), dumped by the user's
+own ``json.dump`` — on one line or indented, keys in insertion order, ``NaN`` bare. It is not a
+``trainer_state.json`` (an object holding ``"log_history"``: :mod:`~rlvitals.importers.trl_state`).
+
+- **Step**: each row's ``step`` (the optimizer step, ``state.global_step``); never ``epoch``.
+- Rows whose metric keys are all ``eval_*`` are eval rows; the summary row (``train_runtime``,
+  ``total_flos``, ``train_loss``) is not a step (``manifest.config["summary"]``).
+- **Several runs in one file**: a new ``Trainer.train()`` appended to the same list, or two
+  lists dumped back to back, shows as steps that restart (or a row after the summary row). Each
+  is a run of its own, listed in a ``runs`` event: the last is read, with a warning
+  naming the others, unless ``run="N"`` (``--run N``) chooses one. Never merged.
+- Read streaming (:func:`rlvitals.importers._lines.iter_json_array`): memory is bounded by the
+  series kept, not by the file.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from rlvitals.errors import InputError
+from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers._lines import iter_json_array
+from rlvitals.importers._trl_files import HistoryReader, choose_segment, step_int
+from rlvitals.recording.run import Manifest, Run, RunBuilder
+
+__all__ = ["load_trl_log_history"]
+
+CONF = 0.9
+_HEAD = re.compile(rb"\A(?:\xef\xbb\xbf)?\s*\[\s*(?:\{|\])")
+_STEP = re.compile(rb'"step"\s*:\s*-?[0-9]')
+_TRL_KEY = re.compile(
+    rb'"(?:loss|reward|eval_loss|train_runtime|frac_reward_zero_std|grad_norm)"\s*:'
+)
+
+
+def _sniff(path: Path, head: bytes) -> float:
+    if not head or not _HEAD.match(head):
+        return 0.0
+    return CONF if _STEP.search(head) and _TRL_KEY.search(head) else 0.0
+
+
+def load_trl_log_history(
+    path: Path, progress: Progress | None = None, *, run: str | None = None
+) -> Run:
+    """Read a dumped ``log_history`` list into a ``Run`` (module docstring).
+
+    Args:
+        path: the JSON file (compressed, or a stream, too).
+        progress: ``progress(done_bytes, total_bytes)``.
+        run: which run of the file to read when it holds several (``"1"``, ``"2"``, ...);
+            default: the last.
+
+    Raises:
+        InputError: not a JSON array of objects, invalid JSON, or no row with a step.
+    """
+    reader = HistoryReader()
+    bad = 0
+    arrays = 0
+    for array, i, row in iter_json_array(path, progress):
+        if not isinstance(row, dict):
+            raise InputError(path, "log entry is not an object", f"item {i}")
+        if array != arrays:
+            arrays = array
+            reader.segments.append([])  # a second json.dump: a run of its own
+        step = step_int(row.get("step"))
+        if step is None:
+            bad += 1
+            continue
+        reader.add(step, row)
+    builder = RunBuilder(Manifest(source=str(path), trainer="trl", step_key="step"))
+    seg = choose_segment(path, reader, run, builder)
+    reader.fill(builder, seg)
+    if bad:
+        builder.warn(f"{path}: {bad} entries without an integer 'step' were skipped")
+    if builder.skipped_values:
+        builder.warn(f"{path}: {builder.skipped_values} non-numeric values ignored")
+    return builder.build()
+
+
+register(
+    Importer(
+        name="trl_log_history",
+        description="bare TRL log_history list (json.dump(trainer.state.log_history))",
+        sniff=_sniff,
+        load=load_trl_log_history,
+        multi_run=True,
+    )
+)
