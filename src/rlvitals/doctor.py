@@ -387,15 +387,18 @@ def diagnose_path(
     progress: Callable[[int, int], None] | None = None,
     *,
     require_known: bool = True,
+    run: str | None = None,
 ) -> Diagnosis:
     """Load ``path`` with the importers (format sniffed unless ``fmt``) and diagnose it.
 
-    With ``require_known`` (default) a file in which no metric was understood is refused
-    (:func:`check_understood`) after the metric names of ``config`` are applied.
+    ``run`` chooses one run of a store that holds several (MLflow, a wandb/ folder, trackio,
+    appended logs; ``rlvitals inspect`` lists them). With ``require_known`` (default) a file in
+    which no metric was understood is refused (:func:`check_understood`) after the metric names
+    of ``config`` are applied.
     """
     from rlvitals.importers import load
 
-    d = diagnose(load(path, fmt, progress), config)
+    d = diagnose(load(path, fmt, progress, run=run), config)
     if require_known:
         check_understood(d.run, path)
     return d

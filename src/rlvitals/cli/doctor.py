@@ -167,14 +167,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(args.config or config.source, str(e)) from None
     path = example_path(args.example) if args.example else Path(args.path)
     with ProgressBar(str(path), force=args.progress) as bar:
-        if args.run is None:
-            diagnosis = diagnose_path(path, fmt=args.input_format, config=config, progress=bar)
-        else:  # until diagnose_path takes run=: the same three calls
-            from rlvitals.doctor import check_understood, diagnose
-            from rlvitals.importers import load
-
-            diagnosis = diagnose(load(path, args.input_format, bar, run=args.run), config)
-            check_understood(diagnosis.run, path)
+        diagnosis = diagnose_path(
+            path, fmt=args.input_format, config=config, progress=bar, run=args.run
+        )
     to_terminal = args.output is None and sys.stdout.isatty()
     options = RenderOptions(
         color=fmt == "text" and to_terminal and not os.environ.get("NO_COLOR"),
