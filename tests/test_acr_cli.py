@@ -22,13 +22,45 @@ def test_acr_example_json_matches_library(capsys):
     assert [r["step"] for r in out["steps"]] == s.steps.tolist()
     np.testing.assert_allclose([r["acr"] for r in out["steps"]], s.acr, atol=1e-6)
     # the example's groups go homogeneous from step 60: a stall is reported from there
-    assert out["summary"]["stalls"] and out["summary"]["stalls"][0][0] >= 55
+    assert out["summary"]["stalls"] and out["summary"]["stalls"][0]["onset_step"] == 60
+
+
+def test_acr_and_doctor_agree_on_stall_onsets(capsys):
+    """One answer per question: the stall `rlvitals acr` prints is the doctor's ACR_STALL,
+    same onset (the centred smoothing once put the doctor's a step early: 59 vs 60)."""
+    from rlvitals.doctor import diagnose
+
+    assert main(["acr", "--example", "collapse", "--json"]) == 0
+    stalls = json.loads(capsys.readouterr().out)["summary"]["stalls"]
+    d = diagnose(load(example_path("collapse")))
+    assert [(s["onset_step"], s["end_step"]) for s in stalls] == [
+        (f.onset_step, f.end_step) for f in d.by_id("ACR_STALL")
+    ]
+    # the onset is the first step whose own ACR is above 0.35
+    t = d.vitals
+    onset = stalls[0]["onset_step"]
+    acr = dict(zip(t.steps.tolist(), t.series["acr"].tolist()))
+    assert acr[onset] > 0.35 and acr[onset - 1] <= 0.35
 
 
 def test_acr_table(capsys):
     assert main(["acr", "--example", "collapse", "--every", "30"]) == 0
     text = capsys.readouterr().out
-    assert "ACR" in text and "stall: ACR > 0.35" in text
+    assert "ACR" in text and "stall (warn): ACR 0.875 > 0.35" in text
+
+
+def test_acr_usage_errors_exit_2_with_one_line(tmp_path, capsys):
+    """Issue 11 item 14: bad --tau values and a run whose every reward is null are usage
+    errors, never tracebacks."""
+    for tau in ("-1", "nan", "inf"):
+        assert main(["acr", "--example", "collapse", "--tau", tau]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--tau" in err
+    p = tmp_path / "nulls.jsonl"
+    p.write_text("".join(f'{{"step": {s}, "group": 0, "rewards": [null, null]}}\n' for s in (1, 2)))
+    assert main(["acr", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nulls.jsonl" in err
 
 
 def test_acr_bad_inputs(tmp_path, capsys):

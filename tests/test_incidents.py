@@ -73,8 +73,15 @@ def test_length_runaway_with_entropy_collapse_is_one_incident_rooted_in_length()
 
 
 def _f(det_id, onset, end=None, severity=Severity.WARN, **metrics):
-    return Finding(det_id, severity, f"{det_id} fired", onset_step=onset, end_step=end,
-                   metrics=metrics, actions=[f"fix {det_id}"])
+    return Finding(
+        det_id,
+        severity,
+        f"{det_id} fired",
+        onset_step=onset,
+        end_step=end,
+        metrics=metrics,
+        actions=[f"fix {det_id}"],
+    )
 
 
 def test_all_three_collapse_detectors_start_from_reward_variance():

@@ -288,6 +288,62 @@ def _base_spec(rng: np.random.Generator, T: int, **over: Any) -> Spec:
     return spec
 
 
+SATURATED_STEPS = 60
+"""A healthy run clearly saturated (truth, see :func:`saturation_truth`) for at least this many
+final steps is labelled SATURATION (the detector warns from 50; the margin keeps borderline
+runs out of the label)."""
+SATURATED_MARGIN = 0.05
+"""Truth within this of a gate (ACR 0.5, pass rate 0.8, solved share 0.6) is borderline."""
+
+
+def saturation_truth(sim: Sim, view: str, window: int = 25) -> tuple[str, int | None]:
+    """``("yes", onset)`` when ``sim`` clearly saturated its prompt set for its last
+    :data:`SATURATED_STEPS` steps or more (truth from the per-group rewards: median ACR >= 0.5
+    and pass rate >= 0.8 over the last fifth, most collapsed groups solved, each clear of its
+    gate by :data:`SATURATED_MARGIN`), ``("no", None)`` when clearly not, ``("maybe", None)``
+    in between, or where the view cannot show it: without the reward (NO_REWARD_VIEWS), or a
+    partial-credit reward seen without an ACR or per-step reward extremes (the expected ACR
+    P0 = p^G + (1-p)^G assumes binary rewards)."""
+    r = sim.rewards  # (T, N, G)
+    lo, hi = sim.spec.reward_range
+    collapsed = np.ptp(r, axis=2) <= 1e-9
+    solved = collapsed & (np.abs(r[:, :, 0] - hi) <= 1e-9)
+    acr = collapsed.mean(axis=1)
+    pass_rate = (r.mean(axis=(1, 2)) - lo) / (hi - lo)
+    T = acr.shape[0]
+    m = max(10, round(0.2 * T))
+    a, p = float(np.median(acr[-m:])), float(np.median(pass_rate[-m:]))
+    easy = float(solved[-m:].sum()) / max(1, int(collapsed[-m:].sum()))
+
+    def trailing(x: np.ndarray) -> np.ndarray:
+        c = np.concatenate(([0.0], np.cumsum(x)))
+        i = np.arange(x.shape[0])
+        lo_i = np.maximum(i + 1 - window, 0)
+        return (c[i + 1] - c[lo_i]) / (i + 1 - lo_i)
+
+    e = SATURATED_MARGIN
+
+    def since(acr_gate: float, pass_gate: float) -> int:
+        """First step index of the final stretch with both trailing means at their gates."""
+        ok = (trailing(acr) >= acr_gate) & (trailing(pass_rate) >= pass_gate)
+        bad = np.flatnonzero(~ok)
+        return 0 if not bad.size else int(bad[-1]) + 1
+
+    start = since(0.5, 0.8)
+    clear_yes = a >= 0.5 + e and p >= 0.8 + e and easy >= 0.6 + e
+    clear_yes = clear_yes and T - start >= SATURATED_STEPS
+    clear_no = a < 0.5 - e or p < 0.8 - e or easy < 0.6 - e
+    if view in NO_REWARD_VIEWS:  # saturation cannot show; a clearly unsaturated run is healthy
+        return ("no", None) if clear_no else ("maybe", None)
+    if sim.spec.reward == "partial" and view == "reward_std":
+        return "maybe", None  # the mean reward alone cannot say P0 is wrong for partial credit
+    if clear_no:
+        return "no", None
+    if clear_yes:
+        return "yes", int(sim.steps[start])
+    return "maybe", None
+
+
 def _steps_for(rng: np.random.Generator, k: int) -> int:
     return int(rng.uniform(150, 500)) * (1 if k == 1 else max(1, k // 2))
 
@@ -365,14 +421,19 @@ def healthy(
         raise ValueError(f"unknown healthy shape {shape!r}; valid: {', '.join(HEALTHY_SHAPES)}")
     spec = _base_spec(rng, T, **over)
     sim = simulate(spec, rng)
+    saturated, _ = saturation_truth(sim, view)
     return build(
         sim,
         name=f"healthy-{shape}-{view}-k{k}",
         scenario_name="healthy",
         view=view,
         log_every=k,
-        healthy=True,
-        allow=set(),
+        # A run that has solved its prompt set for a sustained stretch spends compute on a
+        # dead signal: SATURATION must report it (at warn), though nothing else may; a
+        # borderline one may report it.
+        healthy=saturated == "no",
+        expect=[Label("SATURATION")] if saturated == "yes" else [],
+        allow=set() if saturated == "no" else {"SATURATION"},
         nan_rows=nan_rows,
         eval_every=eval_every,
         rng=rng,

@@ -212,7 +212,9 @@ def simulate(spec: Spec, rng: np.random.Generator) -> Sim:
     gn = rms * rng.lognormal(np.log(0.35), 0.3, size=T) + spec.kl_coef * kl * 2.0
     if spec.grad_spikes > 0:
         spike = rng.random(T) < spec.grad_spikes
-        gn = np.where(spike, gn * rng.uniform(5, 30, size=T), gn)
+        # 5-30x the step's noise-free level (not of its noisy draw, which would reach ~55x)
+        level = rms * 0.35 + spec.kl_coef * kl * 2.0
+        gn = np.where(spike, level * rng.uniform(5, 30, size=T), gn)
     m["grad_norm"] = gn
     if spec.kl_coef > 0:
         m["kl"] = kl

@@ -12,7 +12,10 @@ the host). This module is the only place that tells them apart. Inputs are valid
 
 from __future__ import annotations
 
+import contextlib
 import math
+import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -25,6 +28,7 @@ __all__ = [
     "full_like",
     "is_torch",
     "isnan",
+    "quiet_numerics",
     "sqrt",
     "validate",
     "where",
@@ -169,3 +173,13 @@ def as_mask(mask: Any, like: Any, torch_in: bool) -> Any:
 
         return torch.as_tensor(mask, dtype=torch.bool, device=like.device)
     return np.asarray(mask, dtype=bool)
+
+
+@contextlib.contextmanager
+def quiet_numerics() -> Iterator[None]:
+    """Floating-point warnings off (numpy's errstate and its RuntimeWarnings, e.g. "mean of
+    empty slice"): for code that judges or formats series with NaN and inf on purpose, so an
+    extreme value never prints a warning on a successful run, nor raises under ``-W error``."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield

@@ -47,6 +47,9 @@ KNOBS: dict[str, dict[str, str]] = {
         "trl": "beta",
         "openrlhf": "--init_kl_coef",
         "ms_swift": "--beta",
+        "nemo_rl": "loss_fn.reference_policy_kl_penalty",
+        "skyrl": "trainer.algorithm.kl_loss_coef (with trainer.algorithm.use_kl_loss=true)",
+        "slime": "--kl-loss-coef (with --use-kl-loss)",
         None: "the KL coefficient",
     },
     "learning_rate": {
@@ -117,11 +120,16 @@ def knob(concept: str, trainer: str | None) -> str:
     return table.get(trainer, table[None])
 
 
-def set_knob(concept: str, trainer: str | None, how: str) -> str:
-    """``"raise num_generations (the group size)"``-style advice: ``how`` then the setting."""
+def set_knob(concept: str, trainer: str | None, verb: str, detail: str = "") -> str:
+    """``"raise the group size (completions per prompt): num_generations"``: ``verb``, the
+    plain description, ``detail``, then the trainer's setting when rlvitals knows it.
+
+    >>> set_knob("temperature", "verl", "raise", " a little (e.g. 1.0 -> 1.1)")
+    'raise the sampling temperature a little (e.g. 1.0 -> 1.1): actor_rollout_ref.rollout.temperature'
+    """
     name = knob(concept, trainer)
     plain = KNOBS[concept][None]
-    return f"{how} {name}" + ("" if name == plain else f" ({plain})")
+    return f"{verb} {plain}{detail}" + ("" if name == plain else f": {name}")
 
 
 _MITIGATIONS: dict[str, dict[str, str]] = {
@@ -141,6 +149,11 @@ _MITIGATIONS: dict[str, dict[str, str]] = {
         "openrlhf": "dynamic filtering: --dynamic_filtering --dynamic_filtering_reward_range 0 1",
         "trl": "drop zero-variance groups: RlvitalsGRPOTrainer(..., estimator='zero_var_filter'), "
         "or resample them (rlvitals.estimators.dynamic_sampling)",
+        "nemo_rl": "dynamic sampling: grpo.use_dynamic_sampling=true",
+        "skyrl": "trainer.algorithm.dynamic_sampling.type=filter (or "
+        "trainer.algorithm.zero_variance_filter=true)",
+        "slime": "--dynamic-sampling-filter-path (a filter that drops zero-variance groups)",
+        "prime_rl": "prime-rl's zero-advantage filter (on by default: check it is not disabled)",
         None: "filter zero-variance groups and resample (DAPO dynamic sampling; "
         "rlvitals.estimators.dynamic_sampling)",
     },

@@ -8,6 +8,9 @@ Keys (all optional)::
     fail-on = "warn"              # info | warn | critical | never  (fail_on also accepted)
     tau = 1e-6                    # collapse tolerance on a group's reward std
     window = 25                   # window W for windowed ACR and volatility
+    group-size = 8                # completions per prompt, when the log does not say it
+    reward-range = [0.0, 1.0]     # the reward's min and max, when the log does not say it
+    allow-unjudged = false        # true: a run the collapse family could not judge passes
 
     [metrics]                     # keys your trainer logs under custom names -> rlvitals metric
     "my/pass_rate" = "reward_mean"      # (names and aliases: the metrics page; eval twins too)
@@ -45,7 +48,22 @@ __all__ = ["CONFIG_NAMES", "TOP_KEYS", "config_from_dict", "find_config", "load_
 
 CONFIG_NAMES = ("rlvitals.toml", ".rlvitals.toml")
 """Dedicated config files, in order of preference within one directory."""
-TOP_KEYS = ("select", "ignore", "fail-on", "fail_on", "tau", "window", "metrics", "detectors")
+TOP_KEYS = (
+    "select",
+    "ignore",
+    "fail-on",
+    "fail_on",
+    "tau",
+    "window",
+    "group-size",
+    "group_size",
+    "reward-range",
+    "reward_range",
+    "allow-unjudged",
+    "allow_unjudged",
+    "metrics",
+    "detectors",
+)
 """Valid keys at the top of the rlvitals table."""
 _MAX_CONFIG_BYTES = 1 << 20
 
@@ -174,6 +192,24 @@ def config_from_dict(table: dict[str, Any], source: str | None = None, where: st
         if isinstance(w, bool) or not isinstance(w, int) or w < 1:
             raise InputError(source, f"window must be an integer >= 1, got {w!r}", where)
         cfg.window = w
+    g = table.get("group-size", table.get("group_size"))
+    if g is not None:
+        if isinstance(g, bool) or not isinstance(g, int) or g < 1:
+            raise InputError(source, f"group-size must be an integer >= 1, got {g!r}", where)
+        cfg.group_size, cfg.group_size_source = g, source
+    rr = table.get("reward-range", table.get("reward_range"))
+    if rr is not None:
+        ok = isinstance(rr, list) and len(rr) == 2 and all(_is_number(x) for x in rr)
+        if not ok or not (math.isfinite(rr[0]) and math.isfinite(rr[1]) and rr[0] < rr[1]):
+            raise InputError(
+                source, f"reward-range must be [MIN, MAX] with MIN < MAX, got {rr!r}", where
+            )
+        cfg.reward_range = (float(rr[0]), float(rr[1]))
+    au = table.get("allow-unjudged", table.get("allow_unjudged"))
+    if au is not None:
+        if not isinstance(au, bool):
+            raise InputError(source, f"allow-unjudged must be true or false, got {au!r}", where)
+        cfg.allow_unjudged = au
     if "metrics" in table:
         from rlvitals.recording.metrics import metric_names
 

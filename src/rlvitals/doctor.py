@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from rlvitals._array import quiet_numerics
 from rlvitals.detectors import DETECTORS, Detector, Finding, Severity, catalogue, load_all
 from rlvitals.errors import InputError
 from rlvitals.incidents import Incident, group_findings
@@ -63,7 +64,9 @@ class DoctorConfig:
         metrics: the run's own key → canonical metric, for keys logged under custom names
             (applied with :meth:`Run.with_metric_names` before the vitals).
         group_size: completions per prompt (G), for a run whose log does not say it; when
-            set it overrides what the log says (``--group-size``, ``group_size`` in the config).
+            set it overrides what the log says (``--group-size``, ``group-size`` in the config).
+        group_size_source: where ``group_size`` came from, for the report (the flag or the
+            config file; default: the config file, else "--group-size").
         reward_range: ``(min, max)`` reward, for saturation and solve_all/solve_none when the
             run does not say it.
         allow_unjudged: when False (default), a run the collapse family could not judge
@@ -80,6 +83,7 @@ class DoctorConfig:
     window: int = DEFAULT_WINDOW
     metrics: dict[str, str] = field(default_factory=dict)
     group_size: int | None = None
+    group_size_source: str | None = None
     reward_range: tuple[float, float] | None = None
     allow_unjudged: bool = False
     source: str | None = None
@@ -136,15 +140,30 @@ class Diagnosis:
         (no evidence, or too few points), or no selected detector could judge anything. A
         report of such a run says so at the top; it is never a green "no findings".
         """
-        if self.findings or not self.detectors:
-            return None if self.findings else "no detector was selected"
+        if not self.detectors:
+            return "no detector was selected"
         fam = _families()
         collapse = [d for d in self.detectors if fam.get(d) == "collapse"]
-        if collapse and all(d in self.skipped for d in collapse):
-            return "the collapse family could not judge this run: " + _reasons(
-                {d: self.skipped[d] for d in collapse}
-            )
-        if not collapse and all(d in self.skipped for d in self.detectors):
+        if collapse:  # findings of other families do not judge the learning signal
+            if any(fam.get(f.id) == "collapse" for f in self.findings):
+                return None
+            if all(d in self.skipped for d in collapse):
+                if self.vitals.too_short and self.vitals.n_steps:
+                    return (
+                        f"the run spans {self.vitals.span_steps} training step(s): too short to "
+                        f"judge a collapse ({MIN_JUDGE_STEPS}+ needed)"
+                    )
+                return "the collapse family could not judge this run: " + _reasons(
+                    {d: self.skipped[d] for d in collapse}
+                )
+            if self.vitals.evidence == "loss_grad_zero":
+                return (
+                    "the collapse family could only rule out a total collapse (loss and "
+                    "grad_norm never both exactly 0): the run logs no reward, ACR or advantage "
+                    "metric"
+                )
+            return None
+        if not self.findings and all(d in self.skipped for d in self.detectors):
             return "no selected detector could judge this run: " + _reasons(self.skipped)
         return None
 
@@ -285,6 +304,11 @@ def diagnose(run: Run, config: DoctorConfig | None = None) -> Diagnosis:
     if config.metrics:
         run = run.with_metric_names(config.metrics)
     run = _with_facts(run, config)
+    with quiet_numerics():  # NaN and inf are judged on purpose: no warning, even under -W error
+        return _diagnose(run, config, classes)
+
+
+def _diagnose(run: Run, config: DoctorConfig, classes: list[type[Detector]]) -> Diagnosis:
     vitals = compute_vitals(run, tau=config.tau, window=config.window)
     findings: list[Finding] = []
     skipped: dict[str, str] = {}
@@ -343,7 +367,7 @@ def _with_facts(run: Run, config: DoctorConfig) -> Run:
     changes: dict[str, Any] = {}
     if config.group_size is not None:
         changes["group_size"] = config.group_size
-        where = config.source or "--group-size"
+        where = config.group_size_source or config.source or "--group-size"
         changes["config"] = {**run.manifest.config, "group_size_source": where}
     if config.reward_range is not None:
         changes["reward_min"], changes["reward_max"] = map(float, config.reward_range)
@@ -388,17 +412,19 @@ def diagnose_path(
     *,
     require_known: bool = True,
     run: str | None = None,
+    lenient: bool = False,
 ) -> Diagnosis:
     """Load ``path`` with the importers (format sniffed unless ``fmt``) and diagnose it.
 
     ``run`` chooses one run of a store that holds several (MLflow, a wandb/ folder, trackio,
     appended logs; ``rlvitals inspect`` lists them). With ``require_known`` (default) a file in
     which no metric was understood is refused (:func:`check_understood`) after the metric names
-    of ``config`` are applied.
+    of ``config`` are applied. ``lenient`` skips damaged records instead of refusing the input
+    (:func:`rlvitals.importers.load`); each skip is in the run's warnings.
     """
     from rlvitals.importers import load
 
-    d = diagnose(load(path, fmt, progress, run=run), config)
+    d = diagnose(load(path, fmt, progress, run=run, lenient=lenient), config)
     if require_known:
         check_understood(d.run, path)
     return d

@@ -23,6 +23,7 @@ incident list is a complete summary and the findings stay beneath it, each compl
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -322,6 +323,24 @@ def _collapse_root(
             "check that the completions of a group differ and that the verifier can return "
             "both answers.",
         )
+    if (
+        died is not None
+        and died.id == "SATURATION"
+        and not (ids & {"DEGENERATE_GROUPS", "REWARD_STD_DEATH"})
+    ):
+        chain = ""
+        if ids & {"ADV_COLLAPSE", "ACR_STALL", "ZERO_GRAD_STEPS", "ENTROPY_COLLAPSE"}:
+            others = ", ".join(sorted(ids - {"SATURATION"}))
+            verb = "follows" if len(ids) == 2 else "follow"
+            chain = (
+                f" {others} {verb} from it: a solved prompt set drains the signal and the entropy."
+            )
+        return (
+            died,
+            "Saturation: the policy solves its prompt set",
+            "most groups are solved by every completion (or the reward sits at its ceiling), so "
+            "little is left to learn: every further step on this prompt set buys less." + chain,
+        )
     if died is not None:
         kind = _kind(_first(members, "DEGENERATE_GROUPS")) or (
             "too easy" if died.id == "SATURATION" else None
@@ -372,11 +391,14 @@ def _reward_variance_logged(vitals: Vitals) -> bool:
 
 def _title(f: Finding) -> str:
     """The detector's one-line title (its docstring's first line)."""
-    from rlvitals.detectors import DETECTORS
+    from rlvitals.detectors import DETECTORS, Detector
 
     try:
-        doc = DETECTORS.get(f.id).__doc__ or ""
+        cls = DETECTORS.get(f.id)
     except KeyError:
         return f.id
+    doc = cls.__doc__ or ""
+    if doc == Detector.__doc__ or not doc.strip():  # the page lives on the module
+        doc = getattr(sys.modules.get(cls.__module__), "__doc__", "") or ""
     line = doc.strip().splitlines()[0] if doc.strip() else f.id
     return line.rstrip(".")

@@ -27,6 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--run", metavar="NAME", help="which run of a store holding several")
     p.add_argument(
+        "--lenient",
+        action="store_true",
+        help="skip damaged records that strict reading refuses (a corrupt record in the middle "
+        "of a recording, an invalid JSONL line); each skip is listed in the warnings",
+    )
+    p.add_argument(
         "--tau",
         type=float,
         default=1e-6,
@@ -40,29 +46,22 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from rlvitals.collapse import acr_table
     from rlvitals.examples import example_path
     from rlvitals.importers import load
-    from rlvitals.signal import acr_100, acr_volatility, stall_spans, windowed_acr
-    from rlvitals.vitals import acr_series
 
     if args.every < 1:
         raise InputError(None, f"--every must be >= 1, got {args.every}")
+    if not (math.isfinite(args.tau) and args.tau >= 0):
+        raise InputError(None, f"--tau must be a finite number >= 0, got {args.tau}")
     path = example_path(args.example) if args.example else args.path
-    r = load(path, args.fmt, run=args.run)
-    found = acr_series(r, tau=args.tau)  # the doctor's vitals read the same series and range
-    if found is None:
+    r = load(path, args.fmt, run=args.run, lenient=args.lenient)
+    t = acr_table(r, tau=args.tau)  # the doctor's vitals and its ACR_STALL, one call
+    if t is None:
         raise InputError(path, "run has no per-group rewards; try 'rlvitals doctor' instead")
-    s, rr = found
-    vol = acr_volatility(s.acr)
-    summary = {
-        "steps": int(s.steps.size),
-        "acr_mean": _f(np.nanmean(s.acr)),
-        "acr_100": _f(acr_100(s.acr, s.steps)),
-        "acr_windowed_last": _f(windowed_acr(s.acr)[-1]),
-        "volatility_max": _f(np.nanmax(vol)) if np.isfinite(vol).any() else None,
-        "stalls": stall_spans(s.acr, s.steps),
-        "reward_range": [rr.low, rr.high],
-    }
+    if not np.isfinite(t.acr).any():
+        raise InputError(path, "no group has a scorable reward (every reward is null or NaN)")
+    summary = t.summary()
     if args.json:
         rows = [
             {
@@ -74,28 +73,35 @@ def run(args: argparse.Namespace) -> int:
                 "expected": _f(e),
             }
             for st, a, sa, sn, fl, e in zip(
-                s.steps, s.acr, s.acr_solve_all, s.acr_solve_none, s.acr_flat, s.expected_acr
+                t.steps, t.acr, t.solve_all, t.solve_none, t.flat, t.expected
             )
         ]
-        json.dump({"summary": summary, "steps": rows}, sys.stdout, indent=1)
+        json.dump({"summary": summary, "steps": rows}, sys.stdout, indent=1, allow_nan=False)
         print()
         return 0
     out = sys.stdout
     out.write(f"{'step':>7} {'ACR':>6} {'easy':>6} {'hard':>6} {'flat':>6} {'expect':>6}\n")
-    for i in range(0, s.steps.size, args.every):
+    for i in range(0, t.steps.size, args.every):
         out.write(
-            f"{s.steps[i]:>7d} {s.acr[i]:6.3f} {s.acr_solve_all[i]:6.3f} "
-            f"{s.acr_solve_none[i]:6.3f} {s.acr_flat[i]:6.3f} {s.expected_acr[i]:6.3f}\n"
+            f"{t.steps[i]:>7d} {t.acr[i]:6.3f} {t.solve_all[i]:6.3f} "
+            f"{t.solve_none[i]:6.3f} {t.flat[i]:6.3f} {t.expected[i]:6.3f}\n"
         )
     out.write(
-        f"\n{summary['steps']} steps  ACR mean {summary['acr_mean']:.3f}  "
-        f"ACR_100 {summary['acr_100']:.3f}  last windowed ACR {summary['acr_windowed_last']:.3f}\n"
+        f"\n{summary['steps']} steps  ACR mean {_num(summary['acr_mean'])}  "
+        f"ACR_100 {_num(summary['acr_100'])}  last windowed ACR "
+        f"{_num(summary['acr_windowed_last'])}\n"
     )
-    for a, b in summary["stalls"]:
-        out.write(f"stall: ACR > 0.35 from step {a} to {b} ({b - a + 1} steps)\n")
+    lo, hi = t.reward_range
+    out.write(f"split judged in the reward range [{lo:g}, {hi:g}]\n")
+    for f in t.stalls:
+        out.write(f"stall ({f.severity.value}): {f.message}\n")
     return 0
 
 
 def _f(x: float) -> float | None:
     x = float(x)
     return None if math.isnan(x) else round(x, 6)
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"

@@ -3,7 +3,8 @@
 ``--format`` names the REPORT format here, as the doctor's interface has always said
 (``--format text|json|md|html``); ``--input-format`` forces the input format (what ``--format``
 means in ``rlvitals inspect``). ``--output-format`` is accepted as a synonym of ``--format``.
-Exit codes: 0 nothing at or above ``--fail-on``, 1 something is, 2 bad input or usage.
+Exit codes: 0 nothing at or above ``--fail-on``, 1 something is, 2 bad input or usage, or a run
+the collapse family could not judge (unless ``--allow-unjudged``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ EXAMPLE = """\
 --format names the REPORT format (text, json, md, html); to force the INPUT format use
 --input-format (what --format means in 'rlvitals inspect'). Without --format, -o report.html
 picks the format from the file suffix. Exit codes: 0 = nothing at or above --fail-on,
-1 = something is, 2 = bad input or usage.
+1 = something is, 2 = bad input or usage, or a run the collapse family could not judge
+(--allow-unjudged accepts it: "not judged" is never a green pass).
 
 examples:
   rlvitals doctor --example collapse
@@ -73,6 +75,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="force the input format instead of sniffing it (see 'rlvitals inspect')",
     )
     p.add_argument(
+        "--lenient",
+        action="store_true",
+        help="skip damaged records that strict reading refuses (a corrupt record in the middle "
+        "of a recording, an invalid JSONL line); each skip is listed in the warnings",
+    )
+    p.add_argument(
         "-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout"
     )
     p.add_argument(
@@ -80,6 +88,25 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=FAIL_ON,
         default=None,
         help="lowest severity that makes the exit code 1 (default: the config's, else warn)",
+    )
+    p.add_argument(
+        "--allow-unjudged",
+        action="store_true",
+        default=None,
+        help="exit 0 even when the collapse family could not judge the run (default: a run "
+        "that could not be judged exits 2, never a green pass)",
+    )
+    p.add_argument(
+        "--group-size",
+        type=int,
+        metavar="G",
+        help="completions per prompt, for a log that does not say it (or to override it): "
+        "saturation and expected collapse need it",
+    )
+    p.add_argument(
+        "--reward-range",
+        metavar="MIN,MAX",
+        help="the reward's range, for a log that does not say it (e.g. 0,1 or -1,4)",
     )
     p.add_argument(
         "--select",
@@ -144,7 +171,7 @@ def _metric_args(values: list[str]) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlvitals.cli import EXIT_FINDINGS, EXIT_OK
+    from rlvitals.cli import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
     from rlvitals.config import load_config
     from rlvitals.doctor import diagnose_path
     from rlvitals.examples import example_path
@@ -161,14 +188,28 @@ def run(args: argparse.Namespace) -> int:
         config.fail_on = args.fail_on
     if args.metric:
         config.metrics = {**config.metrics, **_metric_args(args.metric)}
+    if args.allow_unjudged:
+        config.allow_unjudged = True
+    if args.group_size is not None:
+        config.group_size, config.group_size_source = args.group_size, "--group-size"
+    if args.reward_range is not None:
+        config.reward_range = _reward_range(args.reward_range)
+    where = "command line" if args.group_size is not None else (args.config or config.source)
     try:
         config.validate()
     except ValueError as e:
-        raise InputError(args.config or config.source, str(e)) from None
+        raise InputError(where, str(e)) from None
     path = example_path(args.example) if args.example else Path(args.path)
+    if args.output:
+        _check_output(args.output, args.report_format, path)
     with ProgressBar(str(path), force=args.progress) as bar:
         diagnosis = diagnose_path(
-            path, fmt=args.input_format, config=config, progress=bar, run=args.run
+            path,
+            fmt=args.input_format,
+            config=config,
+            progress=bar,
+            run=args.run,
+            lenient=args.lenient,
         )
     to_terminal = args.output is None and sys.stdout.isatty()
     options = RenderOptions(
@@ -191,4 +232,43 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(report)
         sys.stdout.flush()
+    unjudged = diagnosis.not_judged()
+    if unjudged and not config.allow_unjudged and config.fail_on != "never":
+        from rlvitals.report._common import one_line  # the path and reasons come from input
+
+        print(
+            f"rlvitals: {one_line(path)}: not judged: {one_line(unjudged)} "
+            "(exit 2; --allow-unjudged accepts it)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     return EXIT_FINDINGS if diagnosis.fails(config.fail_on) else EXIT_OK
+
+
+def _reward_range(text: str) -> tuple[float, float]:
+    parts = [x.strip() for x in text.split(",")]
+    try:
+        lo, hi = (float(x) for x in parts) if len(parts) == 2 else (None, None)
+    except ValueError:
+        lo = hi = None
+    if lo is None or hi is None:
+        raise InputError(None, f"--reward-range wants MIN,MAX (e.g. 0,1), got {text!r}")
+    return lo, hi
+
+
+def _check_output(output: str, report_format: str | None, source: Path) -> None:
+    """Refuse an -o that would overwrite the input, or whose suffix names no report format."""
+    from rlvitals.report import suffix_format
+
+    out = Path(output)
+    try:
+        same = out.exists() and source.exists() and out.resolve() == source.resolve()
+    except OSError:
+        same = False
+    if same:
+        raise InputError(out, "-o names the input file; the report would overwrite it")
+    if report_format is None and suffix_format(output) is None:
+        raise InputError(
+            out,
+            "-o: no report format for this file name (.txt, .json, .md or .html; or pass --format)",
+        )

@@ -12,11 +12,17 @@ above 0.35 step after step, while `reward_mean` goes flat below the ceiling. Eva
 stops improving over the same stretch.
 
 ## How the detector decides
-The ACR is smoothed with a centred running mean over :knob:`smooth` logged points; a stretch
+It reads the ACR (per-group rewards, the trainer's zero-variance fraction or the share of zero
+advantages); a run that logs none of them but its mean reward and G is judged on the expected
+ACR P0 = p^G + (1 - p)^G at its pass rate instead (binary rewards; a too-hard stall only, at
+a pass rate of at most 0.5: on the easy side SATURATION judges), said to be an estimate (a
+lower bound: prompts of unequal difficulty collapse more often). The ACR is smoothed with a centred running
+mean over :knob:`smooth` logged points; a stretch
 starts above the threshold and lasts while the smoothed ACR stays within :knob:`hysteresis` below it
 (hysteresis: sampling noise neither makes nor breaks a stall); the paper's rule
 (`rlvitals.signal.stall_spans`) then keeps the stretches above :knob:`stall_acr` lasting more than :knob:`stall_steps` training
-steps. A stretch is not a stall when the reward is still improving — the pass rate (reward
+steps; the stall starts at the first logged step of the stretch whose own ACR is above the
+threshold (the smoothing does not move it earlier). A stretch is not a stall when the reward is still improving — the pass rate (reward
 rescaled to [0, 1]) gains at least :knob:`improve_min` over it (least-squares line)
 (a too-hard start that is being learned) — or when the high ACR is the run saturating: the
 reward at the ceiling (pass rate at least :knob:`ceiling`), or mostly-solved groups at a high
@@ -58,6 +64,9 @@ CEILING = 0.9
 MIN_GAIN_POINTS = 4
 CONFIDENCE = 0.8
 NO_REWARD_CONFIDENCE = 0.5
+ESTIMATE_CONFIDENCE = 0.6
+ESTIMATE_MAX_PASS = 0.5
+"""On the estimated ACR, only a too-hard stall (pass rate at most this) is judged."""
 MAX_SPANS = 3
 SATURATION_RISE = 0.1
 JUMP_LOOKBACK = 50
@@ -98,17 +107,21 @@ class AcrStall(Detector):
         jump_min: float = JUMP_MIN
 
     def needs(self, vitals: Vitals) -> str | None:
-        if not vitals.has("acr"):
-            return "needs the ACR: per-group rewards, frac_reward_zero_std or adv_zero_frac"
-        return None
+        if _series(vitals) is not None:
+            return None
+        what = "needs the ACR (per-group rewards, frac_reward_zero_std or adv_zero_frac)"
+        if vitals.binary_rewards is False and vitals.group_size and vitals.has("pass_rate"):
+            return f"{what}: not logged, and the rewards are not binary, so G and the mean reward cannot estimate it"
+        return f"{what}, or reward_mean with the group size to estimate it: not logged"
 
     def check(
         self, vitals: Vitals, found: Mapping[str, list[Finding]] | None = None
     ) -> list[Finding]:
-        if not vitals.has("acr") or vitals.batch_trap:
+        name = _series(vitals)
+        if name is None or vitals.batch_trap:
             return []
         k = self.knobs
-        steps, acr = compress(vitals.steps, vitals.get("acr"))
+        steps, acr = compress(vitals.steps, vitals.get(name))
         if acr.size < 2:
             return []
         smooth = rolling_mean(acr, k.smooth)
@@ -144,20 +157,31 @@ class AcrStall(Detector):
                 before = smooth[lo:hi] if hi - lo >= MIN_PRE_POINTS else smooth[lo:i0]
                 ref = float(np.median(before)) if before.size >= MIN_PRE_POINTS else math.nan
             prev_last = int(np.searchsorted(steps, last))
-            f = self._judge(vitals, steps, acr, ref, first, last, n)
+            f = self._judge(vitals, name, steps, acr, ref, first, last, n)
             if f is not None:
                 out.append(f)
             if len(out) >= MAX_SPANS:
                 break
         return out
 
-    def _judge(self, vitals, steps, acr, ref, first, last, n) -> Finding | None:
+    def _judge(self, vitals, name, steps, acr, ref, first, last, n) -> Finding | None:
         k = self.knobs
         inside = (steps >= first) & (steps <= last)
         level = float(np.median(acr[inside]))
         if level <= k.stall_acr:
             return None  # the hysteresis stretch hovered around the threshold, not above it
+        ongoing = last >= int(steps[max(0, n - 1 - k.smooth // 2)])
+        # The centred smoothing widens a stretch by up to half its window at each side: it
+        # starts at the first logged step whose own ACR is above the threshold (and, once it
+        # ended, ends at the last one), as `rlvitals acr` and the paper's rule read it.
+        raw = np.flatnonzero(inside & (acr > k.stall_acr))
+        if raw.size:
+            first = int(steps[raw[0]])
+            if not ongoing:
+                last = int(steps[raw[-1]])
         gain, p_mid = _reward_gain(vitals, first, last)
+        if name != "acr" and not p_mid <= ESTIMATE_MAX_PASS:
+            return None  # an estimate is high at high pass rates too: SATURATION's to judge
         conf = CONFIDENCE
         severity = self.severity
         jump = level - ref
@@ -165,7 +189,7 @@ class AcrStall(Detector):
         if not math.isnan(gain):
             if gain >= k.improve_min or p_mid >= k.ceiling:
                 return None
-            ep = stretch(vitals, "acr", first, last)
+            ep = stretch(vitals, name, first, last)
             if ep is not None and reward_state(vitals, ep).saturated(
                 k.ceiling, SATURATION_RISE, SATURATION_EASY
             ):
@@ -191,15 +215,15 @@ class AcrStall(Detector):
                 f"; the ACR was already {fmt(level - jump)} before (G = "
                 f"{vitals.group_size or '?'} makes collapse common): not a new stall"
             )
-        ongoing = last >= int(steps[max(0, n - 1 - k.smooth // 2)])
         length = last - first + 1
+        label = "ACR" if name == "acr" else "estimated ACR"
         msg = (
-            f"ACR {compare(level, '>', k.stall_acr)} for {length} steps "
+            f"{label} {compare(level, '>', k.stall_acr)} for {length} steps "
             f"(> {k.stall_steps}) {'since' if ongoing else 'from'} step {first}"
             + ("" if ongoing else f" to {last}")
         )
         if not math.isnan(gain):
-            msg += f"; pass rate {fmt(p_mid)}, change over the stretch {gain:+.2f}"
+            msg += f"; pass rate {fmt(p_mid)}, change over the stretch {_signed(gain)}"
         metrics = {
             "acr": rnd(level),
             "threshold": k.stall_acr,
@@ -211,6 +235,13 @@ class AcrStall(Detector):
         msg += why
         if math.isnan(gain):
             msg += "; reward_mean not logged"
+        if name != "acr":
+            msg += (
+                f" (P0 = p^G + (1-p)^G at the pass rate with G = {vitals.group_size}: an "
+                "estimate, the run logs no zero-std fraction)"
+            )
+            conf = min(conf, ESTIMATE_CONFIDENCE)
+            metrics["estimated"] = "yes"
         return self.finding(
             msg,
             severity=severity,
@@ -219,14 +250,32 @@ class AcrStall(Detector):
             confidence=conf,
             evidence=vitals.evidence,
             metrics=metrics,
-            series=["acr", "pass_rate"],
-            thresholds={"acr": k.stall_acr},
+            series=[name, "pass_rate"],
+            thresholds={name: k.stall_acr},
             actions=[
                 "rebalance the prompt set: harder prompts if groups are all solved, a "
                 "curriculum if they all fail",
                 *mitigations(vitals),
             ],
         )
+
+
+def _signed(x: float) -> str:
+    """``+0.03`` / ``-0.12``; a change that rounds to zero is ``0.00``, never ``-0.00``."""
+    return "0.00" if abs(x) < 0.005 else f"{x:+.2f}"
+
+
+def _series(vitals: Vitals) -> str | None:
+    """The ACR series to judge: the measured one, else the estimate from pass rate and G."""
+    if vitals.has("acr"):
+        return "acr"
+    if (
+        vitals.expected_acr_from == "estimate"
+        and vitals.has("expected_acr")
+        and vitals.binary_rewards is not False
+    ):
+        return "expected_acr"
+    return None
 
 
 def _reward_gain(vitals: Vitals, first: int, last: int) -> tuple[float, float]:

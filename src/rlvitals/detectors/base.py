@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -137,6 +138,9 @@ class Detector:
             raise ValueError(
                 f"{cls.id}: unknown knob(s) {', '.join(unknown)}; valid: {', '.join(valid) or '(none)'}"
             )
+        defaults = cls.Knobs()
+        for name, value in overrides.items():
+            _check_knob(cls.id, name, value, getattr(defaults, name))
         return dataclasses.replace(knobs, **overrides)
 
     def check(
@@ -174,6 +178,26 @@ class Detector:
         kw.setdefault("severity", self.severity)
         kw.setdefault("series", list(self.key_metrics))
         return Finding(id=self.id, message=message, **kw)
+
+
+def _check_knob(det_id: str, name: str, value: Any, default: Any) -> None:
+    """Raise ValueError unless ``value`` fits knob ``name``: a count (an int knob) is an integer
+    >= 1 (>= 0 when its default is 0), a float knob a finite number >= 0 (any finite number
+    when its default is negative), a flag a bool."""
+    bad = None
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            bad = "true or false"
+    elif isinstance(default, int):
+        least = 0 if default == 0 else 1
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            bad = f"an integer >= {least}"
+    elif isinstance(default, float):
+        num = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not num or not math.isfinite(value) or (default >= 0 and value < 0):
+            bad = "a finite number" + (" >= 0" if default >= 0 else "")
+    if bad:
+        raise ValueError(f"{det_id}: knob {name} must be {bad}, got {value!r}")
 
 
 DETECTORS: Registry[type[Detector]] = Registry("detector")

@@ -56,7 +56,7 @@ COLLAPSE_RATIO = 0.1
 RECOVER_RATIO = 0.2
 SUSTAIN = 5
 SMOOTH = 5
-PLATEAU_GAIN = 0.05
+PLATEAU_GAIN = 0.1
 MIN_POINTS = 20
 MAX_EPISODES = 3
 
@@ -154,7 +154,7 @@ class EntropyCollapse(Detector):
 
 def _actions(t: str | None) -> list[str]:
     return [
-        advice.set_knob("temperature", t, "raise a little (e.g. 1.0 -> 1.1)")
+        advice.set_knob("temperature", t, "raise", " a little (e.g. 1.0 -> 1.1)")
         + ", or sample more completions per prompt",
         f"decouple the clip range so rare tokens can grow: {advice.knob('clip_higher', t)}",
         f"add {advice.knob('entropy_bonus', t)} or covariance-aware clipping (Clip-Cov / KL-Cov)",

@@ -231,9 +231,9 @@ class ExcessCollapse(Detector):
             evidence=vitals.evidence,
             metrics=metrics,
             actions=[
-                "check that the completions of a group differ ("
-                f"{advice.knob('temperature', vitals.trainer)}, sampling seed, generation cache, "
-                f"{advice.knob('group_size', vitals.trainer)})",
+                "check that the completions of a group differ: "
+                f"{advice.knob('temperature', vitals.trainer)}, the sampling seed, a generation "
+                "cache that returns one completion G times",
                 "test the verifier with known-good and known-bad answers",
             ],
         )

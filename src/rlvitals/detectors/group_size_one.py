@@ -85,7 +85,7 @@ class GroupSizeOne(Detector):
                 metrics={"group_size": 1, "estimator": vitals.estimator, "group_size_from": how},
                 series=["adv_max", "reward_max", "adv_min", "reward_min"],
                 actions=[
-                    advice.set_knob("group_size", t, "sample 4-16 completions per prompt:"),
+                    advice.set_knob("group_size", t, "raise", " to 4-16"),
                     "or use an estimator with a critic or batch baseline (PPO/GAE, REINFORCE++)",
                 ],
             )

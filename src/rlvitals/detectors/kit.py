@@ -258,8 +258,17 @@ def trailing_median(x: np.ndarray, window: int) -> np.ndarray:
     view = np.lib.stride_tricks.sliding_window_view(padded, window)
     out = np.median(view, axis=1)
     # Early points have less history than `window`: use only what exists (padding repeats x[0]).
-    for i in range(1, min(window, n)):
-        out[i] = np.median(x[:i])
+    # Row i - 1 holds x[:i] padded with NaN; its median is read off the sorted row (NaN last),
+    # and is NaN where x[:i] holds a NaN, as np.median(x[:i]) would be.
+    m = min(window, n)
+    if m > 1:
+        i = np.arange(1, m)
+        head = x[: m - 1].astype(np.float64, copy=False)
+        rows = np.where(np.arange(m - 1)[None, :] < i[:, None], head[None, :], np.nan)
+        srt = np.sort(rows, axis=1)
+        r = np.arange(m - 1)
+        med = 0.5 * (srt[r, (i - 1) // 2] + srt[r, i // 2])
+        out[1:m] = np.where(np.cumsum(np.isnan(head)) > 0, np.nan, med)
     return out
 
 

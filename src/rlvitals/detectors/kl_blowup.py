@@ -16,7 +16,9 @@ afterwards.
 ## How the detector decides
 Each logged KL value, smoothed by a centred rolling median over :knob:`smooth` points, is compared
 with its baseline: the median of the :knob:`baseline_points` logged values before it (fewer early
-in the run; a point needs :knob:`min_history` of them). An episode starts when the smoothed KL
+in the run). The first :knob:`min_history` logged values are a warm-up: the KL starts at 0 (the
+policy is its own reference) and grows fast over the first updates, so they neither start an
+episode nor enter a baseline, and a point needs :knob:`sustain` values of history after them. An episode starts when the smoothed KL
 stays above :knob:`jump_ratio` times the baseline, and above :knob:`min_kl` in absolute terms, for
 :knob:`sustain` consecutive points. It ends when the KL falls back below :knob:`recover_ratio`
 times the baseline frozen at the onset. A peak at or above :knob:`critical_kl` makes the finding critical.
@@ -96,9 +98,15 @@ class KlBlowup(Detector):
         if kl is None or kl.n < k.min_history + k.sustain:
             return []
         smooth = rolling_median(kl.values, k.smooth, edges="pad")
-        base = np.maximum(trailing_median(kl.values, k.baseline_points), 0.0)
+        # The first min_history points are a warm-up: the KL starts at 0 (the policy is its
+        # reference) and grows fast at first, so they neither start an episode nor enter the
+        # baseline of a later point (0.005 -> 0.05 over the first steps is not a blow-up).
+        w = k.min_history
+        base = np.zeros_like(kl.values)
+        base[w:] = np.maximum(trailing_median(kl.values[w:], k.baseline_points), 0.0)
+        base[:w] = np.inf
         start = (smooth > k.jump_ratio * base) & (smooth > k.min_kl)
-        start[: k.min_history] = False
+        start[: w + k.sustain] = False
         found = hysteresis(
             kl, start, lambda i: smooth < k.recover_ratio * base[i], k.sustain, MAX_EPISODES
         )

@@ -15,7 +15,11 @@ to `critic/score/min`) falls to a small fraction of its earlier level and stays 
 completion fails), or flat at a middling value (a constant reward, identical completions).
 
 ## How the detector decides
-It reads `reward_std` (logged, or the mean group std recomputed from per-group rewards), else
+It reads the mean per-group reward std when the run has it (OpenRLHF's `group_reward_std`, or
+recomputed from per-group rewards), else `reward_std` as logged — which since TRL 0.27 is the
+std of the whole batch: it dies only when every reward of the batch agrees, so it never shows a
+per-group collapse (a batch of all-0 and all-1 groups keeps a batch std near 0.5; the vitals
+note which reading they assumed, and DEGENERATE_GROUPS reads the zero-std fraction) — else
 the step's reward max - min. That fallback is a batch-level spread (with two prompts a step it
 swings with the draw), so an episode read from it is dropped while an advantage spread keeps
 :knob:`adv_alive` of its healthy level: the groups still vary. The level is relative to the run's own healthy level (the highest
@@ -27,6 +31,12 @@ episode while above :knob:`easy_min`, is "at the ceiling" and reported at info l
 anything else is "not at the ceiling" (at the floor when the pass rate is at most
 :knob:`floor`) and a warning. A run whose every logged step has zero
 reward variance is reported however short it is; other runs under 30 steps are not judged.
+Apart from episodes, a run whose reward variance is exactly 0 on at least :knob:`dead_share` of
+its logged steps (and :knob:`dead_min` of them), most of them outside its episodes, is reported
+as dead on and off: on each such step every group collapsed and nothing was learned, even
+when no stretch lasts
+:knob:`sustain` steps (groups of 2 and four prompts a step do this by chance); informational
+when the pass rate on those steps is at the ceiling.
 
 ## What to try
 - At the ceiling: add harder prompts (the policy has learned this set), or stop training.
@@ -52,6 +62,7 @@ from rlvitals.detectors._collapse import (
     episode_confidence,
     episode_metrics,
     episode_text,
+    mitigations,
     reward_state,
 )
 from rlvitals.detectors.base import Detector, Finding, Severity, register
@@ -67,7 +78,10 @@ RISE = 0.1
 EASY_MIN = 0.6
 FLOOR = 0.1
 ADV_ALIVE = 0.5
-CONFIDENCE = {"reward_std": 0.85, "reward_range": 0.75}
+DEAD_SHARE = 0.2
+DEAD_MIN = 10
+SMALL_G = 4
+CONFIDENCE = {"group_reward_std_mean": 0.9, "reward_std": 0.85, "reward_range": 0.75}
 UNKNOWN_REWARD_CONFIDENCE = 0.6
 
 
@@ -98,6 +112,11 @@ class RewardStdDeath(Detector):
         #: Read from the batch's reward max - min, an episode is dropped while an advantage
         #: spread (adv_std, else advantage max - min) keeps this share of its healthy level.
         adv_alive: float = ADV_ALIVE
+        #: A share of logged steps at or above this with the reward variance exactly 0 (every
+        #: group collapsed on each) is a run that is dead on and off, however short each stretch.
+        dead_share: float = DEAD_SHARE
+        #: ... with at least this many such steps.
+        dead_min: int = DEAD_MIN
 
     def needs(self, vitals: Vitals) -> str | None:
         if _source(vitals) is None:
@@ -128,7 +147,74 @@ class RewardStdDeath(Detector):
             # The step's reward max - min is a batch-level spread: with a few prompts per step it
             # swings with the draw. When the advantages show groups still varying, it is noise.
             eps = [ep for ep in eps if ep.total or not self._advantages_alive(vitals, ep)]
-        return [self._finding(vitals, src, ep, ref) for ep in eps]
+        out = [self._finding(vitals, src, ep, ref) for ep in eps]
+        if not any(ep.total for ep in eps) and not vitals.too_short:
+            f = self._intermittent(vitals, src, eps)
+            if f is not None:
+                out.append(f)
+        return out
+
+    def _intermittent(self, vitals: Vitals, src: str, eps: list[CollapseEpisode]) -> Finding | None:
+        """The run's steps with reward variance exactly 0, when they are many: on each every
+        group collapsed (ACR 1), so the step taught nothing, whether or not they form one
+        stretch (small G and few prompts a step make it common)."""
+        k = self.knobs
+        x = vitals.get(src)
+        ok = np.isfinite(x)
+        dead = ok & (np.abs(x) <= ZERO_ATOL)
+        n, n_dead = int(ok.sum()), int(dead.sum())
+        if n == 0 or n_dead < k.dead_min or n_dead / n < k.dead_share:
+            return None
+        share = n_dead / n
+        steps = vitals.steps[dead]
+        inside = np.zeros(steps.shape, dtype=bool)
+        for ep in eps:
+            inside |= (steps >= ep.onset) & (steps <= ep.last_step)
+        if inside.mean() >= 0.5:
+            return None  # the dead steps are the episodes' own: they say it already
+        p = vitals.get("pass_rate")
+        level = (
+            float(np.nanmedian(p[dead])) if p is not None and np.isfinite(p[dead]).any() else None
+        )
+        at_ceiling = level is not None and level >= k.ceiling
+        label = {
+            "reward_range": "reward max - min",
+            "group_reward_std_mean": "mean group reward std",
+        }.get(src, src)
+        msg = (
+            f"{label} exactly 0 on {n_dead} of {n} logged steps ({share:.0%} >= "
+            f"{k.dead_share:.0%}) since step {int(steps[0])}: on each every group's rewards "
+            "agreed, so the step taught nothing"
+        )
+        if at_ceiling:
+            msg += f"; pass rate there {fmt(level)}: the prompts are solved (saturation)"
+        elif vitals.group_size and vitals.group_size <= SMALL_G:
+            msg += f" (G = {vitals.group_size} makes whole-batch agreement common)"
+        t = vitals.trainer
+        return self.finding(
+            msg,
+            severity=Severity.INFO if at_ceiling else self.severity,
+            onset_step=int(steps[0]),
+            end_step=None,
+            confidence=0.8,
+            evidence="reward_std",
+            metrics={
+                "series": src,
+                "kind": "intermittent",
+                "dead_steps": n_dead,
+                "logged_steps": n,
+                "dead_share": rnd(share),
+                "dead_share_threshold": k.dead_share,
+                "pass_rate": rnd(level) if level is not None else None,
+            },
+            series=[src, "reward_mean"],
+            actions=[
+                advice.set_knob("group_size", t, "raise")
+                + ", and the prompts per step: with few completions and prompts a step, "
+                "whole steps agree by chance",
+                *mitigations(vitals)[:2],
+            ],
+        )
 
     def _advantages_alive(self, vitals: Vitals, ep: CollapseEpisode) -> bool:
         """True when an advantage spread series keeps at least ``adv_alive`` of its healthy
@@ -146,7 +232,10 @@ class RewardStdDeath(Detector):
     def _finding(self, vitals: Vitals, src: str, ep: CollapseEpisode, ref: float) -> Finding:
         k = self.knobs
         st = reward_state(vitals, ep)
-        label = "reward_std" if src == "reward_std" else "reward max - min"
+        label = {
+            "reward_range": "reward max - min",
+            "group_reward_std_mean": "mean group reward std",
+        }.get(src, src)
         thr = k.die_below * ref
         msg = f"{label} {compare(ep.level, '<', thr)} {episode_text(ep)}"
         if not ep.total:
@@ -180,6 +269,12 @@ class RewardStdDeath(Detector):
 
 
 def _source(vitals: Vitals) -> str | None:
+    """The per-group reward spread when the run has it (OpenRLHF's group_reward_std, or the
+    mean group std from per-group rewards), else the logged reward_std (a whole-batch std in TRL
+    from 0.27: it dies only when the whole batch agrees, never shows a per-group collapse, but
+    when it dies the reward variance is dead), else the step's reward max - min."""
+    if vitals.has("group_reward_std_mean"):
+        return "group_reward_std_mean"
     if vitals.has("reward_std"):
         return "reward_std"
     if vitals.has("reward_range") and vitals.group_size != 1:

@@ -55,6 +55,7 @@ SLOWDOWN = 1.5
 SUSTAIN = 10
 SMOOTH = 5
 EXPLAINED_SHARE = 0.8
+MIN_STEP_TIME = 1.0
 MAX_EPISODES = 3
 
 
@@ -80,6 +81,9 @@ class ThroughputRot(Detector):
         #: With step_time only: a length growth of at least this share of the slowdown explains
         #: it, and the finding becomes informational.
         explained_share: float = EXPLAINED_SHARE
+        #: With step_time only: steps that stay faster than this many seconds are not judged
+        #: (the timing noise of a toy or CPU run, not rot).
+        min_step_time: float = MIN_STEP_TIME
 
     def needs(self, vitals) -> str | None:
         k = self.knobs
@@ -110,6 +114,8 @@ class ThroughputRot(Detector):
         for ep in found:
             factor = ep.median(slow)
             level = ep.median(p.values)
+            if not per_token and level < k.min_step_time:
+                continue  # 0.017 s -> 0.028 s a step is scheduler noise, not a slower run
             explained = (
                 None
                 if per_token

@@ -155,6 +155,9 @@ class Vitals:
         notes: what the vitals noticed (tier used and why, the scale_rewards trap, ...).
         tau, acr_window: the collapse tolerance and ACR window the vitals were computed with.
         reward_range_known: False when [0, 1] was assumed.
+        reward_range_from: where the range came from (:class:`~rlvitals.vitals.RewardRange`
+            ``source``): ``mean reward`` means a guess from the mean's own extremes, so the pass
+            rate is only approximate (saturation is then not judged from it).
         batch_trap: True when ``zero_std_frac`` is TRL's batch-level flag (scale_rewards trap).
     """
 
@@ -178,6 +181,7 @@ class Vitals:
     tau: float = DEFAULT_TAU
     acr_window: int = DEFAULT_WINDOW
     reward_range_known: bool = False
+    reward_range_from: str = "assumed"
     batch_trap: bool = False
 
     # ----------------------------------------------------------------------------------------
@@ -206,6 +210,14 @@ class Vitals:
     @property
     def n_steps(self) -> int:
         return int(self.steps.shape[0])
+
+    @property
+    def binary_rewards(self) -> bool | None:
+        """Whether the rewards look binary (every logged step's reward min and max at an end of
+        the reward range, on at least 95% of steps; per-group rewards: every reward at an end),
+        None when the run logs neither. The expected ACR P0 = p^G + (1-p)^G assumes binary
+        rewards."""
+        return _binary_rewards(self.run, self.series, self.reward_min, self.reward_max)
 
     @property
     def trainer(self) -> str | None:
@@ -319,6 +331,9 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
     """
     m = run.manifest
     notes: list[str] = []
+    run, n_inf = _without_infinite_rewards(run)
+    if n_inf:
+        notes.append(f"{n_inf} per-completion reward(s) logged as +/-inf: read as unscorable")
     rr = reward_range(run)
     rmin, rmax, known_range = rr.low, rr.high, rr.known
     if rr.inferred:
@@ -449,7 +464,12 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
     rmean = series.get("reward_mean")
     if "pass_rate" not in series and _finite_any(rmean):
         series["pass_rate"] = np.clip((rmean - rmin) / (rmax - rmin), 0.0, 1.0)
-    if "expected_acr" not in series and group_size and _finite_any(series.get("pass_rate")):
+    if (
+        "expected_acr" not in series
+        and group_size
+        and _finite_any(series.get("pass_rate"))
+        and _binary_rewards(run, series, rmin, rmax) is not False
+    ):  # P0 is the collapse chance of binary rewards: partial credit gets no estimate
         expected_from = "estimate"
         p = series["pass_rate"]
         with np.errstate(invalid="ignore"):
@@ -499,6 +519,7 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
         tau=tau,
         acr_window=window,
         reward_range_known=known_range,
+        reward_range_from=rr.source,
         batch_trap=batch_trap,
     )
 
@@ -524,6 +545,42 @@ def _batch_trap(scale_rewards: str | None, zsf: np.ndarray, notes: list[str]) ->
             )
             return True
     return False
+
+
+def _binary_rewards(run: Run, series: dict[str, np.ndarray], lo: float, hi: float) -> bool | None:
+    """See :attr:`Vitals.binary_rewards`."""
+    tol = 1e-6 * max(1.0, hi - lo)
+    g = run.groups
+    if g is not None and g.rewards.size:
+        r = g.rewards[np.isfinite(g.rewards)]
+        return bool(((np.abs(r - lo) <= tol) | (np.abs(r - hi) <= tol)).all())
+    ends = [series.get(n) for n in ("reward_min", "reward_max")]
+    vals = [x[np.isfinite(x)] for x in ends if x is not None]
+    vals = [v for v in vals if v.size]
+    if not vals:
+        return None
+    v = np.concatenate(vals)
+    at_end = (np.abs(v - lo) <= tol) | (np.abs(v - hi) <= tol)
+    return bool(at_end.mean() >= 0.95)
+
+
+def _without_infinite_rewards(run: Run) -> tuple[Run, int]:
+    """``run`` with per-completion rewards (and advantages) of +/-inf read as unscorable (NaN),
+    and how many rewards were: a logged inf is no reward, and the array layer refuses it."""
+    g = run.groups
+    if g is None or not g.rewards.size:
+        return run, 0
+    bad = np.isinf(g.rewards)
+    adv = g.advantages
+    bad_adv = adv is not None and bool(np.isinf(adv).any())
+    if not bad.any() and not bad_adv:
+        return run, 0
+    clean = replace(
+        g,
+        rewards=np.where(bad, np.nan, g.rewards),
+        advantages=np.where(np.isinf(adv), np.nan, adv) if bad_adv else adv,
+    )
+    return replace(run, groups=clean), int(bad.sum())
 
 
 def _advantages_are_rewards(series: dict[str, np.ndarray]) -> bool:

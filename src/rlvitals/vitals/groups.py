@@ -34,6 +34,7 @@ class GroupSeries:
     is expected to collapse; a group whose prompt has no other step, or a table without prompt
     ids, takes the step's pass rate (prompts assumed alike: an optimistic baseline, so
     ``excess = acr - expected_acr`` is then an upper bound on pipeline collapse).
+    A reward logged as +/-inf is read as unscorable (NaN) and counted in ``n_infinite``.
     ``expected_from`` says which: ``per-prompt`` (every group), ``mixed`` (some groups fell
     back), ``batch`` (none had a per-prompt estimate); ``per_prompt_share`` the share of groups
     with one.
@@ -56,6 +57,7 @@ class GroupSeries:
     group_size: np.ndarray
     expected_from: str = "batch"
     per_prompt_share: float = 0.0
+    n_infinite: int = 0
 
 
 def group_series(
@@ -73,7 +75,12 @@ def group_series(
     ([0, 1], [0.5, 1.0], [0.0, 1.0])
     """
     gid = table.row_group()
-    st = group_stats(table.rewards, gid, tau=tau)
+    rewards = table.rewards
+    infinite = np.isinf(rewards)
+    n_infinite = int(infinite.sum())
+    if n_infinite:  # a logged +/-inf is no reward: unscorable, like NaN (and counted)
+        rewards = np.where(infinite, np.nan, rewards)
+    st = group_stats(rewards, gid, tau=tau)
     steps, sinv = np.unique(table.step, return_inverse=True)
     sinv = sinv.reshape(-1)
     T = steps.shape[0]
@@ -93,8 +100,8 @@ def group_series(
         solve_none = per_step(at_min) / denom
         flat = acr - solve_all - solve_none
         # Reward mean per step over scorable rows.
-        ok = ~np.isnan(table.rewards)
-        rsum = np.bincount(rstep[ok], weights=table.rewards[ok], minlength=T)
+        ok = ~np.isnan(rewards)
+        rsum = np.bincount(rstep[ok], weights=rewards[ok], minlength=T)
         rcnt = np.bincount(rstep[ok], minlength=T).astype(np.float64)
         rmean = rsum / np.where(rcnt > 0, rcnt, np.nan)
         p = np.clip((rmean - r_min) / (r_max - r_min), 0.0, 1.0)
@@ -113,7 +120,9 @@ def group_series(
     adv = table.advantages
     if adv is None:
         adv = advantages_from_stats(st, "grpo")
-    adv_std, adv_zero = advantage_stats_by(adv, rstep, T, table.rewards)
+    elif np.isinf(adv).any():
+        adv = np.where(np.isinf(adv), np.nan, adv)
+    adv_std, adv_zero = advantage_stats_by(adv, rstep, T, rewards)
     return GroupSeries(
         steps=steps.astype(np.int64),
         n_groups=n,
@@ -130,6 +139,7 @@ def group_series(
         group_size=gs,
         expected_from=expected_from,
         per_prompt_share=share,
+        n_infinite=n_infinite,
     )
 
 

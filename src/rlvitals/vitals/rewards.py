@@ -27,6 +27,9 @@ class RewardRange:
         known: stated by the source (manifest ``reward_min``/``reward_max``).
         inferred: taken from the rewards seen (they left [0, 1]).
         note: what was assumed, for the report, or "".
+        source: where it came from: ``stated`` (the manifest), ``rewards`` (per-group
+            rewards), ``reward min/max`` (logged extremes), ``mean reward`` (only the mean's
+            own extremes: a guess, pass rates are approximate), or ``assumed`` ([0, 1]).
     """
 
     low: float
@@ -34,6 +37,7 @@ class RewardRange:
     known: bool
     inferred: bool
     note: str = ""
+    source: str = "assumed"
 
 
 def reward_range(run: Run) -> RewardRange:
@@ -53,7 +57,7 @@ def reward_range(run: Run) -> RewardRange:
     if m.reward_min is not None and m.reward_max is not None:
         lo, hi = float(m.reward_min), float(m.reward_max)
         if hi > lo and math.isfinite(lo) and math.isfinite(hi):
-            return RewardRange(lo, hi, True, False)
+            return RewardRange(lo, hi, True, False, source="stated")
         note = f"reward range [{lo}, {hi}] is empty; "
     else:
         note = ""
@@ -63,7 +67,7 @@ def reward_range(run: Run) -> RewardRange:
         how = f"taken from the {seen} seen, [{lo:g}, {hi:g}]"
         if seen == "mean reward":
             how += " (pass rates approximate: pass --reward-range MIN,MAX)"
-        return RewardRange(lo, hi, False, True, note + "reward range unknown: " + how)
+        return RewardRange(lo, hi, False, True, note + "reward range unknown: " + how, seen)
     return RewardRange(0.0, 1.0, False, False, note + "reward range unknown: assumed [0, 1]")
 
 
@@ -94,8 +98,19 @@ def _observed_reward_range(run: Run) -> tuple[float, float, str]:
         return float(lo_s.min()), float(hi_s.max()), "reward min/max"
     mean = _finite_values(run.series.get("reward_mean"))
     if mean.size:
-        return float(mean.min()), float(mean.max()), "mean reward"
+        lo, hi = float(mean.min()), float(mean.max())
+        return _rounded_out(lo, -0.5, math.floor), _rounded_out(hi, 1.5, math.ceil), "mean reward"
     return 0.0, 1.0, "nothing"
+
+
+def _rounded_out(x: float, near: float, out) -> float:
+    """A bound guessed from a mean extreme ``x``: ``x`` itself while within half a unit of
+    [0, 1] (``near``: -0.5 below, 1.5 above; a mean of 1.02 says the maximum is 1.02 or a little
+    more, not 2), else rounded out to a whole number with ``out`` (sums of several 0/1 reward
+    functions, or rewards scaled to [-1, 4], have whole bounds)."""
+    if (near < 0 and x >= near) or (near > 0 and x <= near):
+        return x
+    return float(out(x))
 
 
 def _finite_values(x: np.ndarray | None) -> np.ndarray:
