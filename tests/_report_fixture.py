@@ -1,5 +1,7 @@
-"""A fixed Diagnosis for the report tests: a hand-built run and hand-written findings, so the
-snapshots change only when a renderer (or the JSON contract) does, never with detector tuning."""
+"""Fixed Diagnoses for the report tests: hand-built runs and hand-written findings, so the
+snapshots change only when a renderer (or the JSON contract) does, never with detector tuning.
+The incidents are computed from the findings (:func:`rlvitals.incidents.group_findings`), as
+the doctor does."""
 
 from __future__ import annotations
 
@@ -7,10 +9,13 @@ import numpy as np
 
 from rlvitals.detectors import Finding, Severity
 from rlvitals.doctor import Diagnosis
-from rlvitals.recording.run import Manifest, RunBuilder
+from rlvitals.incidents import group_findings
+from rlvitals.recording.run import GroupTable, Manifest, RunBuilder
 from rlvitals.vitals import compute_vitals
 
 STEPS = 120
+SPIKES = (30, 75, 101)
+"""Steps of the fixed run's gradient spikes (one finding, three marked points)."""
 
 
 def fixed_diagnosis(
@@ -38,14 +43,20 @@ def fixed_diagnosis(
             "reward": 0.3 + 0.4 * s / STEPS,
             "frac_reward_zero_std": 0.9 if collapsed else 0.1 + 0.05 * np.sin(s),
             "entropy": 0.02 if s >= 80 else 0.8 - 0.004 * s,
-            "grad_norm": 0.3 + 0.05 * np.cos(s),
+            "grad_norm": 3.1 if s in SPIKES else 0.3 + 0.05 * np.cos(s),
             "loss": 0.01,
         }
         if odd_name:
             row[odd_name] = float(s)
         b.add_row(s, row)
         if s % 20 == 0:
-            b.add_row(s, {"eval_reward": 0.25 + 0.3 * s / STEPS})
+            b.add_row(
+                s,
+                {
+                    "eval_reward": 0.25 + 0.3 * s / STEPS,
+                    "val-core/gsm8k/reward/mean@1": 0.2 + 0.35 * s / STEPS,
+                },
+            )
     run = b.build()
     vitals = compute_vitals(run)
     findings = [
@@ -82,16 +93,17 @@ def fixed_diagnosis(
         Finding(
             id="GRAD_SPIKE",
             severity=Severity.INFO,
-            message="1 grad_norm spike(s) above 10x the recent median; largest 3.1 = 10.3x "
+            message="3 grad_norm spike(s) above 10x the recent median; largest 3.1 = 10.3x "
             "at step 30",
-            onset_step=30,
-            end_step=30,
+            onset_step=SPIKES[0],
+            end_step=SPIKES[-1],
             confidence=0.7,
             evidence="grad_norm",
-            metrics={"spikes": 1, "grad_norm_threshold": 3.0, "flag": True, "none": None},
+            metrics={"spikes": 3, "grad_norm_threshold": 3.0, "flag": True, "none": None},
             series=["grad_norm"],
             thresholds={"grad_norm": 3.0},
             actions=["keep gradient clipping on"],
+            marks=list(SPIKES),
         ),
     ]
     if odd_name:
@@ -111,7 +123,110 @@ def fixed_diagnosis(
         run=run,
         vitals=vitals,
         findings=findings,
-        skipped={"KL_BLOWUP": "needs kl (23+ logged values)"},
+        skipped={
+            "KL_BLOWUP": "needs kl: not logged",
+            "LENGTH_EXPLOSION": "needs length_mean: not logged",
+            "CLIP_SATURATION": "needs clip_frac: too few points (3 logged, 20+ needed)",
+        },
         errors={},
-        detectors=["DEGENERATE_GROUPS", "ENTROPY_COLLAPSE", "GRAD_SPIKE", "KL_BLOWUP"],
+        detectors=[
+            "DEGENERATE_GROUPS",
+            "ENTROPY_COLLAPSE",
+            "GRAD_SPIKE",
+            "KL_BLOWUP",
+            "LENGTH_EXPLOSION",
+            "CLIP_SATURATION",
+        ],
+        incidents=group_findings(findings, vitals),
+    )
+
+
+def unjudged_diagnosis(steps: int = 5) -> Diagnosis:
+    """A run too short for the collapse family: the doctor's own "not judged" answer."""
+    from rlvitals.doctor import DoctorConfig, diagnose
+
+    b = RunBuilder(Manifest(source="runs/short/log.jsonl", group_size=8))
+    for s in range(1, steps + 1):
+        b.add_row(s, {"reward": 0.5, "frac_reward_zero_std": 0.2, "entropy": 0.5})
+    return diagnose(b.build(), DoctorConfig())
+
+
+PROMPTS = 24
+"""Prompts of the plots run; each step draws 8 of them."""
+
+
+def plots_diagnosis(steps: int = STEPS, prompts: int = PROMPTS) -> Diagnosis:
+    """A run with everything the HTML plots draw: per-group rewards with prompt ids (the heat
+    map, the ACR split), an AVSPO ``acr_residual``, train reward with two evaluation series
+    (TRL's ``eval_reward`` and veRL's ``val-core/...``) and a GRAD_SPIKE finding with marks."""
+    rng = np.random.default_rng(7)
+    g = 8
+    difficulty = np.linspace(0.05, 0.95, prompts)
+    b = RunBuilder(
+        Manifest(
+            source="runs/plots/rec",
+            format="recording",
+            trainer="rlvitals",
+            group_size=g,
+            reward_min=0.0,
+            reward_max=1.0,
+            estimator="avspo",
+        )
+    )
+    gsteps, grewards, gprompts = [], [], []
+    for s in range(1, steps + 1):
+        drawn = rng.choice(prompts, size=8, replace=False)
+        for p in drawn:
+            rate = min(1.0, difficulty[p] + 0.4 * s / steps)
+            gsteps.append(s)
+            grewards.append((rng.random(g) < rate).astype(float).tolist())
+            gprompts.append(f"prompt-{p:03d}")
+        b.add_row(
+            s,
+            {
+                "grad_norm": 4.0 if s in SPIKES else 0.3 + 0.05 * np.cos(s),
+                "entropy": 0.8 - 0.004 * s,
+                "acr_residual": 0.05 + 0.05 * np.sin(s),
+            },
+        )
+        if s % 10 == 0:
+            b.add_row(
+                s,
+                {
+                    "eval_reward": 0.3 + 0.3 * s / steps,
+                    "val-core/gsm8k/reward/mean@1": 0.2 + 0.35 * s / steps,
+                    "eval_runtime": 12.0,
+                },
+            )
+    b.groups = GroupTable.from_lists(gsteps, grewards, prompts=gprompts)
+    run = b.build()
+    vitals = compute_vitals(run)
+    findings = [
+        Finding(
+            id="GRAD_SPIKE",
+            severity=Severity.WARN,
+            message="3 grad_norm spike(s) above 10x the recent median",
+            onset_step=SPIKES[0],
+            end_step=SPIKES[-1],
+            evidence="grad_norm",
+            series=["grad_norm"],
+            thresholds={"grad_norm": 3.0},
+            marks=list(SPIKES),
+        ),
+        Finding(
+            id="DEGENERATE_GROUPS",
+            severity=Severity.INFO,
+            message="ACR 0.5 >= 0.4 since step 90",
+            onset_step=90,
+            evidence="groups",
+            series=["acr", "acr_solve_all"],
+            thresholds={"acr": 0.4},
+        ),
+    ]
+    return Diagnosis(
+        run=run,
+        vitals=vitals,
+        findings=findings,
+        detectors=["GRAD_SPIKE", "DEGENERATE_GROUPS"],
+        incidents=group_findings(findings, vitals),
     )

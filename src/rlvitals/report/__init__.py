@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rlvitals._array import quiet_numerics
 from rlvitals.registry import Plugins, Registry, import_module
 
 if TYPE_CHECKING:
@@ -105,9 +106,12 @@ def formats() -> list[Renderer]:
 def render(diagnosis: Diagnosis, fmt: str = "text", options: RenderOptions | None = None) -> str:
     """``diagnosis`` as a ``fmt`` report (``text``, ``json``, ``md``, ``html``).
 
-    Raises KeyError listing the valid formats for an unknown ``fmt``.
+    Raises KeyError listing the valid formats for an unknown ``fmt``. Extreme values (inf,
+    1e308) never print numpy warnings, nor raise under ``-W error``: a report formats them.
     """
-    return _renderer(fmt).render(diagnosis, options or RenderOptions())
+    renderer = _renderer(fmt)
+    with quiet_numerics():
+        return renderer.render(diagnosis, options or RenderOptions())
 
 
 def suffix_format(path: str) -> str | None:

@@ -1,9 +1,15 @@
-"""The HTML report: one self-contained page (inline CSS and SVG; no script, no request).
+"""The HTML report: one self-contained page (inline CSS and SVG; no script, no request: its
+Content-Security-Policy forbids both).
 
-Header with the run and its vitals, a table of findings, one card per finding with its message,
-plots of its key series (finding span shaded, onset and end marked, threshold lines dotted), its
-numbers and what to try, then an overview of the run's vital signs. Every string that comes
-from the run (source path, series names, messages, metric names) is HTML-escaped.
+Header with the run, its verdict badge ("not judged" in grey when the doctor could not judge
+the run, never a green "no findings") and its vitals; the not-judged note with the detectors
+that could not judge, grouped by why; one card per incident (title, severity, steps, root
+cause, its detectors linked to their findings, first actions); a table of findings and one
+card per finding with its message, plots of its key series (span shaded, onset and end marked,
+threshold lines dotted, isolated events as points), its numbers and what to try; then the
+run's vital signs (:mod:`rlvitals.report._plots`: reward with evaluations overlaid, ACR by kind
+with the expected ACR, residual ACR, a prompt x step heat map) and the notes. Every string that
+comes from the run (source path, series names, messages, metric names) is HTML-escaped.
 """
 
 from __future__ import annotations
@@ -11,45 +17,37 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from rlvitals._text import span_label
 from rlvitals._version import __version__
 from rlvitals.report import Renderer, RenderOptions, register
-from rlvitals.report._common import PLOTS_PER_FINDING, header_facts, number, verdict
-from rlvitals.report._svg import Marker, line_plot
+from rlvitals.report._common import (
+    INCIDENT_ACTIONS,
+    header_facts,
+    incident_span,
+    marks_text,
+    number,
+    skip_groups,
+    verdict,
+)
+from rlvitals.report._plots import Figure, available, finding_plots, overview, prompt_heat_map
 
 if TYPE_CHECKING:
     from rlvitals.doctor import Diagnosis
 
 __all__ = ["render_html"]
 
-OVERVIEW = (
-    "reward_mean",
-    "eval/reward_mean",
-    "acr",
-    "adv_std",
-    "reward_std",
-    "entropy",
-    "kl",
-    "length_mean",
-    "truncation_frac",
-    "clip_frac",
-    "grad_norm",
-    "throughput",
-    "step_time",
-)
-"""Series shown in the overview, in order, when the run has them."""
-OVERVIEW_MAX = 8
+CSP = "default-src 'none'; style-src 'unsafe-inline'"
+"""The page's Content-Security-Policy: the browser itself refuses any request and any script."""
 
 CSS = """
 :root { --crit:#c62828; --warn:#d97706; --info:#1d6fb8; --ok:#2e7d32; --fg:#1f2937;
-        --muted:#6b7280; --line:#e5e7eb; --bg:#f8fafc; }
+        --muted:#6b7280; --line:#e5e7eb; --bg:#f8fafc; --unjudged:#6b7280; }
 * { box-sizing: border-box; }
 body { margin:0; background:var(--bg); color:var(--fg);
        font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif; }
 main { max-width:1180px; margin:0 auto; padding:24px 28px 48px; }
 h1 { font-size:22px; margin:0 0 2px; } h2 { font-size:18px; margin:0 0 8px; }
+h2.section { font-size:16px; margin:22px 0 10px; color:var(--muted); text-transform:uppercase;
+             letter-spacing:.04em; }
 h3 { font-size:14px; margin:12px 0 4px; text-transform:uppercase; letter-spacing:.04em;
      color:var(--muted); }
 .source { font-family:ui-monospace,"DejaVu Sans Mono",monospace; color:var(--muted);
@@ -57,7 +55,19 @@ h3 { font-size:14px; margin:12px 0 4px; text-transform:uppercase; letter-spacing
 .verdict { display:inline-block; font-weight:600; font-size:16px; padding:4px 12px;
            border-radius:6px; color:#fff; background:var(--ok); }
 .verdict.critical { background:var(--crit); } .verdict.warn { background:var(--warn); }
-.verdict.info { background:var(--info); }
+.verdict.info { background:var(--info); } .verdict.unjudged { background:var(--unjudged); }
+.unjudged-note { background:#fff; border:1px solid var(--line); border-left:5px solid
+                 var(--unjudged); border-radius:8px; padding:10px 16px; margin:0 0 18px; }
+.unjudged-note p { margin:0 0 6px; }
+.skipped { font-size:13px; margin:4px 0 0; padding-left:18px; }
+.skipped li { margin:1px 0; } .skipped .why { color:var(--muted); }
+article.incident { background:#fff; border:1px solid var(--line); border-left:5px solid
+                   var(--info); border-radius:8px; padding:12px 18px; margin:0 0 14px; }
+article.incident.critical { border-left-color:var(--crit); }
+article.incident.warn { border-left-color:var(--warn); }
+.cause { margin:4px 0 6px; } .members { font-size:13px; color:var(--muted); margin:0 0 6px; }
+figure { margin:0; } figcaption { font-size:12px; color:var(--muted); max-width:1064px;
+                                  margin:2px 0 0 4px; }
 .facts { display:flex; flex-wrap:wrap; gap:6px 18px; margin:12px 0 20px; padding:0; }
 .facts div { font-size:13px; } .facts dt { display:inline; color:var(--muted); }
 .facts dd { display:inline; margin:0 0 0 4px; font-weight:600; }
@@ -87,8 +97,13 @@ svg .frame { fill:none; stroke:var(--line); }
 svg .grid { stroke:#f1f5f9; }
 svg .ytick { font-size:10px; fill:var(--muted); text-anchor:end; }
 svg .xtick { font-size:10px; fill:var(--muted); text-anchor:middle; }
-svg .series { fill:none; stroke:#334155; stroke-width:1.4; stroke-linejoin:round; }
-svg .dot { fill:#334155; }
+svg .series { fill:none; stroke-width:1.4; stroke-linejoin:round; }
+svg .series.dash, svg .dash { stroke-dasharray:5 3; stroke-width:1.6; }
+svg .lg { stroke-width:2; } svg .legend { font-size:10px; fill:var(--fg); }
+svg .area { fill-opacity:0.85; stroke:none; }
+svg .mark { stroke:#fff; stroke-width:1; }
+svg .hrow { fill:transparent; } svg .hlabel { font:9px ui-monospace,"DejaVu Sans Mono",monospace;
+                                               fill:var(--muted); text-anchor:end; }
 svg .onset { stroke-width:1.5; stroke-dasharray:5 3; }
 svg .end { stroke-width:1.5; stroke-dasharray:2 3; }
 svg .thr { stroke-width:1.2; stroke-dasharray:2 2; }
@@ -115,19 +130,23 @@ def render_html(diagnosis: Diagnosis, options: RenderOptions) -> str:
     d = diagnosis.to_dict()
     vitals = diagnosis.vitals
     findings = d["findings"]
-    available = _available(vitals)
+    incidents = d.get("incidents") or []
+    not_judged = d.get("not_judged")
+    have = available(vitals)
     source = str(d["run"].get("source") or "(run)")
-    worst = d.get("worst") or "ok"
+    worst = "unjudged" if not_judged else d.get("worst") or "ok"
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
         f"<title>rlvitals doctor: {escape(source)}</title>",
         f"<style>{CSS}</style></head><body><main>",
         "<header>",
         "<h1>rlvitals doctor</h1>",
         f'<p class="source">{escape(source)}</p>',
-        f'<span class="verdict {escape(worst)}">{escape(verdict(findings))}</span>',
+        f'<span class="verdict {escape(worst)}">'
+        f"{escape(verdict(findings, incidents, not_judged))}</span>",
         '<dl class="facts">'
         + "".join(
             f"<div><dt>{escape(k)}</dt><dd>{escape(v)}</dd></div>" for k, v in header_facts(d)
@@ -135,16 +154,21 @@ def render_html(diagnosis: Diagnosis, options: RenderOptions) -> str:
         + "</dl>",
         "</header>",
     ]
+    if not_judged:
+        out.append(
+            f'<section class="unjudged-note"><p><strong>Not judged:</strong> '
+            f"{escape(str(not_judged))}</p>{_skipped(d)}</section>"
+        )
+    if incidents:
+        out.append('<h2 class="section">Incidents</h2>')
+        out += [_incident(inc, findings) for inc in incidents]
     if findings:
+        out.append('<h2 class="section">Findings</h2>')
         out.append(_summary_table(findings))
-    plotted: dict[str, list[Marker]] = {}
     for i, f in enumerate(findings):
-        names = [n for n in f.get("series") or () if n in available][:PLOTS_PER_FINDING]
-        for name in names:
-            plotted.setdefault(name, []).append(_marker(f, name, with_thresholds=False))
-        out.append(_card(i, f, names, vitals))
-    out.append(_overview(vitals, available, plotted))
-    out.append(_notes(d))
+        out.append(_card(i, f, finding_plots(f, vitals, have)))
+    out.append(_overview(overview(vitals, findings), prompt_heat_map(vitals)))
+    out.append(_notes(d, skipped=not not_judged))
     out.append(
         f"<footer>rlvitals {escape(__version__)} · self-contained report: no scripts, "
         f"no network requests</footer>"
@@ -153,44 +177,21 @@ def render_html(diagnosis: Diagnosis, options: RenderOptions) -> str:
     return "\n".join(out) + "\n"
 
 
-def _available(vitals) -> set[str]:
-    names = {n for n in vitals.series if vitals.get(n) is not None}
-    names |= {n for n in vitals.eval_series if vitals.get(n) is not None}
-    return names
-
-
-def _series(vitals, name: str) -> tuple[np.ndarray, np.ndarray]:
-    if name.startswith("eval/"):
-        return vitals.eval_steps, vitals.eval_series[name]
-    return vitals.steps, vitals.series[name]
-
-
-def _marker(f: dict, name: str, with_thresholds: bool = True) -> Marker:
-    onset = f["onset_step"]
-    thr = (f.get("thresholds") or {}).get(name)
-    return Marker(
-        onset=0 if onset is None else int(onset),
-        end=f["end_step"],
-        severity=f["severity"],
-        label=f"{f['id']}: {span_label(f['onset_step'], f['end_step'])}",
-        thresholds=[float(thr)] if with_thresholds and thr is not None else [],
-    )
+def _end(f: dict) -> str:
+    if f["end_step"] is None and f["onset_step"] is not None:
+        return "ongoing"
+    return number(f["end_step"])
 
 
 def _summary_table(findings: list[dict]) -> str:
     rows = []
     for i, f in enumerate(findings):
-        end = (
-            "ongoing"
-            if f["end_step"] is None and f["onset_step"] is not None
-            else number(f["end_step"])
-        )
         rows.append(
             f'<tr><td><span class="badge {escape(f["severity"])}">'
             f"{escape(f['severity'].upper())}</span></td>"
             f'<td><a class="id" href="#finding-{i}">{escape(f["id"])}</a></td>'
             f'<td class="num">{escape(number(f["onset_step"]))}</td>'
-            f'<td class="num">{escape(end)}</td><td>{escape(f["message"])}</td></tr>'
+            f'<td class="num">{escape(_end(f))}</td><td>{escape(f["message"])}</td></tr>'
         )
     return (
         '<table class="findings"><thead><tr><th>severity</th><th>ID</th><th>onset</th>'
@@ -198,20 +199,49 @@ def _summary_table(findings: list[dict]) -> str:
     )
 
 
-def _card(i: int, f: dict, names: list[str], vitals) -> str:
+def _incident(inc: dict, findings: list[dict]) -> str:
+    sev = escape(inc["severity"])
+    links = []
+    for i in inc.get("findings") or []:
+        if isinstance(i, int) and 0 <= i < len(findings):
+            name = escape(findings[i]["id"])
+            root = " (root)" if findings[i]["id"] == inc["root"] else ""
+            links.append(f'<a class="id" href="#finding-{i}">{name}</a>{root}')
+    if not links:
+        links = [f'<span class="id">{escape(str(x))}</span>' for x in inc.get("detectors") or []]
+    actions = list(inc.get("actions") or [])
+    parts = [
+        f'<article class="incident {sev}">',
+        f'<h2><span class="badge {sev}">{sev.upper()}</span> {escape(inc["title"])}'
+        f'<span class="when">{escape(incident_span(inc, findings))}</span></h2>',
+        f'<p class="cause">{escape(inc["cause"])}</p>',
+        f'<p class="members">{len(links)} finding{"s" if len(links) != 1 else ""}: '
+        + ", ".join(links)
+        + "</p>",
+    ]
+    if actions:
+        parts.append(
+            '<ul class="try">'
+            + "".join(f"<li>{escape(str(a))}</li>" for a in actions[:INCIDENT_ACTIONS])
+            + (
+                f'<li class="meta">+{len(actions) - INCIDENT_ACTIONS} more under the findings</li>'
+                if len(actions) > INCIDENT_ACTIONS
+                else ""
+            )
+            + "</ul>"
+        )
+    parts.append("</article>")
+    return "".join(parts)
+
+
+def _card(i: int, f: dict, plots: list[str]) -> str:
     sev = escape(f["severity"])
-    plots = []
-    for name in names:
-        steps, values = _series(vitals, name)
-        svg = line_plot(name, steps, values, [_marker(f, name)])
-        if svg:
-            plots.append(svg)
     metrics = f.get("metrics") or {}
     parts = [
         f'<article class="finding {sev}" id="finding-{i}">',
         f'<h2><span class="badge {sev}">{sev.upper()}</span> '
         f'<span class="id">{escape(f["id"])}</span>'
-        f'<span class="when">{escape(span_label(f["onset_step"], f["end_step"]))}</span></h2>',
+        f'<span class="when">{escape(marks_text(f))}</span></h2>',
         f'<p class="msg">{escape(f["message"])}</p>',
     ]
     if plots:
@@ -240,35 +270,48 @@ def _card(i: int, f: dict, names: list[str], vitals) -> str:
     return "".join(parts)
 
 
-def _overview(vitals, available: set[str], plotted: dict[str, list[Marker]]) -> str:
-    names = [n for n in OVERVIEW if n in available][:OVERVIEW_MAX]
-    if not names:
+def _figure(fig: Figure) -> str:
+    cap = f"<figcaption>{escape(fig.caption)}</figcaption>" if fig.caption else ""
+    return f"<figure>{fig.svg}{cap}</figure>"
+
+
+def _overview(figs: list[Figure], heat: Figure | None) -> str:
+    if not figs and heat is None:
         return ""
-    plots = []
-    for name in names:
-        steps, values = _series(vitals, name)
-        plots.append(line_plot(name, steps, values, plotted.get(name, [])))
-    return (
-        '<section class="overview"><h2>Vital signs</h2><div class="plots">'
-        + "".join(p for p in plots if p)
-        + "</div></section>"
-    )
+    out = '<section class="overview"><h2>Vital signs</h2><div class="plots">'
+    out += "".join(_figure(f) for f in figs) + "</div>"
+    if heat is not None:
+        out += '<h2 class="section">Prompts</h2><div class="plots">' + _figure(heat) + "</div>"
+    return out + "</section>"
 
 
-def _notes(d: dict) -> str:
+def _skipped(d: dict) -> str:
+    items = []
+    for cls, reasons in skip_groups(d.get("skipped") or {}):
+        inner = "".join(
+            "<li>"
+            + ", ".join(f'<span class="id">{escape(i)}</span>' for i in ids)
+            + f': <span class="why">{escape(why)}</span></li>'
+            for why, ids in reasons
+        )
+        items.append(f"<li><strong>{escape(cls)}</strong><ul>{inner}</ul></li>")
+    return f'<ul class="skipped">{"".join(items)}</ul>' if items else ""
+
+
+def _notes(d: dict, skipped: bool = True) -> str:
     items = [escape(str(n)) for n in (d.get("vitals", {}).get("notes") or [])]
     items += [escape(str(w)) for w in (d["run"].get("warnings") or [])]
-    items += [
-        f'not judged: <span class="id">{escape(k)}</span> {escape(str(v))}'
-        for k, v in sorted((d.get("skipped") or {}).items())
-    ]
     items += [
         f'detector error: <span class="id">{escape(k)}</span> {escape(str(v))}'
         for k, v in sorted((d.get("errors") or {}).items())
     ]
-    if not items:
-        return ""
-    return '<ul class="notes">' + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
+    out = ""
+    if items:
+        out = '<ul class="notes">' + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
+    if skipped and d.get("skipped"):
+        n = len(d["skipped"])
+        out += f'<div class="notes"><p>Not judged ({n}):</p>{_skipped(d)}</div>'
+    return out
 
 
 register(

@@ -1,9 +1,12 @@
 """The Markdown report: fits a CI step summary (``>> $GITHUB_STEP_SUMMARY``).
 
-A heading with the verdict, a table of findings, one section per finding with its numbers and
-"Try:" list, and the detectors that could not judge the run in a collapsed ``<details>`` block.
-Every string from the run is escaped: Markdown punctuation gets a backslash, ``<``, ``>`` and
-``&`` become HTML entities (GitHub renders HTML inside Markdown).
+A heading with the verdict; for a run the doctor could not judge, a quoted "Not judged" note
+(never a green check); the incidents (title, severity, steps, root cause, detectors, first
+actions); a table of findings and one section per finding with its numbers and "Try:" list;
+the notes; the detectors that could not judge, grouped by why, in a ``<details>`` block (open
+when the run was not judged). Every string from the run is escaped: control characters are made
+visible, Markdown punctuation (pipes, backticks, ``$`` math, emphasis) gets a backslash, ``<``,
+``>`` and ``&`` become HTML entities (GitHub renders HTML inside Markdown).
 """
 
 from __future__ import annotations
@@ -12,7 +15,16 @@ import re
 from typing import TYPE_CHECKING
 
 from rlvitals.report import Renderer, RenderOptions, register
-from rlvitals.report._common import header_facts, number, span_text, verdict
+from rlvitals.report._common import (
+    INCIDENT_ACTIONS,
+    header_facts,
+    incident_span,
+    marks_text,
+    number,
+    one_line,
+    skip_groups,
+    verdict,
+)
 
 if TYPE_CHECKING:
     from rlvitals.doctor import Diagnosis
@@ -20,7 +32,8 @@ if TYPE_CHECKING:
 __all__ = ["md_code", "md_escape", "render_markdown"]
 
 ICON = {"critical": "🔴", "warn": "🟠", "info": "🔵"}
-_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+UNJUDGED = "⚪"
+_SPECIAL = re.compile(r"([\\`*_\[\]|~$])")
 _PLAIN = re.compile(r"^[A-Za-z0-9_.,:/@+= -]+$")
 _LINE_START = re.compile(r"^(#|[-+=*>](?=\s|$)|\d+[.)](?=\s|$))")
 
@@ -33,8 +46,10 @@ def md_escape(text: object, line_start: bool = False) -> str:
     a\\|b &lt;script&gt; \\*x\\* \\[l\\](u)
     >>> print(md_escape("# 1. not a heading", line_start=True))
     \\# 1. not a heading
+    >>> print(md_escape("$x$ a\\x1b[31m"))
+    \\$x\\$ a\\\\x1b\\[31m
     """
-    s = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    s = one_line(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     s = " ".join(_SPECIAL.sub(r"\\\1", s).split())
     return _LINE_START.sub(r"\\\1", s) if line_start else s
 
@@ -48,7 +63,7 @@ def md_code(text: object) -> str:
     >>> print(md_code("ENTROPY_COLLAPSE"), md_code("a|<b>"))
     `ENTROPY_COLLAPSE` a\\|&lt;b&gt;
     """
-    s = " ".join(str(text).split())
+    s = " ".join(one_line(text).split())
     return f"`{s}`" if _PLAIN.match(s) else md_escape(s)
 
 
@@ -56,15 +71,24 @@ def render_markdown(diagnosis: Diagnosis, options: RenderOptions) -> str:
     """The Markdown report of ``diagnosis`` (see the module docstring)."""
     d = diagnosis.to_dict()
     findings = d["findings"]
-    icon = ICON.get(d.get("worst") or "", "✅")
+    incidents = d.get("incidents") or []
+    not_judged = d.get("not_judged")
+    icon = UNJUDGED if not_judged else ICON.get(d.get("worst") or "", "✅")
     out = [
-        f"## {icon} rlvitals doctor: {verdict(findings)}",
+        f"## {icon} rlvitals doctor: {verdict(findings, incidents, not_judged)}",
         "",
         f"**Run:** {md_escape(d['run'].get('source') or '(run)')}  ",
         " · ".join(f"{md_escape(k)} **{md_escape(v)}**" for k, v in header_facts(d)),
         "",
     ]
+    if not_judged:
+        out += [f"> **Not judged:** {md_escape(not_judged)}", ""]
+    if incidents:
+        out += ["### Incidents", ""]
+        for inc in incidents:
+            out += _incident(inc, findings)
     if findings:
+        out += ["### Findings", ""]
         out += ["| | ID | onset | end | finding |", "|---|---|--:|--:|---|"]
         for f in findings:
             end = (
@@ -73,7 +97,7 @@ def render_markdown(diagnosis: Diagnosis, options: RenderOptions) -> str:
                 else number(f["end_step"])
             )
             out.append(
-                f"| {ICON.get(f['severity'], '')} {f['severity']} | {md_code(f['id'])} "
+                f"| {ICON.get(f['severity'], '')} {md_escape(f['severity'])} | {md_code(f['id'])} "
                 f"| {number(f['onset_step'])} | {end} | {md_escape(f['message'])} |"
             )
         out.append("")
@@ -83,9 +107,31 @@ def render_markdown(diagnosis: Diagnosis, options: RenderOptions) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def _section(f: dict) -> list[str]:
+def _incident(inc: dict, findings: list[dict]) -> list[str]:
+    sev = inc["severity"]
+    ids = [str(i) for i in inc.get("detectors") or []]
+    rest = [md_code(i) for i in ids if i != inc["root"]]
+    members = f"root {md_code(inc['root'])}" + (f" · with {', '.join(rest)}" if rest else "")
     lines = [
-        f"### {ICON.get(f['severity'], '')} {md_code(f['id'])} ({f['severity']}, {span_text(f)})",
+        f"{ICON.get(sev, '')} **{md_escape(inc['title'])}** ({md_escape(sev)}, "
+        f"{incident_span(inc, findings)})  ",
+        f"{md_escape(inc['cause'], line_start=True)}  ",
+        members,
+        "",
+    ]
+    actions = list(inc.get("actions") or [])
+    lines += [f"- try: {md_escape(a)}" for a in actions[:INCIDENT_ACTIONS]]
+    if len(actions) > INCIDENT_ACTIONS:
+        lines.append(f"- (+{len(actions) - INCIDENT_ACTIONS} more under the findings below)")
+    if actions:
+        lines.append("")
+    return lines
+
+
+def _section(f: dict) -> list[str]:
+    sev = md_escape(f["severity"])
+    lines = [
+        f"#### {ICON.get(f['severity'], '')} {md_code(f['id'])} ({sev}, {marks_text(f)})",
         "",
         md_escape(f["message"], line_start=True),
         "",
@@ -114,8 +160,14 @@ def _footer(d: dict) -> list[str]:
         lines.append("")
     skipped = d.get("skipped") or {}
     if skipped:
-        lines += [f"<details><summary>Not judged ({len(skipped)})</summary>", ""]
-        lines += [f"- {md_code(k)}: {md_escape(v)}" for k, v in sorted(skipped.items())]
+        tag = "<details open>" if d.get("not_judged") else "<details>"
+        lines += [f"{tag}<summary>Not judged ({len(skipped)})</summary>", ""]
+        for cls, reasons in skip_groups(skipped):
+            lines.append(f"- **{md_escape(cls)}**")
+            lines += [
+                f"  - {', '.join(md_code(i) for i in ids)}: {md_escape(why)}"
+                for why, ids in reasons
+            ]
         lines += ["", "</details>", ""]
     for det_id, err in sorted((d.get("errors") or {}).items()):
         lines.append(f"- detector error in {md_code(det_id)}: {md_escape(err)}")

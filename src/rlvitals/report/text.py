@@ -1,6 +1,13 @@
-"""The terminal report: a table of findings, then each finding with its numbers and "try:" lines.
+"""The terminal report: the verdict, the incidents, then a table of findings and each finding
+with its numbers and "try:" lines, then the notes and the detectors that could not judge.
 
-Built with rich; every string from the run goes in as plain ``Text`` (never parsed as markup).
+A run the doctor could not judge says so under the verdict ("NOT JUDGED: ..."), never a green
+"no findings". Each incident reads as one story: its title, severity and steps, the root-cause
+sentence, its detectors (root first) and its first actions; the findings beneath stay complete.
+
+Built with rich; every string from the run goes in as plain ``Text`` (never parsed as markup)
+after :func:`~rlvitals.report._common.terminal_strings` made it safe for a terminal (escape
+sequences, other control characters and line breaks are printed visibly, never sent).
 Colour only when asked (the CLI asks when stdout is a terminal); otherwise plain characters.
 """
 
@@ -16,7 +23,16 @@ from rich.table import Table
 from rich.text import Text
 
 from rlvitals.report import Renderer, RenderOptions, register
-from rlvitals.report._common import header_facts, number, span_text, verdict
+from rlvitals.report._common import (
+    INCIDENT_ACTIONS,
+    header_facts,
+    incident_span,
+    marks_text,
+    number,
+    skip_groups,
+    terminal_strings,
+    verdict,
+)
 
 if TYPE_CHECKING:
     from rlvitals.doctor import Diagnosis
@@ -27,11 +43,12 @@ DEFAULT_WIDTH = 100
 INDENT = 2
 STYLE = {"critical": "bold red", "warn": "bold yellow", "info": "cyan"}
 LABEL = {"critical": "CRITICAL", "warn": "WARN", "info": "INFO"}
+UNJUDGED = "bold magenta"
 
 
 def render_text(diagnosis: Diagnosis, options: RenderOptions) -> str:
     """The text report of ``diagnosis`` (see the module docstring)."""
-    d = diagnosis.to_dict()
+    d = terminal_strings(diagnosis.to_dict())
     buf = io.StringIO()
     console = Console(
         file=buf,
@@ -47,7 +64,13 @@ def render_text(diagnosis: Diagnosis, options: RenderOptions) -> str:
     )
     _header(console, d)
     findings = d["findings"]
+    incidents = d.get("incidents") or []
+    if incidents:
+        console.print(Text("Incidents", style="bold underline"))
+        for inc in incidents:
+            _incident(console, inc, findings)
     if findings:
+        console.print(Text("Findings", style="bold underline"))
         console.print(_table(findings))
         console.print()
         for f in findings:
@@ -63,8 +86,43 @@ def _header(console: Console, d: dict) -> None:
     facts = Text(" · ".join(f"{k} {v}" for k, v in header_facts(d)), style="dim")
     console.print(facts)
     console.print()
-    head = Text(verdict(d["findings"]), style=STYLE.get(d.get("worst") or "", "bold green"))
-    console.print(head)
+    not_judged = d.get("not_judged")
+    line = Text(verdict(d["findings"], d.get("incidents"), not_judged))
+    line.stylize(UNJUDGED if not_judged else STYLE.get(d.get("worst") or "", "bold green"))
+    if not_judged:
+        line.append(f": {not_judged}")
+    console.print(line)
+    console.print()
+
+
+def _incident(console: Console, inc: dict, findings: list[dict]) -> None:
+    sev = inc["severity"]
+    line = Text()
+    line.append(LABEL.get(sev, sev), style=STYLE.get(sev, ""))
+    line.append(" ")
+    line.append(str(inc["title"]), style="bold")
+    line.append(f"  {incident_span(inc, findings)}", style="dim")
+    console.print(line)
+    console.print(Padding(Text(str(inc["cause"])), (0, 0, 0, INDENT)))
+    ids = [str(i) for i in inc.get("detectors") or []]
+    members = Text("root ", style="dim")
+    members.append(str(inc["root"]), style="bold")
+    rest = [i for i in ids if i != inc["root"]]
+    if rest:
+        members.append(" · with ", style="dim")
+        members.append(", ".join(rest))
+    console.print(Padding(members, (0, 0, 0, INDENT)))
+    actions = list(inc.get("actions") or [])
+    for action in actions[:INCIDENT_ACTIONS]:
+        t = Text("try: ", style="green")
+        t.append(str(action))
+        console.print(Padding(t, (0, 0, 0, INDENT)))
+    if len(actions) > INCIDENT_ACTIONS:
+        more = len(actions) - INCIDENT_ACTIONS
+        console.print(
+            Padding(Text(f"(+{more} more under the findings below)", style="dim"), (0, 0, 0, 2))
+        )
+    console.print()
 
 
 def _table(findings: list[dict]) -> Table:
@@ -96,7 +154,7 @@ def _details(console: Console, f: dict) -> None:
     line.append(LABEL.get(sev, sev), style=STYLE.get(sev, ""))
     line.append(" ")
     line.append(f["id"], style="bold")
-    line.append(f"  {span_text(f)} · confidence {f['confidence']:.2f} · evidence ", style="dim")
+    line.append(f"  {marks_text(f)} · confidence {f['confidence']:.2f} · evidence ", "dim")
     line.append(str(f["evidence"]), style="dim")
     console.print(line)
     console.print(Padding(Text(f["message"]), (0, 0, 0, INDENT)))
@@ -116,14 +174,16 @@ def _footer(console: Console, d: dict) -> None:
     for note in notes:
         console.print(Text("note: " + str(note), style="dim"))
     skipped = d.get("skipped") or {}
-    if skipped:  # names only: the JSON, Markdown and HTML reports say what each one needs
-        console.print(
-            Text(
-                f"not judged ({len(skipped)}, the run does not log what they read): "
-                + ", ".join(sorted(skipped)),
-                style="dim",
-            )
-        )
+    if skipped:
+        loud = bool(d.get("not_judged"))
+        console.print(Text(f"not judged ({len(skipped)}):", style=UNJUDGED if loud else "dim"))
+        for cls, reasons in skip_groups(skipped):
+            head = Text(f"{cls}:", style="bold" if loud else "dim")
+            console.print(Padding(head, (0, 0, 0, INDENT)))
+            for why, ids in reasons:
+                t = Text(", ".join(ids), style="")
+                t.append(f": {why}", style="dim")
+                console.print(Padding(t, (0, 0, 0, 2 * INDENT)))
     for det_id, err in sorted((d.get("errors") or {}).items()):
         console.print(Text(f"detector error: {det_id}: {err}", style="red"))
 
