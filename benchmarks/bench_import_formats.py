@@ -1,19 +1,26 @@
 """Import speed and memory of the issue-9 text importers, each against its own baseline.
 
-For every format, one file is written (``--steps`` rows, from the byte-faithful writers of
-``tests/_format_producers.py``), then, in fresh subprocesses:
+For every format, one file (or, for NeMo-RL, one folder of per-step dumps) is written with
+``--steps`` steps by the byte-faithful writers of ``tests/_format_producers.py``; then, in fresh
+subprocesses, alternately (``--repeat`` rounds; medians printed):
 
-- **baseline**: the least any importer must do on that file — split it into records and parse
-  each one (``json.loads`` per line for JSONL formats, ``ast.literal_eval`` per dict for console
-  formats, ``csv.reader`` for CSV, ``json.load`` of the whole list for ``log_history``), keeping
-  nothing;
-- **import**: ``rlvitals.importers.load`` on the same file (sniffing included).
+- **baseline**: the least any importer must do on that input — split it into records and parse
+  each one, keeping nothing: ``json.loads`` per line for JSONL formats (every file of the folder
+  for NeMo-RL), ``ast.literal_eval`` per dict for console formats, ``csv.reader`` plus
+  ``float()`` of every non-empty cell for CSV, ``json.load`` of the whole list for
+  ``log_history``;
+- **import**: ``rlvitals.importers.load`` on the same input, sniffing included. The importer
+  modules are imported before the clock starts (library start-up, paid once per process, is not
+  per-file work).
 
-Printed per format: the ratio of process CPU times (target <= 3x) and the peak RSS of each
-process, import vs baseline, in MB. A bounded importer's peak follows the series it keeps, not
-the file: ``--steps`` x4 should grow the file x4 and the import's peak far less.
+Printed per format: the ratio of process CPU times (target <= 3x; the median of the rounds' own
+ratios, each round's baseline and import run back to back) and the peak RSS (VmHWM) of each
+process in MB. ``--scale K`` also imports a K-times longer input and prints how much the
+import's peak grew against the input: a bounded importer's peak follows the series it keeps
+(and, for per-sample formats, the groups), not the file.
 
-Run: ``python benchmarks/bench_import_formats.py`` (``--steps N``, ``--formats a,b``).
+Run: ``python benchmarks/bench_import_formats.py`` (``--steps N``, ``--formats a,b``,
+``--repeat R``, ``--scale K``).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import argparse
 import importlib.util
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,6 +37,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 3.0
+NEMO_EVERY = 10
+"""NeMo-RL dumps are written for one step in this many (each dump holds a whole batch)."""
 
 HWM = r"""
 def hwm():
@@ -42,21 +52,32 @@ def hwm():
 BASELINE = (
     HWM
     + r"""
-import ast, csv, json, sys, time
+import ast, csv, json, os, sys, time
 kind, path = sys.argv[1], sys.argv[2]
 t = time.process_time()
 if kind == "jsonl":
-    with open(path, "rb") as f:
-        for line in f:
-            if line.strip():
-                json.loads(line)
+    paths = [path]
+    if os.path.isdir(path):
+        paths = sorted(os.path.join(path, p) for p in os.listdir(path) if p.endswith(".jsonl"))
+    for p in paths:
+        with open(p, "rb") as f:
+            for line in f:
+                if line.strip():
+                    json.loads(line)
 elif kind == "json":
     with open(path, "rb") as f:
         json.load(f)
 elif kind == "csv":
     with open(path, newline="") as f:
-        for row in csv.reader(f):
-            pass
+        rows = csv.reader(f)
+        next(rows)
+        for row in rows:
+            for cell in row:
+                if cell:
+                    try:
+                        float(cell)
+                    except ValueError:
+                        pass
 elif kind == "dict":
     with open(path, encoding="utf-8", errors="replace") as f:
         block = None
@@ -82,11 +103,13 @@ print(json.dumps({"cpu": t, "rss": hwm()}))
 IMPORT = (
     HWM
     + r"""
-import json, sys, time
+import importlib, json, sys, time
 sys.path.insert(0, sys.argv[3])
 import numpy  # library start-up is not per-file work
 import rlvitals.recording.run
-from rlvitals.importers import load
+from rlvitals.importers import _FORMATS, load
+for spec in _FORMATS.values():
+    importlib.import_module("rlvitals.importers." + spec.module)
 path = sys.argv[2]
 t = time.process_time()
 run = load(path)
@@ -106,13 +129,15 @@ def _producers():
 
 
 def write_all(d: Path, steps: int) -> dict[str, tuple[str, Path]]:
-    """``{format: (baseline kind, file)}``."""
+    """``{format: (baseline kind, file or folder)}``."""
     F = _producers()
+    d.mkdir(parents=True, exist_ok=True)
     run = F.simulate(steps, groups=8, g=4)
     F.write_ms_swift(d / "swift", run)
     (d / "swift" / "args.json").unlink()
     (d / "swift" / "completions.jsonl").rename(d / "completions.jsonl")
     F.history_frame(run).to_csv(d / "hist.csv")
+    nemo = F.write_nemo_rl(d / "exp_001", run[::NEMO_EVERY], config=True)
     return {
         "trl_console": ("dict", F.write_trl_console(d / "trl.log", run, logging_steps=1)),
         "trl_log_history": ("json", F.write_log_history(d / "lh.json", [run])),
@@ -123,11 +148,14 @@ def write_all(d: Path, steps: int) -> dict[str, tuple[str, Path]]:
         "slime_console": ("dict", F.write_slime(d / "slime.log", run)),
         "wandb_chart": ("csv", F.write_wandb_chart(d / "chart.csv", run)),
         "wandb_history": ("csv", d / "hist.csv"),
-        "nemo_rl": (
-            "jsonl",
-            F.write_nemo_rl(d / "exp_001", run[:1], config=True) / "train_data_step1.jsonl",
-        ),
+        "nemo_rl": ("jsonl", nemo),
     }
+
+
+def _size(path: Path) -> float:
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.iterdir() if p.suffix == ".jsonl") / 2**20
+    return os.path.getsize(path) / 2**20
 
 
 def _run(code: str, *args: str) -> dict:
@@ -145,26 +173,45 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=20000)
     ap.add_argument("--formats", default="")
+    ap.add_argument("--repeat", type=int, default=3, help="alternating rounds; medians printed")
+    ap.add_argument("--scale", type=int, default=0, help="also import a K-times longer input")
     args = ap.parse_args()
     src = str(ROOT / "src")
+    med = statistics.median
     with tempfile.TemporaryDirectory(prefix="rlvitals-bench9-") as d:
-        files = write_all(Path(d), args.steps)
+        files = write_all(Path(d) / "a", args.steps)
+        big = write_all(Path(d) / "b", args.steps * args.scale) if args.scale > 1 else {}
         want = [f for f in args.formats.split(",") if f] or list(files)
-        print(
-            f"{'format':<22} {'MB':>7} {'base s':>7} {'import s':>8} {'ratio':>6} {'base MB':>8} {'imp MB':>7}"
-        )
+        head = f"{'format':<22} {'MB':>7} {'base s':>7} {'import s':>8} {'ratio':>6} {'base MB':>8} {'imp MB':>7}"
+        if big:
+            head += f"  x{args.scale}: {'MB':>7} {'imp MB':>7} {'peak growth':>11}"
+        print(f"{args.steps} steps, {args.repeat} alternating rounds, medians")
+        print(head)
         worst = 0.0
         for fmt in want:
             kind, path = files[fmt]
-            base = _run(BASELINE, kind, str(path))
-            imp = _run(IMPORT, fmt, str(path), src)
-            ratio = imp["cpu"] / max(base["cpu"], 1e-9)
+            bases, imps = [], []
+            for _ in range(args.repeat):
+                bases.append(_run(BASELINE, kind, str(path)))
+                imps.append(_run(IMPORT, fmt, str(path), src))
+            base_cpu = med(b["cpu"] for b in bases)
+            imp_cpu = med(i["cpu"] for i in imps)
+            # the median of each round's own ratio: a round's two runs share the machine's load
+            ratio = med(i["cpu"] / max(b["cpu"], 1e-9) for b, i in zip(bases, imps))
             worst = max(worst, ratio)
-            size = os.path.getsize(path) / 2**20
-            print(
-                f"{fmt:<22} {size:7.1f} {base['cpu']:7.2f} {imp['cpu']:8.2f} {ratio:6.2f} "
-                f"{base['rss']:8.0f} {imp['rss']:7.0f}"
+            line = (
+                f"{fmt:<22} {_size(path):7.1f} {base_cpu:7.2f} {imp_cpu:8.2f} {ratio:6.2f} "
+                f"{med(b['rss'] for b in bases):8.0f} {med(i['rss'] for i in imps):7.0f}"
             )
+            if big:
+                bpath = big[fmt][1]
+                bigrun = _run(IMPORT, fmt, str(bpath), src)
+                small_rss = med(i["rss"] for i in imps)
+                line += (
+                    f"      {_size(bpath):7.1f} {bigrun['rss']:7.0f} "
+                    f"{bigrun['rss'] / small_rss:6.2f}x ({_size(bpath) / _size(path):.0f}x file)"
+                )
+            print(line, flush=True)
         print(f"worst ratio {worst:.2f} (target <= {TARGET})")
 
 

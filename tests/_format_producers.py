@@ -383,6 +383,193 @@ def write_slime(path: Path, run: list[Step], g: int = 4, launch: bool = True) ->
     return path
 
 
+# --- veRL -------------------------------------------------------------------------------------
+
+
+def verl_config(
+    n: int = 5,
+    adv_estimator: str = "grpo",
+    norm_adv_by_std: bool = True,
+    use_kl_loss: bool = True,
+    kl_loss_coef: float = 0.001,
+    filter_groups: bool = False,
+    max_response_length: int = 1024,
+) -> dict[str, Any]:
+    """A resolved veRL 0.9.1 config, shaped as ``verl/trainer/config/_generated_ppo_trainer.yaml``
+    (a subset of its keys, its nesting and value types: ``_target_`` strings, bools, None,
+    lists, floats, ints)."""
+    return {
+        "actor_rollout_ref": {
+            "actor": {
+                "_target_": "verl.workers.config.FSDPActorConfig",
+                "checkpoint": {
+                    "_target_": "verl.trainer.config.CheckpointConfig",
+                    "async_save": False,
+                    "load_contents": ["model", "optimizer", "extra"],
+                },
+                "clip_ratio": 0.2,
+                "entropy_coeff": 0,
+                "kl_loss_coef": kl_loss_coef,
+                "kl_loss_type": "low_var_kl",
+                "optim": {"betas": [0.9, 0.999], "lr": 1e-06, "warmup_style": None},
+                "ppo_mini_batch_size": 256,
+                "use_kl_loss": use_kl_loss,
+            },
+            "model": {"path": "Qwen/Qwen2.5-7B-Instruct", "use_remove_padding": True},
+            "rollout": {
+                "_target_": "verl.workers.config.RolloutConfig",
+                "n": n,
+                "name": "vllm",
+                "temperature": 1.0,
+                "val_kwargs": {"do_sample": False, "n": 1, "top_p": 1.0},
+            },
+        },
+        "algorithm": {
+            "_target_": "verl.trainer.config.AlgoConfig",
+            "adv_estimator": adv_estimator,
+            "filter_groups": {
+                "_target_": "verl.trainer.config.FilterGroupsConfig",
+                "enable": filter_groups,
+                "max_num_gen_batches": 0,
+                "metric": "reward",
+            },
+            "gamma": 1.0,
+            "kl_ctrl": {"kl_coef": 0.001, "target_kl": 0.1, "type": "fixed"},
+            "norm_adv_by_std_in_grpo": norm_adv_by_std,
+            "use_kl_in_reward": False,
+        },
+        "data": {
+            "max_prompt_length": 512,
+            "max_response_length": max_response_length,
+            "train_batch_size": 64,
+            "train_files": ["~/data/gsm8k/train.parquet"],
+        },
+        "trainer": {
+            "logger": ["console", "wandb"],
+            "max_actor_ckpt_to_keep": None,
+            "project_name": "verl_examples",
+            "total_epochs": 15,
+            "total_training_steps": None,
+            "val_before_train": True,
+        },
+    }
+
+
+def verl_printed_config(cfg: dict[str, Any], prefix: str = "") -> list[str]:
+    """The lines ``verl/trainer/main_ppo.py`` (0.9.1) prints at start:
+    ``pprint(OmegaConf.to_container(config, resolve=True))`` — ``pprint`` (sorted keys, width
+    80) — each line behind the Ray prefix of the TaskRunner actor when run under Ray."""
+    return [prefix + line for line in pprint.pformat(cfg).split("\n")]
+
+
+def verl_metrics(st: Step) -> dict[str, float]:
+    """What veRL 0.9.1's ``compute_data_metrics`` logs for a GRPO step (a subset)."""
+    flat_adv = [a for grp in st.advantages() for a in grp]
+    return {
+        "actor/entropy": 0.8 - 0.004 * st.step,
+        "actor/pg_loss": -0.01 * (1 - st.zero_std_frac),
+        "actor/grad_norm": 0.4 * (1 - st.zero_std_frac) + 1e-3,
+        "critic/score/mean": st.mean,
+        "critic/score/max": max(st.flat),
+        "critic/score/min": min(st.flat),
+        "critic/advantages/mean": sum(flat_adv) / len(flat_adv),
+        "critic/advantages/max": max(flat_adv),
+        "critic/advantages/min": min(flat_adv),
+        "response_length/mean": 412.5,
+        "response_length/clip_ratio": 0.015625,
+    }
+
+
+def write_verl_console(path: Path, run: list[Step], g: int = 4, printed: bool = True) -> Path:
+    """A veRL 0.9.1 console log under Ray: the printed config (:func:`verl_printed_config`),
+    then per step ``concat_dict_to_str`` (``verl/utils/logger/aggregate_logger.py``:
+    ``"step:N - " + " - ".join(f"{k}:{pprint.pformat(v)}")``) behind the TaskRunner prefix,
+    among tqdm lines."""
+    prefix = "\x1b[36m(TaskRunner pid=46086)\x1b[0m "
+    lines = ["2026-01-01 12:00:00,498\tINFO worker.py:1832 -- Started a local Ray instance."]
+    if printed:
+        lines += verl_printed_config(verl_config(n=g, kl_loss_coef=0.0, use_kl_loss=False), prefix)
+    for st in run:
+        fields = [f"step:{st.step}"] + [
+            f"{k}:{pprint.pformat(v)}" for k, v in verl_metrics(st).items()
+        ]
+        lines.append(prefix + " - ".join(fields))
+        lines.append(prefix + f"Training Progress: {st.step}/{len(run)} [00:01<00:02, 1.50it/s]")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def write_verl_file(path: Path, run: list[Step]) -> Path:
+    """veRL 0.9.1's ``file`` logger (``verl/utils/tracking.py`` ``FileLogger.log``:
+    ``orjson.dumps({"step": step, "data": data}) + b"\\n"``; orjson writes compact JSON)."""
+    with open(path, "w") as f:
+        for st in run:
+            f.write(json.dumps({"step": st.step, "data": verl_metrics(st)}, separators=(",", ":")))
+            f.write("\n")
+    return path
+
+
+def write_verl_rollouts(path: Path, st: Step, g: int = 4) -> Path:
+    """One rollout dump of veRL 0.9.1 (``ray_trainer._write_generations``:
+    ``<dump_path>/{global_steps}.jsonl``, ``json.dumps(entry, ensure_ascii=False,
+    default=str)`` per sample with ``input``, ``output``, ``gts``, ``score``, ``step``)."""
+    with open(path, "w", encoding="utf-8") as f:
+        for j, grp in enumerate(st.rewards):
+            for r in grp:
+                entry = {"input": f"question {st.step}-{j}", "output": "answer", "gts": "1",
+                         "score": r, "step": st.step}  # fmt: skip
+                f.write(json.dumps(entry, ensure_ascii=False, default=str) + "\n")
+    return path
+
+
+def write_openrlhf(path: Path, run: list[Step], g: int = 4) -> Path:
+    """OpenRLHF's Ray PPO trainer console: ``logger.info(f"✨ Global step {n}: {status}")`` under
+    its ``LEVEL MM-DD HH:MM:SS file:line]`` format, after the launch command."""
+    lines = [f"python3 -m openrlhf.cli.train_ppo_ray --advantage_estimator group_norm "
+             f"--n_samples_per_prompt {g} --use_kl_loss --init_kl_coef 0.0"]  # fmt: skip
+    for st in run:
+        status = {"policy_loss": -0.01, "reward": st.mean, "group_reward_std": st.group_std_mean,
+                  "kl": 0.0, "response_length": 300.5}  # fmt: skip
+        lines.append(f"INFO 05-12 10:11:12 ppo_trainer.py:412] ✨ Global step {st.step}: {status}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def write_trl_state(path: Path, run: list[Step]) -> Path:
+    """``TrainerState.save_to_json`` (transformers 5.24.0): ``json.dumps(asdict(self),
+    indent=2, sort_keys=True) + "\\n"``."""
+    state = {"best_global_step": None, "best_metric": None, "epoch": 1.0, "eval_steps": 500,
+             "global_step": len(run), "is_hyper_param_search": False, "logging_steps": 1,
+             "log_history": log_history(run), "max_steps": len(run), "num_train_epochs": 1,
+             "save_steps": 500, "train_batch_size": 8}  # fmt: skip
+    path.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path
+
+
+def write_groups_jsonl(path: Path, run: list[Step]) -> Path:
+    """rlvitals' own per-group rewards lines (``docs/importers.md``, ``groups_jsonl``)."""
+    with open(path, "w") as f:
+        for st in run:
+            for j, grp in enumerate(st.rewards):
+                f.write(json.dumps({"step": st.step, "group": j, "rewards": grp}) + "\n")
+    return path
+
+
+def write_generic(path: Path, run: list[Step], csv: bool = False) -> Path:
+    """A hand-written loop's log: one JSON object (or CSV row) per step."""
+    rows = [{"step": st.step, "reward": st.mean, "reward_std": st.group_std_mean,
+             "frac_reward_zero_std": st.zero_std_frac} for st in run]  # fmt: skip
+    if csv:
+        text = "step,reward,reward_std,frac_reward_zero_std\n" + "".join(
+            f"{r['step']},{r['reward']},{r['reward_std']},{r['frac_reward_zero_std']}\n"
+            for r in rows
+        )
+    else:
+        text = "".join(json.dumps(r) + "\n" for r in rows)
+    path.write_text(text)
+    return path
+
+
 # --- W&B exports ------------------------------------------------------------------------------
 
 

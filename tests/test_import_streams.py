@@ -7,6 +7,7 @@ the path (the source may differ); a FIFO never blocks; nothing is lost from a pi
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import subprocess
@@ -23,33 +24,98 @@ from rlvitals.importers._source import FIFO_WAIT_S
 
 RUN = F.simulate(60)
 
+TEXT_FORMATS = (
+    "jsonl",
+    "csv",
+    "groups_jsonl",
+    "verl_console",
+    "verl_file",
+    "verl_rollouts",
+    "openrlhf_console",
+    "trl_state",
+    "trl_console",
+    "trl_log_history",
+    "ms_swift",
+    "ms_swift_completions",
+    "nemo_rl",
+    "prime_rl",
+    "skyrl_console",
+    "slime_console",
+    "wandb_chart",
+    "wandb_history",
+)
+"""Every importer of a text format (the binary ones: parquet, SQLite, TensorBoard, W&B's
+``.wandb``, MLflow stores, the recording, read files by path and are not streamed)."""
 
-def _texts(tmp_path):
-    import pandas as pd
 
-    d = tmp_path
-    rows = "".join(
-        json.dumps({"step": s, "reward": s / 60, "frac_reward_zero_std": 0.1}) + "\n"
-        for s in range(1, 61)
-    )
-    (d / "g.jsonl").write_text(rows)
-    pd.DataFrame({"step": range(1, 61), "reward": [s / 60 for s in range(1, 61)]}).to_csv(
-        d / "g.csv", index=False
-    )
-    F.history_frame(RUN).to_csv(d / "hist.csv")
-    return {
-        "jsonl": d / "g.jsonl",
-        "csv": d / "g.csv",
-        "trl_console": F.write_trl_console(d / "trl.log", RUN),
-        "trl_log_history": F.write_log_history(d / "lh.json", [RUN]),
-        "ms_swift": F.write_ms_swift(d / "swift", RUN),
-        "prime_rl": F.write_prime_rl(d / "metrics.jsonl", RUN),
-        "skyrl_console": F.write_skyrl(d / "sky.log", RUN),
-        "slime_console": F.write_slime(d / "slime.log", RUN),
-        "wandb_chart": F.write_wandb_chart(d / "chart.csv", RUN),
-        "wandb_history": d / "hist.csv",
-        "nemo_rl": F.write_nemo_rl(d / "exp_001", RUN[:3]) / "train_data_step2.jsonl",
-    }
+def _text_fixture(d, fmt):
+    """One file of ``fmt`` from its byte-faithful writer (``tests/_format_producers.py``)."""
+    d.mkdir(parents=True, exist_ok=True)
+    if fmt == "jsonl":
+        return F.write_generic(d / "g.jsonl", RUN)
+    if fmt == "csv":
+        return F.write_generic(d / "g.csv", RUN, csv=True)
+    if fmt == "groups_jsonl":
+        return F.write_groups_jsonl(d / "groups.jsonl", RUN)
+    if fmt == "verl_console":
+        return F.write_verl_console(d / "verl.log", RUN)
+    if fmt == "verl_file":
+        return F.write_verl_file(d / "exp.jsonl", RUN)
+    if fmt == "verl_rollouts":
+        return F.write_verl_rollouts(d / "12.jsonl", RUN[11])
+    if fmt == "openrlhf_console":
+        return F.write_openrlhf(d / "openrlhf.log", RUN)
+    if fmt == "trl_state":
+        return F.write_trl_state(d / "trainer_state.json", RUN)
+    if fmt == "trl_console":
+        return F.write_trl_console(d / "trl.log", RUN)
+    if fmt == "trl_log_history":
+        return F.write_log_history(d / "lh.json", [RUN])
+    if fmt in ("ms_swift", "ms_swift_completions"):
+        F.write_ms_swift(d / "swift", RUN)
+        return d / "swift" / ("logging.jsonl" if fmt == "ms_swift" else "completions.jsonl")
+    if fmt == "nemo_rl":
+        return F.write_nemo_rl(d / "exp_001", RUN[:3]) / "train_data_step2.jsonl"
+    if fmt == "prime_rl":
+        return F.write_prime_rl(d / "metrics.jsonl", RUN)
+    if fmt == "skyrl_console":
+        return F.write_skyrl(d / "sky.log", RUN)
+    if fmt == "slime_console":
+        return F.write_slime(d / "slime.log", RUN)
+    if fmt == "wandb_chart":
+        return F.write_wandb_chart(d / "chart.csv", RUN)
+    if fmt == "wandb_history":
+        F.history_frame(RUN).to_csv(d / "hist.csv")
+        return d / "hist.csv"
+    raise AssertionError(fmt)
+
+
+def _doctor_in_process(args, capsys, monkeypatch, stdin: bytes | None = None):
+    """``rlvitals doctor ARGS --format json`` through ``main``; ``stdin`` arrives through a
+    real pipe (``os.pipe``), written by another thread as ``cat`` would."""
+    from rlvitals.cli import main
+
+    feeder = None
+    if stdin is not None:
+        r, w = os.pipe()
+
+        def feed():
+            with os.fdopen(w, "wb") as f:
+                f.write(stdin)
+
+        feeder = threading.Thread(target=feed)
+        feeder.start()
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(os.fdopen(r, "rb")))
+    capsys.readouterr()
+    try:
+        rc = main(["doctor", *args, "--format", "json", "--fail-on", "never"])
+    finally:
+        if feeder is not None:
+            feeder.join()
+            sys.stdin.close()
+    out, err = capsys.readouterr()
+    assert rc == 0, err[-2000:]
+    return json.loads(out)
 
 
 def _doctor(args, stdin=None):
@@ -77,22 +143,98 @@ def _same(a, b, paths):
     return text_a.replace('"<stdin>"', '"SRC"').replace("<stdin>", "SRC") == text_b
 
 
+@pytest.mark.parametrize("fmt", TEXT_FORMATS)
+def test_pipe_gives_the_same_report_as_the_path(fmt, tmp_path, capsys, monkeypatch):
+    """Issue 9, done when: ``cat LOG | rlvitals doctor -`` gives the JSON report of
+    ``rlvitals doctor LOG``, gzip included, for every text format (but the source)."""
+    src = _text_fixture(tmp_path / "made", fmt)
+    alone = tmp_path / "alone"  # a stream has no siblings (args.json, ...) and no file name
+    alone.mkdir()
+    path = alone / "log"
+    path.write_bytes(src.read_bytes())
+    direct = _doctor_in_process([str(path)], capsys, monkeypatch)
+    piped = _doctor_in_process(["-"], capsys, monkeypatch, stdin=path.read_bytes())
+    assert direct["run"]["format"] == fmt == piped["run"]["format"]
+    assert piped["run"]["source"] == "<stdin>"
+    direct["run"]["source"] = piped["run"]["source"] = None
+    assert _same(piped, direct, [path])
+    zipped = _doctor_in_process(["-"], capsys, monkeypatch, stdin=gzip.compress(path.read_bytes()))
+    zipped["run"]["source"] = None
+    assert _same(zipped, direct, [path])
+    gz = F.gzip_copy(path, tmp_path / "log.gz")
+    from_gz = _doctor_in_process([str(gz)], capsys, monkeypatch)
+    from_gz["run"]["source"] = None
+    assert _same(from_gz, direct, [path, gz])
+
+
+INSPECT = {
+    # format: (step key (a part of it), trainer, G, first collapse evidence, steps first-last)
+    "jsonl": ("step", None, None, "zero_std_frac", (1, 60)),
+    "csv": ("step", None, None, "zero_std_frac", (1, 60)),
+    "groups_jsonl": ("step", None, 4, "per-group rewards", (1, 60)),
+    "verl_console": ("step:N", "verl", 4, "adv_max/adv_min", (1, 60)),
+    "verl_file": ("step", "verl", None, "adv_max/adv_min", (1, 60)),
+    "verl_rollouts": ("step", "verl", 4, "per-group rewards", (12, 12)),
+    "openrlhf_console": ("Global step", "openrlhf", 4, "group_reward_std_mean", (1, 60)),
+    "trl_state": ("step", "trl", None, "zero_std_frac", (1, 60)),
+    "trl_console": (
+        "logging_steps = 60 total steps / 30 lines",
+        "trl",
+        None,
+        "zero_std_frac",
+        (2, 60),
+    ),
+    "trl_log_history": ("step", "trl", None, "zero_std_frac", (1, 60)),
+    "ms_swift": ("global_step/max_steps", "ms_swift", 4, "per-group rewards", (1, 60)),
+    "ms_swift_completions": ("step", "ms_swift", 4, "per-group rewards", (1, 60)),
+    "nemo_rl": ("train_data_step{N}", "nemo_rl", 4, "per-group rewards", (2, 2)),
+    "prime_rl": ("step", "prime_rl", None, "solve_all_frac", (0, 59)),
+    "skyrl_console": ("Step N", "skyrl", 4, "filtered_groups", (1, 60)),
+    "slime_console": ("rollout/step", "slime", 4, "rollout/zero_std/count_", (0, 59)),
+    "wandb_chart": ("x axis 'Step'", None, None, "zero_std_frac", (1, 60)),
+    "wandb_history": ("train/global_step", "trl", None, "zero_std_frac", (1, 60)),
+}
+"""What ``rlvitals inspect`` must say of each fixture of :func:`_text_fixture` (G only where
+the log states it: a TRL log does not, veRL's printed config does)."""
+
+
+def test_every_text_format_is_inspected():
+    assert set(INSPECT) == set(TEXT_FORMATS)
+
+
+@pytest.mark.parametrize("fmt", TEXT_FORMATS)
+def test_inspect_names_the_step_axis_trainer_g_and_collapse_evidence(fmt, tmp_path, capsys):
+    """Issue 9, done when: ``rlvitals inspect`` shows the right step axis, the trainer, G and
+    the collapse evidence used, for every format."""
+    from rlvitals.cli import main
+
+    key, trainer, g, evidence, (first, last) = INSPECT[fmt]
+    path = _text_fixture(tmp_path, fmt)
+    capsys.readouterr()
+    assert main(["inspect", str(path), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["format"] == fmt
+    assert key in (info["step_key"] or ""), info["step_key"]
+    assert (info["steps"]["first"], info["steps"]["last"]) == (first, last)
+    assert info["trainer"] == trainer
+    assert info["group_size"] == g
+    assert info["collapse_evidence"] and info["collapse_evidence"][0].startswith(evidence)
+    assert main(["inspect", str(path)]) == 0  # the text form says the same
+    text = capsys.readouterr().out
+    assert f"collapse data  {info['collapse_evidence'][0]}" in text
+    assert "step" in text and (trainer is None or trainer in text)
+
+
 @pytest.mark.slow
-def test_pipe_gives_the_same_report_for_every_text_format(tmp_path):
-    for fmt, src in _texts(tmp_path).items():
-        alone = tmp_path / "alone" / fmt  # a stream has no siblings (args.json, ...) or name
-        alone.mkdir(parents=True)
-        path = alone / "log"
-        path.write_bytes(src.read_bytes())
-        direct = _doctor([str(path)])
-        piped = _doctor(["-"], stdin=path.read_bytes())
-        assert direct["run"]["format"] == fmt == piped["run"]["format"], fmt
-        direct["run"]["source"] = piped["run"]["source"] = None
-        assert _same(piped, direct, [path]), fmt
-        gz = F.gzip_copy(path, tmp_path / (path.name + ".gz"))
-        zipped = _doctor(["-"], stdin=gz.read_bytes())
-        zipped["run"]["source"] = None
-        assert _same(zipped, direct, [path]), fmt
+def test_cat_into_the_cli_process(tmp_path):
+    """The same through a real ``rlvitals`` process reading its standard input."""
+    src = _text_fixture(tmp_path / "made", "verl_console")
+    path = tmp_path / "log"
+    path.write_bytes(src.read_bytes())
+    direct = _doctor([str(path)])
+    piped = _doctor(["-"], stdin=gzip.compress(path.read_bytes()))
+    direct["run"]["source"] = piped["run"]["source"] = None
+    assert _same(piped, direct, [path])
 
 
 def test_gzip_and_zstd_files(tmp_path):

@@ -7,6 +7,8 @@ import json
 import pytest
 import rlvitals_tests_format_producers as F  # loaded by conftest.py
 import rlvitals_tests_trl_producer as P
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rlvitals import InputError
 from rlvitals.importers import load, runs_of, sniff
@@ -49,3 +51,48 @@ def test_torn_array_is_an_input_error(tmp_path):
     p.write_text(json.dumps(F.log_history(F.simulate(5)))[:-40])
     with pytest.raises(InputError, match=r"torn|invalid JSON"):
         load(p, "trl_log_history")
+
+
+# --- compact rows equal the dicts they stand for ---------------------------------------------
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(0, 9),
+            st.dictionaries(
+                st.sampled_from(["loss", "reward", "step", "eval_loss", "epoch", "mystery"]),
+                st.one_of(
+                    st.floats(allow_nan=False, width=64),
+                    st.integers(-(10**400), 10**400),
+                    st.sampled_from([None, "0.5", "nan", "x", True, [1]]),
+                ),
+                max_size=6,
+            ),
+            st.sampled_from(["train", "eval"]),
+        ),
+        max_size=30,
+    )
+)
+def test_add_rows_is_add_row_of_each_dict(rows):
+    """``_rows.add_rows`` of compact rows builds what ``add_row`` of the dicts builds."""
+    import numpy as np
+
+    from rlvitals.importers._rows import RowStore, add_rows
+    from rlvitals.recording.run import RunBuilder
+
+    drop = {"train": frozenset({"step"}), "eval": frozenset({"step", "epoch"})}
+    store = RowStore()
+    compact = [(s, store.row(r), drop[k]) for s, r, k in rows]
+    want = RunBuilder()
+    for s, r, k in rows:
+        want.add_row(s, {a: v for a, v in r.items() if a not in drop[k]})
+    got = RunBuilder()
+    add_rows(got, compact)
+    a, b = want.build(), got.build()
+    assert a.steps.tolist() == b.steps.tolist() and a.eval_steps.tolist() == b.eval_steps.tolist()
+    for x, y in ((a.series, b.series), (a.eval_series, b.eval_series)):
+        assert sorted(x) == sorted(y)
+        for k in x:
+            np.testing.assert_array_equal(x[k], y[k])

@@ -527,3 +527,186 @@ def test_sniffers_leave_each_others_formats_alone(tmp_path):
     head = ray_openrlhf.read_bytes()
     for other in ("verl_console", "verl_file", "verl_rollouts"):
         assert IMPORTERS.get(other).sniff(ray_openrlhf, head) == 0.0
+
+
+# --- the configuration veRL prints at start -------------------------------------------------
+
+
+def _printed_log(tmp_path, cfg, prefix=RAY, extra=(), steps=3, name="cfg.log"):
+    """A console log as veRL's TaskRunner writes it: the printed config (pprint), lines of
+    other processes interleaved with it, then step lines."""
+    import rlvitals_tests_format_producers as F
+
+    lines = [
+        "ray init kwargs: {'num_cpus': 8, 'num_gpus': 1}",
+        prefix + "TaskRunner hostname: 792186fbdaac, PID: 46086",
+    ]
+    printed = F.verl_printed_config(cfg, prefix)
+    for i, line in enumerate(printed):
+        lines.append(line)
+        if i == 3:
+            lines.append("\x1b[36m(WorkerDict pid=2101)\x1b[0m kwargs: {'n': 1, 'logprobs': 0}")
+        if i == 7:
+            lines.append("2025-12-18 11:25:07,498\tINFO worker.py:1832 -- Started a Ray instance")
+    lines += list(extra)
+    rng = random.Random(0)
+    lines += [step_line(s, train_metrics(rng, s), prefix=prefix) for s in range(1, steps + 1)]
+    p = tmp_path / name
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return p
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "want"),
+    [
+        ({}, dict(group_size=5, estimator="grpo", adv_scale="group_std", kl_coef=0.001)),
+        (
+            dict(n=8, norm_adv_by_std=False, use_kl_loss=False, filter_groups=True),
+            dict(group_size=8, estimator="dr_grpo", adv_scale="none", kl_coef=0.0),
+        ),
+        (dict(n=1, adv_estimator="gae"), dict(group_size=1, estimator="gae", kl_coef=0.001)),
+        (dict(adv_estimator="rloo", n=4), dict(group_size=4, estimator="rloo", adv_scale="none")),
+    ],
+)
+def test_printed_config_gives_the_facts(tmp_path, kwargs, want):
+    import rlvitals_tests_format_producers as F
+
+    run = load(_printed_log(tmp_path, F.verl_config(**kwargs)))
+    m = run.manifest
+    for k, v in want.items():
+        assert getattr(m, k) == (pytest.approx(v) if isinstance(v, float) else v), k
+    assert m.filters_zero_var is kwargs.get("filter_groups", False)
+    assert m.config["config_source"] == "printed configuration (line 3)"
+    assert m.config["data.max_response_length"] == 1024
+    assert m.config["data.train_batch_size"] == 64
+    assert m.config["actor_rollout_ref.actor.checkpoint.load_contents"] == [
+        "model",
+        "optimizer",
+        "extra",
+    ]
+    assert run.steps.tolist() == [1, 2, 3] and run.warnings == []
+
+
+def test_printed_config_wins_over_the_launch_command_and_without_a_ray_prefix(tmp_path):
+    import rlvitals_tests_format_producers as F
+
+    cfg = F.verl_config(n=6)
+    cmd = "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.n=2 trainer.nnodes=4"
+    p = tmp_path / "plain.log"
+    lines = [cmd, *F.verl_printed_config(cfg)]
+    lines.insert(5, "Unindented driver output in the middle")  # skipped: pprint indents
+    lines.append(step_line(1, {"critic/score/mean": 0.5}))
+    p.write_text("\n".join(lines) + "\n")
+    m = load(p).manifest
+    assert m.group_size == 6  # the resolved config, not the override
+    assert m.config["trainer.nnodes"] == 4  # the command's other overrides stay
+    assert m.config["entrypoint"] == "verl.trainer.main_ppo"
+    assert m.config["config_source"] == "printed configuration (line 2)"
+
+
+def test_printed_config_with_a_reward_range(tmp_path):
+    import rlvitals_tests_format_producers as F
+
+    cfg = F.verl_config()
+    cfg["reward_model"] = {"reward_kwargs": {"reward_min": -1.0, "reward_max": 2.0}}
+    m = load(_printed_log(tmp_path, cfg)).manifest
+    assert (m.reward_min, m.reward_max) == (-1.0, 2.0)
+
+
+def test_printed_config_problems_are_warnings_not_errors(tmp_path, monkeypatch):
+    import rlvitals_tests_format_producers as F
+
+    from rlvitals.importers import _console
+
+    cfg = F.verl_config()
+    # cut off by the end of the log: the steps are still read
+    p = tmp_path / "cut.log"
+    p.write_text(
+        "\n".join([step_line(1, {"critic/score/mean": 0.5}), *F.verl_printed_config(cfg)[:20]])
+    )
+    run = load(p)
+    assert run.steps.tolist() == [1] and run.manifest.group_size is None
+    assert any("cut off" in w and "line 2" in w for w in run.warnings)
+    # not a literal: a repr of an object
+    bad = F.verl_printed_config(cfg)
+    bad[2] = bad[2].replace("False", "<object at 0x7f>")
+    q = tmp_path / "bad.log"
+    q.write_text("\n".join([*bad, step_line(1, {"critic/score/mean": 0.5})]) + "\n")
+    run = load(q)
+    assert run.n_steps == 1 and any("could not be read" in w for w in run.warnings)
+    # a call is no literal: it reads as None, the rest stays
+    calls = [
+        line.replace("'reward'", "MetricEnum('reward')") for line in F.verl_printed_config(cfg)
+    ]
+    c = tmp_path / "call.log"
+    c.write_text("\n".join([*calls, step_line(1, {"critic/score/mean": 0.5})]) + "\n")
+    m = load(c).manifest
+    assert m.group_size == 5 and m.config["algorithm.filter_groups.metric"] is None
+    # longer than the cap
+    monkeypatch.setattr(_console, "MAX_PRINTED_DICT_CHARS", 500)
+    run = load(_printed_log(tmp_path, cfg, name="long.log"))
+    assert run.manifest.group_size is None and run.n_steps == 3
+    assert any("longer than 500" in w for w in run.warnings)
+
+
+def test_printed_config_braces_inside_strings_do_not_end_it(tmp_path):
+    import rlvitals_tests_format_producers as F
+
+    cfg = F.verl_config(n=7)
+    cfg["actor_rollout_ref"]["model"]["path"] = "odd}name{with'quotes\"]"
+    cfg["data"]["prompt_key"] = "}}}"
+    m = load(_printed_log(tmp_path, cfg)).manifest
+    assert m.group_size == 7 and m.config["data.prompt_key"] == "}}}"
+    assert m.config["actor_rollout_ref.model.path"] == "odd}name{with'quotes\"]"
+
+
+def test_printed_config_fuzzed_never_breaks_the_import(tmp_path):
+    """A printed config cut anywhere, or with bytes overwritten, is a warning or nothing:
+    the import gives a Run (or a one-line InputError for a broken step line), never a crash."""
+    import rlvitals_tests_format_producers as F
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    base = _printed_log(tmp_path, F.verl_config(), name="base.log").read_bytes()
+    cfg_end = base.index(b"step:1")
+
+    @settings(max_examples=60, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+    @given(
+        cut=st.integers(0, len(base)),
+        edits=st.lists(
+            st.tuples(st.integers(0, cfg_end - 1), st.binary(min_size=1, max_size=3)), max_size=6
+        ),
+    )
+    def check(cut, edits):
+        data = bytearray(base[:cut] if cut > cfg_end else base)
+        for at, b in edits:
+            data[at : at + len(b)] = b
+        p = tmp_path / "fuzz.log"
+        p.write_bytes(bytes(data))
+        try:
+            run = load(p, "verl_console")
+        except InputError as e:
+            assert str(p) in str(e) and "\n" not in str(e)
+            return
+        assert run.n_steps >= 0
+
+    check()
+
+
+def test_a_cut_off_printed_config_never_swallows_step_lines(tmp_path):
+    """The process printing the config dies mid-dict: the restart's lines (another pid) and the
+    step lines that follow are read; the config is a warning."""
+    import rlvitals_tests_format_producers as F
+
+    cut = F.verl_printed_config(F.verl_config(n=6), RAY)[:30]
+    other = "\x1b[36m(TaskRunner pid=99)\x1b[0m "
+    rng = random.Random(1)
+    for prefix, name in ((other, "restart.log"), (RAY, "same.log")):
+        lines = [*cut] + [step_line(s, train_metrics(rng, s), prefix=prefix) for s in (1, 2, 3)]
+        p = tmp_path / name
+        p.write_text("\n".join(lines) + "\n")
+        run = load(p)
+        assert run.steps.tolist() == [1, 2, 3], name
+        assert run.manifest.group_size is None
+        assert any("cut off" in w for w in run.warnings), name

@@ -35,7 +35,7 @@ def describe(run: Run) -> dict[str, Any]:
         "format": m.format,
         "format_description": format_description(m.format),
         "trainer": m.trainer,
-        "steps": _steps_info(run.steps),
+        "steps": _steps_info(_step_axis(run)),
         "step_key": m.step_key,
         "logging_steps": m.logging_steps,
         "trainer_version": m.trainer_version,
@@ -74,6 +74,13 @@ _COLLAPSE_KEYS = (
 )
 
 
+def _step_axis(run: Run) -> np.ndarray:
+    """The run's steps: its scalar rows', else (per-group data only) its groups'."""
+    if run.steps.size or run.groups is None:
+        return run.steps
+    return run.groups.unique_steps()
+
+
 def _reward_std_kind(run: Run) -> str | None:
     if not run.has("reward_std"):
         return None
@@ -86,6 +93,8 @@ def _collapse_evidence(run: Run) -> list[str]:
     """The collapse-related series the run holds, best first (what the vitals can use)."""
     out = ["per-group rewards"] if run.groups is not None and run.groups.n_groups else []
     out += [k for k in _COLLAPSE_KEYS if run.has(k)]
+    if run.has("adv_max") and run.has("adv_min"):  # veRL: max == min == 0 means all zero
+        out.append("adv_max/adv_min")
     out += [k for k in run.unknown_keys if "zero_std/count_" in k or "dynamic_filter/drop_" in k]
     return out
 

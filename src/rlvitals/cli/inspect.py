@@ -52,6 +52,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FMT",
         help="force the input format instead of sniffing it from the content",
     )
+    p.add_argument(
+        "--lenient",
+        action="store_true",
+        help="skip damaged records that strict reading refuses (a corrupt record in the middle "
+        "of a recording, an invalid JSONL line); each skip is listed in the warnings",
+    )
     out = p.add_mutually_exclusive_group()
     out.add_argument(
         "--json",
@@ -90,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     from rlvitals.progress import ProgressBar
 
     with ProgressBar(str(args.path), force=args.progress) as bar:
-        r = load(args.path, args.fmt, progress=bar, run=args.run)
+        r = load(args.path, args.fmt, progress=bar, run=args.run, lenient=args.lenient)
     info = describe(r)
     if args.output_format == "json":
         json.dump(info, sys.stdout, indent=1)
@@ -119,7 +125,13 @@ def _coverage_lines(series: dict[str, float]) -> list[str]:
 
 
 def render_text(info: dict[str, Any]) -> str:
-    """The text form of :func:`describe`'s summary."""
+    """The text form of :func:`describe`'s summary.
+
+    Every string in it came from the input (key names, run names, paths, warnings): each is
+    made safe for a terminal and kept on one line first (escape sequences shown, not sent)."""
+    from rlvitals.report._common import terminal_strings
+
+    info = terminal_strings(info)
     lines = [f"source         {info['source']}"]
     fmt = info["format"] or "?"
     if info["format_description"]:

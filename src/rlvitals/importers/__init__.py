@@ -14,13 +14,22 @@ the others (a ``runs`` event lists them all (:func:`runs_of`)).
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from rlvitals.errors import InputError
-from rlvitals.importers._source import decompress_errors, input_context, is_stream, read_prefix
+from rlvitals.importers._source import (
+    decompress_errors,
+    input_bytes,
+    input_context,
+    is_stream,
+    lenient_reading,
+    read_prefix,
+)
+from rlvitals.recording import _memory
 from rlvitals.recording.run import Run
 from rlvitals.registry import Plugins, Registry, import_module
 
@@ -35,6 +44,8 @@ __all__ = [
     "runs_of",
     "sniff",
 ]
+
+_log = logging.getLogger(__name__)
 
 SNIFF_BYTES = 65536
 """How much of a file sniffers see."""
@@ -55,6 +66,7 @@ class Importer:
         load: ``(path, progress) -> Run``; raises :class:`InputError` for bad input. With
             ``multi_run``, also ``run=NAME`` (None: the most recent run, with a warning).
         multi_run: the format can hold several runs (``--run`` chooses one).
+        list_runs: the runs of a store, listed without reading them (optional).
     """
 
     name: str
@@ -63,6 +75,9 @@ class Importer:
     load: Callable[[Path, Progress | None], Run]
     multi_run: bool = False
     """True when ``load`` takes ``run=`` (a store holding several runs)."""
+    list_runs: Callable[[Path], list[dict]] | None = None
+    """For a store: ``path -> [{"name", "id", ...}]``, its runs without reading them (``rlvitals
+    scan`` lists a store with it, then reads each with ``run=`` its id, else its name)."""
 
 
 IMPORTERS: Registry[Importer] = Registry("format")
@@ -253,7 +268,11 @@ def _sniff(p: Path) -> Importer:
     best, score = None, 0.0
     for name in sorted({*candidates, *(n for n in IMPORTERS.names() if n not in _FORMATS)}):
         imp = _import(name)
-        s = imp.sniff(p, head)
+        try:
+            s = imp.sniff(p, head)
+        except Exception as e:  # a sniffer is a guess: one that cannot decide says "not mine"
+            _log.debug("sniffer %s failed on %s: %r", name, p, e)
+            continue
         if s > score:
             best, score = imp, s
     if best is None:
@@ -268,6 +287,8 @@ def load(
     fmt: str | None = None,
     progress: Progress | None = None,
     run: str | None = None,
+    *,
+    lenient: bool = False,
 ) -> Run:
     """Read ``path`` into a ``Run``, sniffing the format unless ``fmt`` names one.
 
@@ -278,8 +299,14 @@ def load(
         progress: ``progress(done_bytes, total_bytes)`` now and then.
         run: the run to read from a store that holds several (a name or id; see
             ``rlvitals inspect``, which lists them); an InputError for a single-run format.
+        lenient: skip damaged records that strict reading refuses (a corrupt record in the
+            middle of a recording stream, an invalid line of a JSONL log) instead of raising;
+            each skip is said in ``Run.warnings``. A torn last record is always only a warning.
+
+    Memory is bounded by a small multiple of the input (:mod:`rlvitals.recording._memory`):
+    an input that would need more is an :class:`InputError` saying which limit it hit.
     """
-    with input_context(path) as p:
+    with input_context(path) as p, lenient_reading(lenient), _memory.reading(input_bytes(p)):
         return _load(p, fmt, progress, run)
 
 
@@ -302,8 +329,13 @@ def _load(p: Path, fmt: str | None, progress: Progress | None, run: str | None) 
         raise InputError(p, f"is a directory; the {imp.name} format reads a file") from None
     except decompress_errors() as e:
         raise InputError(p, f"cannot decompress: {e or type(e).__name__}") from None
-    except (OSError, MemoryError) as e:
-        raise InputError(p, f"cannot read: {e}") from None
+    except MemoryError:
+        raise InputError(
+            p, f"out of memory reading it (the {imp.name} reader needed more than was free)"
+        ) from None
+    except OSError as e:
+        what = f" {e.filename}" if e.filename and os.fspath(e.filename) != os.fspath(p) else ""
+        raise InputError(p, f"cannot read{what}: {e.strerror or e or type(e).__name__}") from None
     except RecursionError:
         raise InputError(p, "input nested too deeply to read") from None
     except OverflowError as e:

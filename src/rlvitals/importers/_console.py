@@ -23,6 +23,7 @@ from rlvitals.importers._source import decompress_errors, is_stream, open_input,
 
 __all__ = [
     "CommandCatcher",
+    "PrintedDict",
     "check_step",
     "messages",
     "number_or_none",
@@ -30,6 +31,7 @@ __all__ = [
     "parse_dict_repr",
     "parse_dict_values",
     "parse_hydra_overrides",
+    "parse_literal",
     "parse_number",
     "scan_file",
     "strip_ansi",
@@ -393,3 +395,159 @@ def scan_file(path: Path, head: bytes, pattern: re.Pattern[bytes], limit: int = 
     except (OSError, InputError, ValueError, *decompress_errors()):
         return False
     return False
+
+
+# --- dicts printed over several lines (pprint) ----------------------------------------------
+
+MAX_PRINTED_DICT_CHARS = 4 * 1024 * 1024
+"""A printed configuration longer than this is left unread (a warning says so)."""
+MAX_PRINTED_DICT_LINES = 100_000
+MAX_INTERLEAVED_LINES = 10_000
+"""This many lines in a row of other processes end a printed dict as cut off."""
+_MAX_LITERAL_DEPTH = 64
+
+
+class PrintedDict:
+    """A Python dict printed over many lines (``pprint``), collected from a console log.
+
+    :meth:`start` takes the line holding the opening ``{`` (the text from ``{`` on is the dict),
+    :meth:`feed` every physical line after it, until :attr:`done`. A continuation line is one
+    with the same Ray ``(Actor pid=...)`` prefix as the first line, or, when the first had none,
+    an indented one (pprint indents every line after the first); other lines are another
+    process's output interleaved with the dict and are skipped (past
+    :data:`MAX_INTERLEAVED_LINES` of them in a row, or at a line of its own process starting
+    with ``stop``, the dict is cut off). Brackets are counted outside string literals, so the
+    end is found in one pass. At most :data:`MAX_PRINTED_DICT_CHARS` /
+    :data:`MAX_PRINTED_DICT_LINES` are kept; past that :attr:`error` says why.
+    """
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.size = 0
+        self.lines = 0
+        self.prefix: str | None = None
+        self.lineno = 0
+        self.capturing = False
+        self.done = False
+        self.error: str | None = None
+        self._depth = 0
+        self._quote: str | None = None
+        self._escape = False
+        self._skipped = 0
+
+    def start(self, line: str, lineno: int, opener: str) -> bool:
+        """Begin at ``line`` when, once cleaned, its message starts with ``opener``."""
+        text = strip_ansi(line).rstrip("\r\n")
+        prefix = ""
+        if text.startswith("("):
+            m = _RAY_PREFIX.match(text)
+            if m is not None:
+                prefix, text = text[: m.end()].rstrip(), text[m.end() :]
+        if not text.startswith(opener):
+            return False
+        self.prefix, self.lineno, self.capturing = prefix, lineno, True
+        self._take(text)
+        return True
+
+    def feed(self, line: str, stop: str | None = None) -> bool:
+        """The next physical line of the log; True when it was part of the dict. A line of
+        the dict's process whose message starts with ``stop`` (a trainer's step line) means
+        the dict was cut off: collecting ends there, with :attr:`error` set."""
+        if not self.capturing:
+            return False
+        text = strip_ansi(line).rstrip("\r\n")
+        if self.prefix:
+            ours = text.startswith(self.prefix)
+            text = text[len(self.prefix) :] if ours else text
+        else:
+            ours = text[:1].isspace()  # pprint indents every line after the first
+        if not ours or (stop is not None and text.lstrip().startswith(stop)):
+            self._skipped += 1
+            if ours or self._skipped > MAX_INTERLEAVED_LINES:
+                self.capturing, self.done, self.parts = False, True, []
+                self.error = "cut off"
+            return False
+        self._skipped = 0
+        self._take(text)
+        return True
+
+    def _take(self, text: str) -> None:
+        self.parts.append(text)
+        self.size += len(text) + 1
+        self.lines += 1
+        self._count(text)
+        if self._depth <= 0:
+            self.capturing, self.done = False, True
+        elif self.size > MAX_PRINTED_DICT_CHARS or self.lines > MAX_PRINTED_DICT_LINES:
+            self.capturing, self.done = False, True
+            self.error = f"longer than {MAX_PRINTED_DICT_CHARS} characters"
+            self.parts = []
+
+    def _count(self, text: str) -> None:
+        depth, quote, escape = self._depth, self._quote, self._escape
+        for ch in text:
+            if quote is not None:
+                if escape:
+                    escape = False
+                elif ch == "\\":
+                    escape = True
+                elif ch == quote:
+                    quote = None
+            elif ch in "'\"":
+                quote = ch
+            elif ch in "{[(":
+                depth += 1
+            elif ch in "}])":
+                depth -= 1
+        self._depth, self._quote, self._escape = depth, quote, False
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.parts)
+
+
+def parse_literal(text: str) -> Any:
+    """A printed Python literal (a ``pprint`` of a config: dicts, lists, strings, numbers,
+    ``True``/``False``/``None``, ``inf``/``nan``, numpy scalar reprs) as Python values. Nothing
+    is evaluated; anything else (a call, a name) becomes None. Raises ValueError when ``text``
+    is not one expression or is longer than :data:`MAX_PRINTED_DICT_CHARS`.
+
+    >>> parse_literal("{'a': {'n': 5, 'x': [1, -2.5]}, 'b': inf, 'c': None, 'd': f(1)}")
+    {'a': {'n': 5, 'x': [1, -2.5]}, 'b': inf, 'c': None, 'd': None}
+    """
+    if len(text) > MAX_PRINTED_DICT_CHARS:
+        raise ValueError(f"longer than {MAX_PRINTED_DICT_CHARS} characters")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as e:
+        msg = e.msg if isinstance(e, SyntaxError) else (str(e) or type(e).__name__)
+        raise ValueError(f"not a Python literal: {msg}") from None
+    return _literal(tree.body, 0)
+
+
+def _literal(node: ast.AST, depth: int) -> Any:
+    if depth > _MAX_LITERAL_DEPTH:
+        return None
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Dict):
+        out: dict[Any, Any] = {}
+        for k, v in zip(node.keys, node.values):
+            key = _literal(k, depth + 1) if k is not None else None  # None: a ``**`` entry
+            if isinstance(key, (str, int, float, bool)):
+                out[key] = _literal(v, depth + 1)
+        return out
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return [_literal(e, depth + 1) for e in node.elts]
+    if isinstance(node, ast.Name) and node.id in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[node.id]
+    x = _literal_number(node)
+    if x is None:
+        return None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant):
+        v = node.operand.value
+        if isinstance(v, int) and not isinstance(v, bool):
+            return -v if isinstance(node.op, ast.USub) else v
+    return x

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from rlvitals.errors import InputError
-from rlvitals.importers._source import input_size, open_input
+from rlvitals.importers._source import input_size, is_lenient, open_input
+from rlvitals.recording._memory import JSON_CHECK_BYTES, check_json, note_read
 
 __all__ = [
     "MAX_LINE_BYTES",
@@ -51,9 +52,15 @@ def iter_lines(path: Path, progress=None) -> Iterator[tuple[int, bytes, bool]]:
             lineno += 1
             done += len(line)
             if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
-                raise InputError(path, f"line longer than {MAX_LINE_BYTES} bytes", f"line {lineno}")
-            if progress is not None and done >= next_report:
-                progress(done, max(total, done))
+                raise InputError(
+                    path,
+                    f"line longer than {MAX_LINE_BYTES} bytes (the limit of one line)",
+                    f"line {lineno}",
+                )
+            if done >= next_report:
+                note_read(done)  # a stream or a decompressed file: the memory budget grows
+                if progress is not None:
+                    progress(done, max(total, done))
                 next_report = done + _PROGRESS_EVERY
             if line.endswith(b"\n"):
                 yield lineno, line.rstrip(b"\r\n"), True
@@ -67,22 +74,38 @@ def iter_json_lines(path: Path, warnings: list[str], progress=None) -> Iterator[
     """Yield ``(lineno, parsed)`` for each non-blank line of a JSONL file.
 
     Bare ``NaN``/``Infinity`` are accepted (Python's json does). A torn last line is dropped
-    with a message appended to ``warnings``.
+    with a message appended to ``warnings``. A line that would parse into far more memory than
+    its size is refused (:func:`rlvitals.recording._memory.check_json`). Under
+    :func:`~rlvitals.importers._source.lenient_reading`, an invalid line in the middle is
+    skipped and counted in one warning instead of raising.
     """
     loads = json.loads
+    lenient = is_lenient()
+    skipped, first_bad = 0, ""
     for lineno, line, complete in iter_lines(path, progress):
         if not line.strip():
             continue
+        if len(line) >= JSON_CHECK_BYTES:
+            check_json(path, line, f"line {lineno}")
         try:
-            yield lineno, loads(line)
+            obj = loads(line)
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
             if not complete:
                 warnings.append(
                     f"{path}: line {lineno}: torn last line ignored (file still being written?)"
                 )
-                return
+                break
             msg = e.msg if isinstance(e, json.JSONDecodeError) else type(e).__name__
-            raise InputError(path, f"invalid JSON: {msg}", f"line {lineno}") from None
+            if not lenient:
+                raise InputError(path, f"invalid JSON: {msg}", f"line {lineno}") from None
+            skipped += 1
+            first_bad = first_bad or f"line {lineno} ({msg})"
+            continue
+        yield lineno, obj
+    if skipped:
+        warnings.append(
+            f"{path}: {skipped} invalid JSON line(s) skipped (--lenient); the first: {first_bad}"
+        )
 
 
 def json_step(path: Path, obj: dict[str, Any], key: str, where: str) -> int:
@@ -129,6 +152,7 @@ def iter_json_array(
                 return False
             chunk = f.read(_CHUNK)
             done += len(chunk)
+            note_read(done)
             if progress is not None:
                 progress(done, max(size or 0, done))
             try:

@@ -149,15 +149,42 @@ def _packed(buf: bytes, lo: int, hi: int, kind: str, number: int) -> list[Any]:
 
 
 def decode(
-    buf: bytes, schema: Message, start: int = 0, end: int | None = None, depth: int = 0
+    buf: bytes,
+    schema: Message,
+    start: int = 0,
+    end: int | None = None,
+    depth: int = 0,
+    *,
+    max_bytes: int | None = None,
 ) -> dict[str, Any]:
     """Decode the fields of ``schema`` from ``buf[start:end]`` into a dict.
 
     Absent fields are absent from the dict (no proto3 defaults are filled in). Repeated fields
     are lists; for a non-repeated field the last occurrence wins (nested messages are not
     merged). Strings are decoded as UTF-8 with replacement characters for invalid bytes.
-    Raises :class:`ProtobufError` on malformed input or nesting deeper than :data:`MAX_DEPTH`.
+    Raises :class:`ProtobufError` on malformed input, nesting deeper than :data:`MAX_DEPTH`, or
+    decoded objects that would take more than ``max_bytes`` (estimated as they are made: a
+    2-byte empty message becomes a 200-byte dict, so a crafted record of them would take 100x
+    its size).
     """
+    budget = None if max_bytes is None else [max_bytes]
+    return _decode(buf, schema, start, end, depth, budget)
+
+
+# Estimated bytes of the Python objects decoding makes (CPython 3.11): a small dict, a str or
+# bytes object (plus its characters), a list slot, a packed number.
+_COST_MESSAGE, _COST_STRING, _COST_SLOT, _COST_NUMBER = 200, 56, 8, 32
+
+
+def _spend(budget: list[int], n: int, at: int) -> None:
+    budget[0] -= n
+    if budget[0] < 0:
+        raise ProtobufError("memory limit: decoded, it would take far more than its size", at)
+
+
+def _decode(
+    buf: bytes, schema: Message, start: int, end: int | None, depth: int, budget: list[int] | None
+) -> dict[str, Any]:
     if depth > MAX_DEPTH:
         raise ProtobufError(f"messages nested deeper than {MAX_DEPTH}", start)
     if end is None:
@@ -192,12 +219,23 @@ def decode(
                 continue
             kind = f.kind
             if kind.__class__ is Message:
-                v: Any = decode(buf, kind, lo, pos, depth + 1)
+                if budget is not None:
+                    _spend(budget, _COST_MESSAGE + f.repeated * _COST_SLOT, at)
+                v: Any = _decode(buf, kind, lo, pos, depth + 1, budget)
             elif kind == "string":
+                if budget is not None:
+                    _spend(budget, _COST_STRING + f.repeated * _COST_SLOT + n, at)
                 v = bytes(buf[lo:pos]).decode("utf-8", "replace")
             elif kind == "bytes":
+                if budget is not None:
+                    _spend(budget, _COST_STRING + f.repeated * _COST_SLOT + n, at)
                 v = bytes(buf[lo:pos])
             elif f.repeated:
+                if budget is not None:
+                    size = struct.calcsize(
+                        _FIXED32_KINDS.get(kind) or _FIXED64_KINDS.get(kind) or "B"
+                    )
+                    _spend(budget, (_COST_NUMBER + _COST_SLOT) * (n // size), at)
                 out.setdefault(f.name, []).extend(_packed(buf, lo, pos, kind, number))
                 continue
             else:
@@ -214,6 +252,8 @@ def decode(
             if f.kind not in _VARINT_KINDS:
                 raise ProtobufError(f"field {number} ({f.name}) has wire type 0, not {f.kind}", at)
             v = _varint_value(f.kind, value)
+            if budget is not None and f.repeated:
+                _spend(budget, _COST_NUMBER + _COST_SLOT, at)
         elif wire in (WIRE_FIXED64, WIRE_FIXED32):
             size = 8 if wire == WIRE_FIXED64 else 4
             if pos + size > end:
@@ -230,6 +270,8 @@ def decode(
                     f"field {number} ({f.name}) has wire type {wire}, not {f.kind}", at
                 )
             v = struct.unpack_from(fmt, buf, lo)[0]
+            if budget is not None and f.repeated:
+                _spend(budget, _COST_NUMBER + _COST_SLOT, at)
         else:
             raise ProtobufError(f"unsupported wire type {wire} (field {number})", at)
         if f.repeated:

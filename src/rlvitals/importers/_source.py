@@ -41,10 +41,13 @@ __all__ = [
     "StreamInput",
     "compression_of",
     "decompress_errors",
+    "input_bytes",
     "input_context",
     "input_size",
+    "is_lenient",
     "is_regular",
     "is_stream",
+    "lenient_reading",
     "open_input",
     "read_prefix",
 ]
@@ -367,3 +370,55 @@ def is_compressed(path: str | os.PathLike) -> bool:
             return compression_of(f.read(4)) is not None
     except OSError:
         return False
+
+
+_WALK_ENTRIES = 20_000
+"""Directory entries :func:`input_bytes` looks at (the memory budget of a huge tree is then
+the size of its first entries, still far more than a run's logs)."""
+
+
+def input_bytes(path: str | os.PathLike) -> int:
+    """Size of what reading ``path`` may read, for the memory budget
+    (:mod:`rlvitals.recording._memory`): a file's size, the regular files under a directory
+    (symbolic links not followed), 0 for a stream (its bytes count as they are read)."""
+    if _registered(path) is not None:
+        return 0
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return 0
+    if not stat.S_ISDIR(st.st_mode):
+        return st.st_size if stat.S_ISREG(st.st_mode) else 0
+    total = seen = 0
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in filenames:
+            seen += 1
+            try:
+                lst = os.lstat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            if stat.S_ISREG(lst.st_mode):
+                total += lst.st_size
+        seen += len(dirnames)
+        if seen > _WALK_ENTRIES:
+            break
+    return total
+
+
+_LENIENT: contextvars.ContextVar[bool] = contextvars.ContextVar("rlvitals_lenient", default=False)
+
+
+@contextlib.contextmanager
+def lenient_reading(on: bool = True) -> Iterator[None]:
+    """While the block runs, importers skip damaged records they would otherwise refuse
+    (:func:`is_lenient`), saying each skip in ``Run.warnings``."""
+    token = _LENIENT.set(bool(on))
+    try:
+        yield
+    finally:
+        _LENIENT.reset(token)
+
+
+def is_lenient() -> bool:
+    """True inside :func:`lenient_reading` (``rlvitals doctor --lenient``, ``load(lenient=True)``)."""
+    return _LENIENT.get()

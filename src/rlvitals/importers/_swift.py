@@ -15,6 +15,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rlvitals.errors import InputError
 from rlvitals.importers._groups import Samples
 from rlvitals.importers._lines import iter_json_lines
@@ -28,6 +30,9 @@ NOT_REWARDS = frozenset(
     {"step", "prompt", "completion", "advantages", "entropy", "num_turns", "solution", "images"}
 )
 """Columns of ``completions.jsonl`` that are not reward functions."""
+_NUMBER_TYPES = frozenset({int, float, type(None)})
+_FLOAT_TYPES = frozenset({int, float})
+_BATCH = 1 << 16
 _STEP_OF = re.compile(r"^\s*([0-9]{1,18})\s*/\s*[0-9]{1,18}\s*$")
 
 
@@ -64,6 +69,68 @@ def _weights(args: dict[str, Any] | None, n: int) -> list[float] | None:
     return None
 
 
+def _numeric(col: list[Any]) -> bool:
+    """True when every cell is a number (not a bool) or None."""
+    return set(map(type, col)) <= _NUMBER_TYPES
+
+
+def _prompt_keys(prompts: list[Any]) -> list[Any]:
+    """Prompt cells as comparable keys: strings as they are, chat messages as compact JSON."""
+    if set(map(type, prompts)) == {str}:
+        return prompts
+    return [
+        p if isinstance(p, str) else json.dumps(p, sort_keys=True, default=str) for p in prompts
+    ]
+
+
+class _Batch:
+    """Rows of many lines, as plain lists, moved into :class:`Samples` every :data:`_BATCH`
+    rows: per line, only C-level list work; numpy once per batch."""
+
+    def __init__(self, samples: Samples, weight: float) -> None:
+        self.samples = samples
+        self.weight = weight
+        self.steps: list[int] = []
+        self.keys: list[Any] = []
+        self.rewards: list[Any] = []
+        self.adv: list[Any] = []
+        self.has_adv = True
+        self.known: dict[Any, int] = {}
+
+    def step_cells(self, path: Path, steps: list[Any], where: str) -> None:
+        """Add the ``step`` cells of one line (``"12"`` strings, or ints); InputError otherwise."""
+        try:
+            unique = set(steps)
+        except TypeError:  # a list or dict cell
+            raise InputError(path, "'step' holds a non-step value", where) from None
+        known = self.known
+        for s in unique:
+            if s in known:
+                continue
+            if isinstance(s, str) and s.isascii() and s.strip().isdigit() and len(s) < 19:
+                known[s] = int(s)
+            elif type(s) is int and abs(s) < 2**63:
+                known[s] = s
+            else:
+                raise InputError(path, f"'step' holds {str(s)[:30]!r}, not a step", where)
+        if len(unique) == 1:
+            self.steps.extend([known[steps[0]]] * len(steps))
+        else:
+            self.steps.extend(map(known.__getitem__, steps))
+        if len(known) > _BATCH:  # bounded: steps seen long ago are not seen again
+            self.known = {}
+
+    def flush(self) -> None:
+        if not self.steps:
+            return
+        rewards = np.array(self.rewards, dtype=np.float64)  # None → NaN
+        if self.weight != 1.0:
+            rewards *= self.weight
+        adv = np.array(self.adv, dtype=np.float64) if self.has_adv else None
+        self.samples.add_block(np.array(self.steps, dtype=np.int64), self.keys, rewards, adv)
+        self.steps, self.keys, self.rewards, self.adv = [], [], [], []
+
+
 def read_completions(
     path: Path,
     warnings: list[str],
@@ -74,67 +141,73 @@ def read_completions(
     """Per-sample rewards of a ``completions.jsonl``: ``(samples, reward function columns)``.
 
     A row's reward is the sum of its reward-function columns (weighted by ``reward_weights``
-    from ``args.json`` when given); the functions are ``reward_funcs`` (the ``rewards/<f>/mean``
-    keys of ``logging.jsonl``) when known, else every numeric column but :data:`NOT_REWARDS`.
+    from ``args.json`` when given; NaN only when every function gave None); the functions are
+    ``reward_funcs`` (the ``rewards/<f>/mean`` keys of ``logging.jsonl``) when known, else every
+    numeric column but :data:`NOT_REWARDS`. Lines are read column by column and batched into
+    numpy arrays, not row by row.
     """
     samples = Samples()
     funcs: list[str] | None = list(reward_funcs) if reward_funcs else None
+    batch: _Batch | None = None
+    batch_use: list[str] = []
+    weights: list[float] = []
     for lineno, obj in iter_json_lines(path, warnings, progress):
         where = f"line {lineno}"
-        if not isinstance(obj, dict) or not isinstance(obj.get("step"), list):
+        if type(obj) is not dict or type(obj.get("step")) is not list:
             raise InputError(path, 'expected {"step": [...], "prompt": [...], ...} per line', where)
         steps = obj["step"]
         n = len(steps)
-        cols = {k: v for k, v in obj.items() if isinstance(v, list) and len(v) == n}
-        if len(cols) != len(obj):
+        if not all(type(v) is list and len(v) == n for v in obj.values()):
             raise InputError(path, "columns of one line differ in length", where)
         if funcs is None:
-            funcs = [
-                k
-                for k, v in cols.items()
-                if k not in NOT_REWARDS
-                and all(
-                    x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))
-                    for x in v
-                )
-            ]
-        use = [f for f in funcs if f in cols]
+            funcs = [k for k, v in obj.items() if k not in NOT_REWARDS and _numeric(v)]
+        use = [f for f in funcs if f in obj]
         if not use and reward_funcs:  # the metric names did not match: find the columns
-            funcs = [
-                k
-                for k, v in cols.items()
-                if k not in NOT_REWARDS
-                and all(
-                    x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))
-                    for x in v
-                )
-            ]
-            use = [f for f in funcs if f in cols]
+            funcs = [k for k, v in obj.items() if k not in NOT_REWARDS and _numeric(v)]
+            use = [f for f in funcs if f in obj]
         if not use:
             raise InputError(path, "no reward-function column", where)
-        w = _weights(args, len(use)) or [1.0] * len(use)
-        prompts = cols.get("prompt") or [None] * n
-        adv = cols.get("advantages")
-        for i in range(n):
-            s = steps[i]
-            if isinstance(s, str) and s.isascii() and s.strip().isdigit() and len(s) < 19:
-                step = int(s)
-            elif isinstance(s, int) and not isinstance(s, bool) and abs(s) < 2**63:
-                step = s
-            else:
-                raise InputError(path, f"'step' holds {str(s)[:30]!r}, not a step", where)
-            total = 0.0
-            seen = False
-            for f, wf in zip(use, w):
-                x = cols[f][i]
-                if isinstance(x, (int, float)) and not isinstance(x, bool):
-                    total += wf * float(x)
-                    seen = True
-                elif x is not None:
-                    raise InputError(path, f"reward {f!r} holds a non-number", where)
-            a = adv[i] if adv is not None else None
-            a = float(a) if isinstance(a, (int, float)) and not isinstance(a, bool) else None
-            p = prompts[i]
-            key = p if isinstance(p, str) else json.dumps(p, sort_keys=True, default=str)
-            samples.add(step, key, total if seen else float("nan"), a)
+        for f in use:
+            if not _numeric(obj[f]):
+                raise InputError(path, f"reward {f!r} holds a non-number", where)
+        if batch is None or use != batch_use:
+            if batch is not None:
+                batch.flush()
+            w = _weights(args, len(use)) or [1.0] * len(use)
+            batch_use, weights = use, w
+            batch = _Batch(samples, w[0] if len(use) == 1 else 1.0)
+        if n == 0:
+            continue
+        batch.step_cells(path, steps, where)
+        if len(use) == 1:
+            batch.rewards.extend(obj[use[0]])
+        else:
+            total = np.zeros(n)
+            seen = np.zeros(n, dtype=bool)
+            for f, wf in zip(use, weights):
+                col = obj[f]
+                x = np.array(col, dtype=np.float64)
+                if None in col:
+                    none = np.fromiter((v is None for v in col), bool, n)
+                    total += np.where(none, 0.0, wf * x)
+                    seen |= ~none
+                else:
+                    total += wf * x
+                    seen[:] = True
+            total[~seen] = np.nan
+            batch.rewards.extend(total.tolist())
+        adv = obj.get("advantages")
+        if adv is None:
+            batch.has_adv = False
+            batch.adv.extend([None] * n)
+        elif set(map(type, adv)) <= _FLOAT_TYPES:
+            batch.adv.extend(adv)
+        else:  # anything but a number is unknown (NaN)
+            batch.adv.extend(float(v) if type(v) in _FLOAT_TYPES else None for v in adv)
+        prompts = obj.get("prompt")
+        batch.keys.extend(_prompt_keys(prompts) if prompts is not None else [None] * n)
+        if len(batch.steps) >= _BATCH:
+            batch.flush()
+    if batch is not None:
+        batch.flush()
     return samples, funcs or []

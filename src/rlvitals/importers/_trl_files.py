@@ -15,6 +15,7 @@ from typing import Any
 
 from rlvitals.errors import InputError
 from rlvitals.importers._source import is_stream, open_input
+from rlvitals.recording._memory import check_json
 from rlvitals.recording.metrics import is_eval_key
 from rlvitals.recording.run import Manifest
 from rlvitals.trainers import apply_facts
@@ -117,10 +118,12 @@ def read_json(path: Path, limit: int) -> Any:
         raise InputError(path, f"file is more than the {limit} bytes this reader accepts")
     if not raw.strip():
         raise InputError(path, "file is empty")
+    check_json(path, raw, None)  # a file of [{},{},...] would parse into 25x its size
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise InputError(path, "not UTF-8 text", f"byte {e.start}") from None
+    del raw
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:

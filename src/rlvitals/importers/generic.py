@@ -184,6 +184,7 @@ def load_jsonl(path: Path, progress: Progress | None = None) -> Run:
         add_row(step, obj)
     if n == 0:
         raise InputError(path, "no JSON objects found")
+    builder.manifest.step_key = step_key or "line number (no step key)"
     _finish_warnings(builder, path, no_step, deep)
     return builder.build()
 
@@ -329,6 +330,9 @@ def load_csv(path: Path, progress: Progress | None = None) -> Run:
         )
     if header is None:
         raise InputError(path, "no header row")
+    builder.manifest.step_key = (
+        header[step_col] if step_col >= 0 else "line number (no step column)"
+    )
     if n == 0:
         builder.warn(f"{path}: header only, no data rows")
     _finish_warnings(builder, path, no_step, 0)

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import json
 import math
+from array import array
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, register
@@ -49,10 +52,10 @@ def _group_key(path: Path, lineno: int, key: Any) -> str:
         raise InputError(path, "'group'/'prompt' is nested too deeply", f"line {lineno}") from None
 
 
-def _floats(path: Path, lineno: int, key: str, values: Any) -> list[float]:
+def _floats(path: Path, lineno: int, key: str, values: Any, out: array) -> int:
+    """Append ``values`` (a list of numbers or nulls) to ``out`` as float64; their count."""
     if not isinstance(values, list):
         raise InputError(path, f"'{key}' must be a list", f"line {lineno}")
-    out = []
     for v in values:
         if v is None:
             out.append(math.nan)
@@ -65,7 +68,55 @@ def _floats(path: Path, lineno: int, key: str, values: Any) -> list[float]:
                 out.append(math.inf if v > 0 else -math.inf)
         else:
             raise InputError(path, f"'{key}' holds a non-number: {str(v)[:40]!r}", f"line {lineno}")
-    return out
+    return len(values)
+
+
+class _Columns:
+    """Per-group rows held compactly (8 bytes a value, not a Python float in a list: a file of
+    many groups must not take 5x its size) until :meth:`table` puts them in step order."""
+
+    def __init__(self) -> None:
+        self.steps = array("q")
+        self.sizes = array("q")
+        self.rewards = array("d")
+        self.prompts: list[Any] = []
+        self.extra = {"lengths": array("d"), "advantages": array("d")}
+        self.has = {"lengths": True, "advantages": True}
+
+    def table(self) -> GroupTable:
+        steps = np.frombuffer(self.steps, dtype=np.int64)
+        sizes = np.frombuffer(self.sizes, dtype=np.int64)
+        starts = np.zeros(sizes.shape[0], dtype=np.int64)
+        np.cumsum(sizes[:-1], out=starts[1:])
+        order = np.argsort(steps, kind="stable")
+        sizes_o = sizes[order]
+        offsets = np.zeros(sizes.shape[0] + 1, dtype=np.int64)
+        np.cumsum(sizes_o, out=offsets[1:])
+        in_order = bool((order == np.arange(order.shape[0])).all())
+        # Row i of group order[j] moves to offsets[j] + i (no copy when already in step order).
+        rows = (
+            None
+            if in_order
+            else np.repeat(starts[order] - offsets[:-1], sizes_o) + np.arange(offsets[-1])
+        )
+
+        def take(a: array, present: bool) -> np.ndarray | None:
+            if not present:
+                return None
+            flat = np.frombuffer(a, dtype=np.float64)  # a view: the array stays alive with it
+            return flat if rows is None else flat[rows]
+
+        prompts = None
+        if any(p is not None for p in self.prompts):
+            prompts = np.asarray(self.prompts, dtype=object)[order]
+        return GroupTable(
+            step=steps[order],
+            offsets=offsets,
+            rewards=take(self.rewards, True),
+            prompt=prompts,
+            lengths=take(self.extra["lengths"], self.has["lengths"]),
+            advantages=take(self.extra["advantages"], self.has["advantages"]),
+        )
 
 
 def load_groups_jsonl(path: Path, progress=None) -> Run:
@@ -74,13 +125,9 @@ def load_groups_jsonl(path: Path, progress=None) -> Run:
         raise InputError(path, "is a directory; the groups_jsonl format reads one file")
     if not read_prefix(path, 1):
         raise InputError(path, "file is empty")
-    builder = RunBuilder(Manifest(source=str(path)))
-    steps: list[int] = []
-    rewards: list[list[float]] = []
-    prompts: list[Any] = []
-    lengths: list[list[float]] = []
-    advs: list[list[float]] = []
-    has_len = has_adv = True
+    builder = RunBuilder(Manifest(source=str(path), step_key="step"))
+    cols = _Columns()
+    group_sizes: set[int] = set()
     for lineno, obj in iter_json_lines(path, builder.warnings, progress):
         if not isinstance(obj, dict):
             raise InputError(path, "expected a JSON object per line", f"line {lineno}")
@@ -92,38 +139,29 @@ def load_groups_jsonl(path: Path, progress=None) -> Run:
         key = obj.get("group", obj.get("prompt"))
         if key is None:
             raise InputError(path, "line has neither 'group' nor 'prompt'", f"line {lineno}")
-        r = _floats(path, lineno, "rewards", obj.get("rewards"))
-        if not r:
+        n = _floats(path, lineno, "rewards", obj.get("rewards"), cols.rewards)
+        if not n:
             raise InputError(path, "'rewards' is empty", f"line {lineno}")
-        steps.append(step)
-        rewards.append(r)
         prompt = obj.get("prompt")
-        prompts.append(None if prompt is None else _group_key(path, lineno, prompt))
-        for name, store in (("lengths", lengths), ("advantages", advs)):
+        for name, store in cols.extra.items():
             v = obj.get(name)
-            if v is None:
-                if name == "lengths":
-                    has_len = False
-                else:
-                    has_adv = False
-                store.append([])
+            if v is None:  # one line without it: the column is dropped for every group
+                cols.has[name] = False
                 continue
-            vals = _floats(path, lineno, name, v)
-            if len(vals) != len(r):
+            if not isinstance(v, list):
+                raise InputError(path, f"'{name}' must be a list", f"line {lineno}")
+            if len(v) != n:
                 raise InputError(path, f"'{name}' and 'rewards' differ in length", f"line {lineno}")
-            store.append(vals)
-    if not steps:
+            _floats(path, lineno, name, v, store if cols.has[name] else array("d"))
+        cols.steps.append(step)
+        cols.sizes.append(n)
+        cols.prompts.append(None if prompt is None else _group_key(path, lineno, prompt))
+        group_sizes.add(n)
+    if not cols.steps:
         raise InputError(path, "no group records found")
-    builder.groups = GroupTable.from_lists(
-        steps,
-        rewards,
-        prompts if any(x is not None for x in prompts) else None,
-        lengths if has_len else None,
-        advs if has_adv else None,
-    )
-    sizes = {len(r) for r in rewards}
-    if len(sizes) == 1:
-        builder.manifest.group_size = sizes.pop()
+    builder.groups = cols.table()
+    if len(group_sizes) == 1:
+        builder.manifest.group_size = group_sizes.pop()
     return builder.build()
 
 

@@ -5,8 +5,9 @@ directory, one experiment directory in it, one run directory, or a directory hol
 ``mlruns/``. A directory holding both reads ``mlflow.db`` (MLflow 3 keeps only artifacts in
 ``mlruns/`` then).
 
-**SQLite store**: opened read-only (``file:...?mode=ro`` URI; the user's database is never
-written). Tables read: ``runs`` (run_uuid, name, start_time, lifecycle_stage), ``metrics``
+**SQLite store**: opened read-only, creating nothing next to it: ``immutable=1``, or a copy in a
+temporary directory when a ``-wal``/``-journal`` beside it still holds data
+(:func:`rlvitals.importers._sqlite.connect`). Tables read: ``runs`` (run_uuid, name, start_time, lifecycle_stage), ``metrics``
 (key, value, timestamp, run_uuid, step, is_nan), ``params`` (key, value, run_uuid). A NaN is
 stored as 0 with ``is_nan = 1``; ±inf as ±1.7976931348623157e308, read back as ±inf.
 
@@ -27,20 +28,20 @@ import math
 import os
 import re
 import sqlite3
+import stat
 import sys
-import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Progress, note_runs, register
+from rlvitals.importers import Importer, Progress, _sqlite, note_runs, register
 from rlvitals.importers._lines import iter_lines
 from rlvitals.importers._source import is_regular
 from rlvitals.recording.run import Event, Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts, facts_from_config
 
-__all__ = ["find_mlflow_store", "load_mlflow"]
+__all__ = ["find_mlflow_store", "list_mlflow_runs", "load_mlflow"]
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 DB_NAME = "mlflow.db"
@@ -127,13 +128,6 @@ def _valid_step(step: Any) -> int | None:
 
 
 # --- SQLite store ----------------------------------------------------------------------------
-def _connect(db: Path) -> sqlite3.Connection:
-    uri = "file:" + urllib.parse.quote(str(db.resolve())) + "?mode=ro"
-    con = sqlite3.connect(uri, uri=True, timeout=_BUSY_TIMEOUT_S)
-    con.execute("PRAGMA query_only = 1")
-    return con
-
-
 def _tables(con: sqlite3.Connection) -> set[str]:
     return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
@@ -148,27 +142,19 @@ def is_mlflow_db(db: Path) -> bool:
         with open(db, "rb") as f:
             if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
                 return False
-        con = _connect(db)
-        try:
+        with _sqlite.connect(db, copy=False) as con:
             return _tables(con) >= _REQUIRED_TABLES
-        finally:
-            con.close()
-    except (OSError, sqlite3.Error):
+    except (OSError, *_sqlite.ERRORS):
         return False
 
 
 def _load_sqlite(db: Path, run_id: str | None, progress: Progress | None) -> Run:
     builder = RunBuilder(Manifest(source=str(db), step_key="the MLflow step column"))
     try:
-        con = _connect(db)
-    except sqlite3.Error as e:
-        raise InputError(db, f"cannot open SQLite database: {e}") from None
-    try:
-        return _read_sqlite(con, db, builder, run_id, progress)
-    except sqlite3.Error as e:
-        raise InputError(db, f"SQLite error: {e}") from None
-    finally:
-        con.close()
+        with _sqlite.connect(db) as con:
+            return _read_sqlite(con, db, builder, run_id, progress)
+    except _sqlite.ERRORS as e:
+        raise InputError(db, f"SQLite error: {_sqlite.problem(e)}") from None
 
 
 def _read_sqlite(
@@ -184,21 +170,7 @@ def _read_sqlite(
         raise InputError(
             db, f"SQLite database is not an MLflow store (no table {sorted(missing)[0]!r})"
         )
-    cols = _columns(con, "runs")
-    if "run_uuid" not in cols:
-        raise InputError(db, "MLflow 'runs' table has no run_uuid column")
-    pick = ["run_uuid"] + [
-        c if c in cols else "NULL" for c in ("name", "start_time", "lifecycle_stage")
-    ]
-    runs = []
-    for rid, name, start, stage in con.execute(f"SELECT {', '.join(pick)} FROM runs"):
-        start = start if isinstance(start, int) else 0
-        runs.append(
-            _RunInfo(
-                str(rid), name if isinstance(name, str) else None, start, stage != "deleted", rid
-            )
-        )
-    chosen = _choose(db, runs, run_id, builder)
+    chosen = _choose(db, _sqlite_runs(con, db), run_id, builder)
     if "params" in tables and {"key", "value", "run_uuid"} <= _columns(con, "params"):
         params = {
             str(k): v
@@ -229,6 +201,24 @@ def _read_sqlite(
     if n == 0:
         raise InputError(db, f"MLflow run {chosen.run_id} has no metrics")
     return builder.build()
+
+
+def _sqlite_runs(con: sqlite3.Connection, db: Path) -> list[_RunInfo]:
+    cols = _columns(con, "runs")
+    if "run_uuid" not in cols:
+        raise InputError(db, "MLflow 'runs' table has no run_uuid column")
+    pick = ["run_uuid"] + [
+        c if c in cols else "NULL" for c in ("name", "start_time", "lifecycle_stage")
+    ]
+    runs = []
+    for rid, name, start, stage in con.execute(f"SELECT {', '.join(pick)} FROM runs"):
+        start = start if isinstance(start, int) else 0
+        runs.append(
+            _RunInfo(
+                str(rid), name if isinstance(name, str) else None, start, stage != "deleted", rid
+            )
+        )
+    return runs
 
 
 def _add_sorted_rows(builder: RunBuilder, rows, db: Path, progress, total: int) -> int:
@@ -273,8 +263,21 @@ def _read_meta(path: Path) -> dict[str, str]:
     return out
 
 
+def _mode(p: Path, follow: bool = True) -> int:
+    """``st_mode`` of ``p``, or 0 when it cannot be looked at: an unreadable directory (a
+    ``lost+found``, another user's run) is skipped, never a PermissionError."""
+    try:
+        return (os.stat if follow else os.lstat)(p).st_mode
+    except (OSError, ValueError):
+        return 0
+
+
+def _is_dir(p: Path) -> bool:
+    return stat.S_ISDIR(_mode(p))
+
+
 def _is_run_dir(p: Path) -> bool:
-    return is_regular(p / "meta.yaml") and (p / "metrics").is_dir()
+    return is_regular(p / "meta.yaml") and _is_dir(p / "metrics")
 
 
 def _file_store_runs(root: Path, max_entries: int) -> list[Path]:
@@ -287,19 +290,21 @@ def _file_store_runs(root: Path, max_entries: int) -> list[Path]:
     def children(p: Path) -> Iterator[Path]:
         nonlocal seen
         try:
-            for c in sorted(p.iterdir()):
-                seen += 1
-                if seen > max_entries:
-                    return
-                if c.is_dir() and not c.name.startswith(".") and not c.is_symlink():
-                    yield c
+            entries = sorted(p.iterdir())
         except OSError:
             return
+        for c in entries:
+            seen += 1
+            if seen > max_entries:
+                return
+            # a real directory (no symlink), not hidden; unreadable ones are skipped
+            if not c.name.startswith(".") and stat.S_ISDIR(_mode(c, follow=False)):
+                yield c
 
-    if (root / "meta.yaml").is_file():  # an experiment
+    if is_regular(root / "meta.yaml"):  # an experiment
         return [c for c in children(root) if _is_run_dir(c)]
     for exp in children(root):
-        if (exp / "meta.yaml").is_file():
+        if is_regular(exp / "meta.yaml"):
             out.extend(c for c in children(exp) if _is_run_dir(c))
     return out
 
@@ -309,9 +314,13 @@ def _read_text(p: Path) -> str:
         return f.read(_MAX_PARAM_BYTES).decode("utf-8", "replace")
 
 
-def _files_under(d: Path) -> list[tuple[str, Path]]:
+def _files_under(d: Path, builder: RunBuilder) -> list[tuple[str, Path]]:
     out = []
-    for dirpath, dirnames, filenames in os.walk(d):
+
+    def unreadable(e: OSError) -> None:
+        builder.warn(f"{e.filename}: unreadable ({e.strerror or e}); skipped")
+
+    for dirpath, dirnames, filenames in os.walk(d, onerror=unreadable):
         dirnames.sort()
         for name in sorted(filenames):
             p = Path(dirpath) / name
@@ -323,8 +332,7 @@ def _files_under(d: Path) -> list[tuple[str, Path]]:
     return out
 
 
-def _load_file_store(root: Path, run_id: str | None, progress: Progress | None) -> Run:
-    builder = RunBuilder(Manifest(source=str(root), step_key="the MLflow step column"))
+def _file_runs(root: Path) -> list[_RunInfo]:
     runs = []
     for d in _file_store_runs(root, _MAX_WALK):
         meta = _read_meta(d / "meta.yaml")
@@ -340,14 +348,19 @@ def _load_file_store(root: Path, run_id: str | None, progress: Progress | None) 
                 d,
             )
         )
-    chosen = _choose(root, runs, run_id, builder)
+    return runs
+
+
+def _load_file_store(root: Path, run_id: str | None, progress: Progress | None) -> Run:
+    builder = RunBuilder(Manifest(source=str(root), step_key="the MLflow step column"))
+    chosen = _choose(root, _file_runs(root), run_id, builder)
     run_dir: Path = chosen.where
     builder.manifest.source = str(run_dir)
-    if (run_dir / "params").is_dir():
-        params = {k: _read_text(p) for k, p in _files_under(run_dir / "params")}
+    if _is_dir(run_dir / "params"):
+        params = {k: _read_text(p) for k, p in _files_under(run_dir / "params", builder)}
         builder.manifest.config = {**params, **builder.manifest.config}
         apply_facts(builder.manifest, facts_from_config(params))
-    metric_files = _files_under(run_dir / "metrics")
+    metric_files = _files_under(run_dir / "metrics", builder)
     total = sum(p.stat().st_size for _, p in metric_files)
     done = 0
     n = 0
@@ -396,15 +409,15 @@ def _read_metric_file(builder: RunBuilder, key: str, path: Path) -> int:
 # --- entry points ----------------------------------------------------------------------------
 def find_mlflow_store(path: Path, max_entries: int = _MAX_WALK) -> tuple[str, Path] | None:
     """``("sqlite", db)`` or ``("file", root)`` for the store ``path`` designates, else None."""
-    if path.is_file():
+    if is_regular(path):
         return ("sqlite", path) if is_mlflow_db(path) else None
-    if not path.is_dir():
+    if not _is_dir(path):
         return None
     db = path / DB_NAME
-    if db.is_file() and is_mlflow_db(db):
+    if is_regular(db) and is_mlflow_db(db):
         return "sqlite", db
     for root in (path, path / "mlruns"):
-        if root.is_dir() and _file_store_runs(root, max_entries):
+        if _is_dir(root) and _file_store_runs(root, max_entries):
             return "file", root
     return None
 
@@ -427,7 +440,7 @@ def load_mlflow(
     """
     path = Path(path)
     run_id = run_id if run_id is not None else run
-    if path.is_file():
+    if is_regular(path):
         with open(path, "rb") as f:
             if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
                 raise InputError(
@@ -441,6 +454,28 @@ def load_mlflow(
     if kind == "sqlite":
         return _load_sqlite(where, run_id, progress)
     return _load_file_store(where, run_id, progress)
+
+
+def list_mlflow_runs(path: Path) -> list[dict[str, Any]]:
+    """The runs of the MLflow store ``path`` designates, without reading their metrics:
+    ``[{"name", "id", "active"}]`` (``active`` is False for a deleted run); ``load_mlflow(path,
+    run=id)`` reads one."""
+    path = Path(path)
+    found = ("sqlite", path) if is_regular(path) else find_mlflow_store(path)
+    if found is None:
+        raise InputError(path, "no MLflow store (mlflow.db or mlruns/<experiment>/<run>/) found")
+    kind, where = found
+    if kind == "sqlite":
+        try:
+            with _sqlite.connect(where) as con:
+                if not _tables(con) >= _REQUIRED_TABLES:
+                    raise InputError(where, "SQLite database is not an MLflow store")
+                runs = _sqlite_runs(con, where)
+        except _sqlite.ERRORS as e:
+            raise InputError(where, f"SQLite error: {_sqlite.problem(e)}") from None
+    else:
+        runs = _file_runs(where)
+    return [{"name": r.name or r.run_id, "id": r.run_id, "active": r.active} for r in runs]
 
 
 def _sniff(path: Path, head: bytes) -> float:
@@ -461,5 +496,6 @@ register(
         sniff=_sniff,
         load=load_mlflow,
         multi_run=True,
+        list_runs=list_mlflow_runs,
     )
 )

@@ -50,45 +50,61 @@ def _sniff(path: Path, head: bytes) -> float:
     return CONF if (b'"elapsed_time"' in head or b'"train_speed(s/it)"' in head) else 0.5
 
 
+def _shape(keys: tuple[str, ...]) -> tuple[str, list[str]]:
+    """``(kind, reward functions)`` of a row with these keys: kind ``summary``, ``train`` or
+    ``eval`` (memoised per key set: a log repeats a few shapes thousands of times)."""
+    row = [k for k in keys if k not in _BOOKKEEPING]
+    if any(k in row for k in _SUMMARY) and "loss" not in row:
+        return "summary", []
+    if any(not is_eval_key(k) for k in row if k != "epoch"):
+        return "train", [m.group(1) for k in row if (m := _REWARD_FN.match(k))]
+    return "eval", []
+
+
 def load_ms_swift(path: Path, progress: Progress | None = None) -> Run:
     """Read an ms-swift ``logging.jsonl`` (and its ``args.json`` / ``completions.jsonl``)."""
-    builder = RunBuilder(Manifest(source=str(path), trainer="ms_swift"))
+    builder = RunBuilder(Manifest(source=str(path), trainer="ms_swift"), ignore=_BOOKKEEPING)
     key = None
     seen: set[int] = set()
     repeated = 0
     n = 0
     funcs: dict[str, None] = {}
+    shapes: dict[tuple[str, ...], tuple[str, list[str]]] = {}
     for lineno, obj in iter_json_lines(path, builder.warnings, progress):
-        where = f"line {lineno}"
-        if not isinstance(obj, dict):
-            raise InputError(path, "expected a JSON object per line", where)
-        raw = obj.get("global_step/max_steps", obj.get("iteration"))
+        if type(obj) is not dict:
+            raise InputError(path, "expected a JSON object per line", f"line {lineno}")
+        raw = obj.get("global_step/max_steps")
+        if raw is None:
+            raw = obj.get("iteration")
         if raw is None:
             if "log_history" in obj or "last_model_checkpoint" in obj:
                 continue  # the final summary object of sft.py
-            raise InputError(path, "line has no 'global_step/max_steps'", where)
+            raise InputError(path, "line has no 'global_step/max_steps'", f"line {lineno}")
         step = split_step(raw)
         if step is None:
-            raise InputError(path, f"step {str(raw)[:30]!r} is not 'N/M'", where)
-        key = key or ("global_step/max_steps" if "global_step/max_steps" in obj else "iteration")
-        row = {k: v for k, v in obj.items() if k not in _BOOKKEEPING}
-        if any(k in row for k in _SUMMARY) and "loss" not in row:
-            builder.manifest.config["summary"] = {
-                k: v for k, v in row.items() if isinstance(v, (int, float, str))
-            }
-            continue
-        train = any(not is_eval_key(k) for k in row if k != "epoch")
-        if train:
+            raise InputError(path, f"step {str(raw)[:30]!r} is not 'N/M'", f"line {lineno}")
+        if key is None:
+            key = "global_step/max_steps" if "global_step/max_steps" in obj else "iteration"
+        shape = tuple(obj)
+        info = shapes.get(shape)
+        if info is None:
+            info = shapes[shape] = _shape(shape)
+            funcs.update(dict.fromkeys(info[1]))
+        kind = info[0]
+        if kind == "train":
             if step in seen:
                 repeated += 1
             seen.add(step)
-            for k in row:
-                m = _REWARD_FN.match(k)
-                if m:
-                    funcs[m.group(1)] = None
+            builder.add_row(step, obj)  # the builder ignores the bookkeeping keys
+        elif kind == "eval":
+            builder.add_row(step, {k: v for k, v in obj.items() if k != "epoch"})
         else:
-            row.pop("epoch", None)
-        builder.add_row(step, row)
+            builder.manifest.config["summary"] = {
+                k: v
+                for k, v in obj.items()
+                if k not in _BOOKKEEPING and isinstance(v, (int, float, str))
+            }
+            continue
         n += 1
     if n == 0:
         raise InputError(path, "no ms-swift log rows found")

@@ -290,9 +290,7 @@ def _infer_g(samples: Samples, rows: dict[int, int]) -> tuple[int | None, str | 
     if not samples.has_adv:
         return None, None
     n = min(rows.values())
-    steps = np.asarray(samples.steps)
-    rew = np.asarray(samples.rewards, dtype=np.float64)
-    adv = np.asarray(samples.advantages, dtype=np.float64)
+    steps, rew, adv = samples.arrays()
     best: tuple[float, int, str] | None = None
     for g in range(min(n, _MAX_G), 1, -1):
         if any(c % g for c in rows.values()):

@@ -63,7 +63,9 @@ def load_openrlhf_console(path: Path, progress: Progress | None = None) -> Run:
     Raises:
         InputError: a status dict that cannot be read (naming its line), or no step line.
     """
-    builder = RunBuilder(Manifest(source=str(path), trainer="openrlhf"))
+    builder = RunBuilder(
+        Manifest(source=str(path), trainer="openrlhf", step_key="'Global step N' (global_step)")
+    )
     n_train = 0
     catcher = CommandCatcher(_LAUNCH)
     for lineno, raw, complete in iter_lines(path, progress):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers._source import is_lenient
 from rlvitals.recording import _format as fmt
 from rlvitals.recording.reader import read_recording
 from rlvitals.recording.run import Run
@@ -54,7 +55,8 @@ def load_recording(path: Path, progress: Progress | None = None) -> Run:
     """Read a recording directory (or its manifest, or one of its streams) into a ``Run``."""
     if path.is_file() and fmt.STREAM_RE.match(path.name):
         path = path.parent
-    return read_recording(path, progress=progress)
+    # --lenient (load(lenient=True)) skips a corrupt record in the middle, with a warning.
+    return read_recording(path, strict=not is_lenient(), progress=progress)
 
 
 register(

@@ -54,6 +54,7 @@ from rlvitals.importers import Importer, Progress, register
 from rlvitals.importers._crc32c import crc32c, crc32c_many, mask, mask_many
 from rlvitals.importers._protobuf import Field, Message, ProtobufError, decode, read_varint
 from rlvitals.importers._source import is_regular
+from rlvitals.recording._memory import protobuf_bytes
 from rlvitals.recording.metrics import is_eval_key
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts, facts_from_config
@@ -342,7 +343,7 @@ def event_scalars(payload: bytes) -> tuple[int, list[tuple[str, float]], dict | 
     fast = _fast_scalar(payload)
     if fast is not None and fast[1]:
         return fast[0], [(fast[1], fast[2])], None
-    ev = decode(payload, _EVENT)
+    ev = decode(payload, _EVENT, max_bytes=protobuf_bytes(len(payload)))
     step = ev.get("step", 0)
     summary = ev.get("summary")
     if not summary:
@@ -536,7 +537,7 @@ def _sniff(path: Path, head: bytes) -> float:
     if mask(crc32c(payload)) != struct.unpack_from("<I", head, end)[0]:
         return 0.5
     try:
-        ev = decode(payload, _EVENT)
+        ev = decode(payload, _EVENT, max_bytes=protobuf_bytes(len(payload)))
     except ProtobufError:
         return 0.3
     return 0.99 if str(ev.get("file_version", "")).startswith("brain.Event") else 0.9

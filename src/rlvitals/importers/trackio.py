@@ -25,17 +25,16 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-import urllib.parse
 from pathlib import Path
 from typing import Any
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Progress, note_runs, register
+from rlvitals.importers import Importer, Progress, _sqlite, note_runs, register
 from rlvitals.importers._source import is_regular
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts, facts_from_config
 
-__all__ = ["load_trackio"]
+__all__ = ["list_trackio_runs", "load_trackio"]
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 CONF = 0.96
@@ -49,8 +48,12 @@ _MAX_DEPTH = 8
 
 
 def _connect(db: Path) -> sqlite3.Connection:
-    uri = "file:" + urllib.parse.quote(str(db.resolve())) + "?mode=ro"
+    # immutable=1 creates no -shm/-wal beside a WAL-mode file (issue 11; _sqlite.connect).
+    uri = _sqlite.uri(db)
+    if _sqlite.pending_log(db):  # a live writer's -wal/-shm are there already: read them too
+        uri = uri.replace("&immutable=1", "")
     con = sqlite3.connect(uri, uri=True, timeout=5.0)
+    con.text_factory = lambda b: b.decode("utf-8", "replace")  # invalid UTF-8 in a name
     con.execute("PRAGMA query_only = 1")
     return con
 
@@ -163,6 +166,25 @@ def _flat(obj: dict[str, Any], prefix: str, out: dict[str, Any], depth: int) -> 
             out[key] = v
 
 
+def list_trackio_runs(path: Path) -> list[dict[str, Any]]:
+    """The runs of a trackio database (or a directory of them), without reading their rows:
+    ``[{"name", "id", "project", "rows"}]`` (``load_trackio(path, run=id)`` reads one)."""
+    try:
+        runs = _runs(_dbs(Path(path)))
+    except sqlite3.Error as e:
+        raise InputError(path, f"SQLite error: {e}") from None
+    multi_db = len({r["db"] for r in runs}) > 1
+    return [
+        {
+            "name": f"{r['project']}/{r['name']}" if multi_db else r["name"],
+            "id": r["id"],
+            "project": r["project"],
+            "rows": r["rows"],
+        }
+        for r in runs
+    ]
+
+
 def load_trackio(path: Path, progress: Progress | None = None, *, run: str | None = None) -> Run:
     """Read one run of a trackio database (or a directory of them) into a ``Run``."""
     path = Path(path)
@@ -272,5 +294,6 @@ register(
         sniff=_sniff,
         load=load_trackio,
         multi_run=True,
+        list_runs=list_trackio_runs,
     )
 )

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from rlvitals.importers._console import (
     strip_ansi,
 )
 from rlvitals.importers._lines import iter_lines
+from rlvitals.importers._rows import RowStore
 from rlvitals.importers._trl_files import HistoryReader, choose_segment
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts
@@ -125,7 +127,10 @@ def load_trl_console(
     Raises:
         InputError: a dict line that cannot be read (naming it), or no TRL dict line.
     """
-    segments: list[list[tuple[str, dict[str, Any], int]]] = [[]]
+    # Rows are held until every line is seen (the step depends on how many lines a run
+    # printed): compactly, as (kind, values, own step) with values a Row (8 bytes a value).
+    segments: list[list[tuple[str, Mapping[str, Any], int | None]]] = [[]]
+    store = RowStore()
     scan = _Scan()
     closed = False
     for lineno, raw, complete in iter_lines(path, progress):
@@ -156,7 +161,9 @@ def load_trl_console(
                     closed = False
             else:
                 continue  # some other dict someone printed
-            segments[-1].append((kind, values, lineno))
+            own = _own_step(values) if kind == "train" else None
+            row = values if kind == "summary" else store.row(values, number_or_none)
+            segments[-1].append((kind, row, own))
     segments = [s for s in segments if s]
     if not any(k == "train" for s in segments for k, _, _ in s):
         raise InputError(
@@ -171,11 +178,15 @@ def load_trl_console(
     for seg in segments:
         k = 0
         step = 0
-        for kind, values, _ in seg:
-            row = _numbers(values, builder)
+        for kind, values, own in seg:
+            if kind == "summary":
+                row = _numbers(values, builder)
+            else:
+                row = values
+                builder.skipped_values += values.skipped
             if kind == "train":
                 k += 1
-                step = _own_step(values) or k * step_every
+                step = own or k * step_every
             reader.add(max(step, 0) if kind != "summary" else step, row)
     idx = choose_segment(path, reader, run, builder)
     reader.fill(builder, idx)
@@ -223,7 +234,7 @@ def _logging_steps(
     given: int | None, scan: _Scan, segments: list[Any], lines: int
 ) -> tuple[int, str]:
     """``(logging_steps, where it came from)`` (module docstring)."""
-    if any(_own_step(v) is not None for s in segments for k, v, _ in s if k == "train"):
+    if any(own is not None for s in segments for k, _, own in s if k == "train"):
         return 1, "'global_step/max_steps' (ms-swift)"
     if given:
         return given, "line count x logging_steps; logging_steps given by the caller"

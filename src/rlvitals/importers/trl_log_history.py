@@ -12,7 +12,8 @@ own ``json.dump`` — on one line or indented, keys in insertion order, ``NaN`` 
   lists dumped back to back, shows as steps that restart (or a row after the summary row). Each
   is a run of its own, listed in a ``runs`` event: the last is read, with a warning
   naming the others, unless ``run="N"`` (``--run N``) chooses one. Never merged.
-- Read streaming (:func:`rlvitals.importers._lines.iter_json_array`): memory is bounded by the
+- Read streaming (:func:`rlvitals.importers._lines.iter_json_array`), each row held compactly
+  until the runs are told apart (:mod:`rlvitals.importers._rows`): memory is bounded by the
   series kept, not by the file.
 """
 
@@ -20,11 +21,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Progress, register
 from rlvitals.importers._lines import iter_json_array
-from rlvitals.importers._trl_files import HistoryReader, choose_segment, step_int
+from rlvitals.importers._rows import Row, RowStore, add_rows
+from rlvitals.importers._trl_files import SUMMARY_KEYS, HistoryReader, choose_segment, step_int
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 
 __all__ = ["load_trl_log_history"]
@@ -58,10 +61,11 @@ def load_trl_log_history(
         InputError: not a JSON array of objects, invalid JSON, or no row with a step.
     """
     reader = HistoryReader()
+    store = RowStore()
     bad = 0
     arrays = 0
     for array, i, row in iter_json_array(path, progress):
-        if not isinstance(row, dict):
+        if type(row) is not dict:
             raise InputError(path, "log entry is not an object", f"item {i}")
         if array != arrays:
             arrays = array
@@ -70,15 +74,40 @@ def load_trl_log_history(
         if step is None:
             bad += 1
             continue
-        reader.add(step, row)
+        if SUMMARY_KEYS.intersection(row) or "train_loss" in row:
+            reader.add(step, row)  # rare: kept whole (its text goes to the manifest)
+        else:
+            reader.add(step, store.row(row))  # compact: memory follows the series kept
     builder = RunBuilder(Manifest(source=str(path), trainer="trl", step_key="step"))
     seg = choose_segment(path, reader, run, builder)
-    reader.fill(builder, seg)
+    builder.skipped_values += sum(getattr(r, "skipped", 0) for _, r, _ in reader.segments[seg])
+    _fill(reader.segments[seg], builder)
     if bad:
         builder.warn(f"{path}: {bad} entries without an integer 'step' were skipped")
     if builder.skipped_values:
         builder.warn(f"{path}: {builder.skipped_values} non-numeric values ignored")
     return builder.build()
+
+
+_DROP = {"train": frozenset({"step"}), "eval": frozenset({"step", "epoch"})}
+"""What ``HistoryReader.fill`` leaves out of a train / eval row."""
+
+
+def _fill(rows: list[tuple[int, Any, str]], builder: RunBuilder) -> None:
+    """``HistoryReader.fill`` of one segment, column by column for its compact rows: runs of
+    them go to the builder at once (:func:`~rlvitals.importers._rows.add_rows`), the few rows
+    kept whole (the summary row) through ``HistoryReader.fill`` itself, in file order."""
+    batch: list[tuple[int, Row, frozenset[str]]] = []
+    for step, row, kind in rows:
+        if isinstance(row, Row) and kind in _DROP:
+            batch.append((step, row, _DROP[kind]))
+            continue
+        add_rows(builder, batch)
+        batch = []
+        one = HistoryReader()
+        one.segments = [[(step, row, kind)]]
+        one.fill(builder, 0)
+    add_rows(builder, batch)
 
 
 register(

@@ -24,13 +24,16 @@ from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Progress, register
 from rlvitals.importers._console import (
     CommandCatcher,
+    PrintedDict,
     check_step,
     messages,
     parse_hydra_overrides,
+    parse_literal,
     parse_number,
     scan_file,
 )
 from rlvitals.importers._lines import iter_lines
+from rlvitals.recording._memory import check_fields
 from rlvitals.recording.metrics import is_eval_key
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts
@@ -50,6 +53,9 @@ _VERL_MARK = re.compile(
     rb"verl\.trainer|\(TaskRunner pid=|\(main_task pid=|val-core/|critic/score/"
 )
 _LAUNCH = re.compile(r"-m\s+((?:verl|recipe)\.[\w.]*main\w*)")
+_CONFIG_OPENER = "{'actor_rollout_ref': "
+"""How veRL's printed configuration starts: ``pprint`` sorts the keys, and this one is first."""
+_CONFIG_OPENER_BYTES = _CONFIG_OPENER.encode()
 
 
 def _parse_step_line(path: Path, seg: str, where: str) -> tuple[int, dict[str, float]] | None:
@@ -62,6 +68,7 @@ def _parse_step_line(path: Path, seg: str, where: str) -> tuple[int, dict[str, f
     values: dict[str, float] = {}
     if not rest.strip():
         return step, values
+    check_fields(path, rest.count(" - "), len(rest), where)  # memory: a line of tiny fields
     for field in rest[3:].split(" - "):
         key, sep, val = field.rpartition(":")
         key = key.strip()
@@ -90,13 +97,26 @@ def load_verl_console(path: Path, progress: Progress | None = None) -> Run:
     Raises:
         InputError: a malformed step line (naming its line), or no step line at all.
     """
-    builder = RunBuilder(Manifest(source=str(path), trainer="verl", logging_steps=1))
+    builder = RunBuilder(
+        Manifest(
+            source=str(path), trainer="verl", logging_steps=1, step_key="step:N (veRL global_steps)"
+        )
+    )
     catcher = CommandCatcher(_LAUNCH)
+    printed = PrintedDict()
     eval_cache: dict[str, bool] = {}
     seen_train: set[int] = set()
     repeated: list[int] = []
     n_step_lines = 0
     for lineno, raw, complete in iter_lines(path, progress):
+        if not printed.done:
+            # Lines of other processes, and step lines, are never swallowed by the dict.
+            if printed.capturing and printed.feed(raw.decode("utf-8", "replace"), "step:"):
+                continue
+            if not printed.capturing and _CONFIG_OPENER_BYTES in raw:
+                printed.start(raw.decode("utf-8", "replace"), lineno, _CONFIG_OPENER)
+                if printed.capturing or printed.done:
+                    continue
         want_cmd = not catcher.done and (catcher.capturing or b"main" in raw)
         has_step = b"step:" in raw
         if not has_step and not want_cmd:
@@ -146,8 +166,48 @@ def load_verl_console(path: Path, progress: Progress | None = None) -> Run:
     if catcher.entrypoint is not None:
         cfg = parse_hydra_overrides(catcher.command)
         builder.manifest.config = {"entrypoint": catcher.entrypoint, **cfg}
+        builder.manifest.config["config_source"] = "launch command (Hydra overrides)"
         apply_facts(builder.manifest, verl_facts.facts(cfg), overwrite=True)
+    _apply_printed(path, printed, builder)
     return builder.build()
+
+
+def _apply_printed(path: Path, printed: PrintedDict, builder: RunBuilder) -> None:
+    """The configuration veRL printed at start (``pprint`` of the resolved Hydra config): its
+    settings in ``manifest.config`` (flattened, dotted; they win over the launch command's
+    overrides, being the resolved whole), its facts in the manifest."""
+    if not printed.lineno:
+        return
+    where = f"line {printed.lineno}"
+    if printed.capturing:  # the log ended inside it
+        builder.warn(f"{path}: {where}: the printed configuration is cut off; not read")
+        return
+    if printed.error is not None:
+        builder.warn(f"{path}: {where}: the printed configuration is {printed.error}; not read")
+        return
+    try:
+        cfg = parse_literal(printed.text)
+    except ValueError as e:
+        builder.warn(f"{path}: {where}: the printed configuration could not be read ({e})")
+        return
+    if not isinstance(cfg, dict) or not verl_facts.recognise(cfg):
+        return
+    flat = _flatten(cfg)
+    builder.manifest.config.update(flat)
+    builder.manifest.config["config_source"] = f"printed configuration ({where})"
+    apply_facts(builder.manifest, verl_facts.facts(cfg), overwrite=True)
+
+
+def _flatten(cfg: dict, prefix: str = "", depth: int = 0) -> dict[str, object]:
+    """``{"a": {"b": 1}}`` → ``{"a.b": 1}`` (the dotted names of Hydra overrides)."""
+    out: dict[str, object] = {}
+    for k, v in cfg.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v and depth < 16:
+            out.update(_flatten(v, key + ".", depth + 1))
+        else:
+            out[key] = v
+    return out
 
 
 def _sniff_console(path: Path, head: bytes) -> float:

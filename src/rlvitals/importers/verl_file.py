@@ -32,7 +32,9 @@ def load_verl_file(path: Path, progress: Progress | None = None) -> Run:
     Raises:
         InputError: a line that is not such an object (naming the line), or no record at all.
     """
-    builder = RunBuilder(Manifest(source=str(path), trainer="verl", logging_steps=1))
+    builder = RunBuilder(
+        Manifest(source=str(path), trainer="verl", logging_steps=1, step_key="step (global_steps)")
+    )
     n = 0
     for lineno, obj in iter_json_lines(path, builder.warnings, progress):
         where = f"line {lineno}"

@@ -22,6 +22,7 @@ from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Progress, register
 from rlvitals.importers._console import parse_number
 from rlvitals.importers._lines import iter_json_lines, json_step
+from rlvitals.importers._source import input_size, is_stream
 from rlvitals.recording.run import GroupTable, Manifest, Run, RunBuilder
 
 __all__ = ["load_verl_rollouts"]
@@ -114,22 +115,24 @@ def load_verl_rollouts(path: Path, progress: Progress | None = None) -> Run:
     Raises:
         InputError: a bad row (naming file and line), or no rollout file.
     """
-    builder = RunBuilder(Manifest(source=str(path), trainer="verl"))
-    if path.is_dir():
+    builder = RunBuilder(
+        Manifest(source=str(path), trainer="verl", step_key="step (else N of <N>.jsonl)")
+    )
+    if not is_stream(path) and path.is_dir():
         files: list[tuple[int | None, Path]] = list(_rollout_files(path))
         if not files:
             raise InputError(path, "no <step>.jsonl rollout files found")
     else:
         m = _ROLLOUT_NAME.fullmatch(path.name)
         files = [(int(m.group(1)) if m else None, path)]
-    total = sum(os.path.getsize(f) for _, f in files)
+    total = sum(input_size(f) or 0 for _, f in files)  # a stream or a .gz: unknown
     done = 0
     groups: dict[tuple[int, bytes], int] = {}
     out: tuple[list[int], list[array], list[str]] = ([], [], [])
     for file_step, f in files:
         _read_rollout_file(f, file_step, builder.warnings, groups, out)
         groups.clear()  # a group never spans two files
-        done += os.path.getsize(f)
+        done += input_size(f) or 0
         if progress is not None:
             progress(done, total)
     steps, rewards, prompts = out
@@ -159,7 +162,7 @@ def _looks_like_rollout_row(line: bytes) -> float:
 
 
 def _sniff_rollouts(path: Path, head: bytes) -> float:
-    if path.is_dir():
+    if not is_stream(path) and path.is_dir():
         try:
             files = _rollout_files(path)
             if not files:

@@ -56,14 +56,22 @@ from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Progress, note_runs, register
 from rlvitals.importers._protobuf import Field, Message, ProtobufError, decode
 from rlvitals.importers._steps import SIDE_AXES, TRAINER_STEP_KEYS, pick_step
+from rlvitals.recording._memory import protobuf_bytes
 from rlvitals.recording.metrics import canonical_key
 from rlvitals.recording.run import Event, Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts, facts_from_config
 
-__all__ = ["MAX_RECORD_BYTES", "find_wandb_runs", "iter_wandb_records", "load_wandb"]
+__all__ = [
+    "MAX_RECORD_BYTES",
+    "find_wandb_runs",
+    "iter_wandb_records",
+    "list_wandb_runs",
+    "load_wandb",
+]
 
-MAX_RECORD_BYTES = 64 << 20
-"""A reassembled record longer than this is skipped (W&B history rows are a few KiB)."""
+MAX_RECORD_BYTES = 16 << 20
+"""A reassembled record longer than this is skipped (W&B history rows are a few KiB); decoded,
+a record may take at most :func:`rlvitals.recording._memory.protobuf_bytes` of memory."""
 BLOCK = 32768
 _FILE_HEAD = struct.Struct("<4sHB")
 _IDENT, _MAGIC, _VERSION = b":W&B", 0xBEE1, 0
@@ -385,6 +393,13 @@ def _run_names(f: Path) -> tuple[str, str]:
     return f.parent.name, f.stem[len("run-") :] if f.stem.startswith("run-") else f.stem
 
 
+def list_wandb_runs(path: Path) -> list[dict[str, Any]]:
+    """The runs ``path`` designates, oldest first, without reading them: ``[{"name": run
+    directory, "id": run id}]`` (``load_wandb(path, run=id)`` reads one)."""
+    files, _ = find_wandb_runs(Path(path))
+    return [{"name": d, "id": i} for d, i in map(_run_names, files)]
+
+
 def load_wandb(path: Path, progress: Progress | None = None, *, run: str | None = None) -> Run:
     """Read a W&B offline run (a ``.wandb`` file or a directory, see above) into a ``Run``.
 
@@ -431,7 +446,7 @@ def load_wandb(path: Path, progress: Progress | None = None, *, run: str | None 
     gkeys: dict[str, None] = {}
     for number, offset, payload in iter_wandb_records(file, stats, progress):
         try:
-            rec = decode(payload, _RECORD)
+            rec = decode(payload, _RECORD, max_bytes=protobuf_bytes(len(payload)))
         except ProtobufError as e:
             raise InputError(
                 file, f"malformed record: {e.problem}", f"record {number} (byte {offset})"
@@ -484,7 +499,10 @@ def load_wandb(path: Path, progress: Progress | None = None, *, run: str | None 
         builder.add_row(last_gstep if mode == "gstep" else held_step, held_row)
     _report(builder, file, stats)
     if rows == 0:
-        raise InputError(file, "no numeric history rows (nothing numeric logged with wandb.log)")
+        why = "nothing numeric logged with wandb.log"
+        if stats.too_large:
+            why += f"; {stats.too_large} record(s) over {MAX_RECORD_BYTES} bytes were skipped"
+        raise InputError(file, f"no numeric history rows ({why})")
     config.pop("_wandb", None)
     builder.manifest.config = config
     note_runs(builder, listing)
@@ -559,5 +577,6 @@ register(
         sniff=_sniff,
         load=load_wandb,
         multi_run=True,
+        list_runs=list_wandb_runs,
     )
 )

@@ -21,16 +21,21 @@ from the value when W&B sampled the line).
 
 from __future__ import annotations
 
-import csv
 import math
+import operator
 import re
+from collections.abc import Sequence
+from itertools import compress
 from pathlib import Path
+
+import numpy as np
 
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Progress, note_runs, register
-from rlvitals.importers._lines import iter_lines
+from rlvitals.importers._csv import checked_rows, iter_csv_batches
 from rlvitals.importers._steps import TRAINER_STEP_KEYS
 from rlvitals.recording.run import Manifest, Run, RunBuilder
+from rlvitals.trainers import trainer_from_keys
 
 __all__ = ["load_wandb_chart"]
 
@@ -61,91 +66,154 @@ def load_wandb_chart(
     path: Path, progress: Progress | None = None, *, run: str | None = None
 ) -> Run:
     """Read a W&B chart CSV export into a ``Run`` (module docstring)."""
-    lines = iter_lines(path, progress)
     header = None
     builder = RunBuilder(Manifest(source=str(path)))
     cols: dict[str, int] = {}
     minmax: list[tuple[int, int, int]] = []
-    sampled = n = 0
-    for lineno, raw, complete in lines:
-        try:
-            text = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
-        except UnicodeDecodeError as e:
-            raise InputError(path, "not UTF-8 text", f"line {lineno} byte {e.start}") from None
-        if not text.strip():
-            continue
-        try:
-            cells = next(csv.reader([text], strict=True))
-        except (csv.Error, StopIteration) as e:
-            raise InputError(path, f"bad CSV: {e}", f"line {lineno}") from None
+    counts = [0, 0]  # points sampled (__MIN/__MAX differ), rows with a value
+    for batch in iter_csv_batches(path, progress):
+        start = 0
         if header is None:
-            header = cells
-            runs = _columns(header)
-            if not runs:
-                raise InputError(path, "no '<run> - <metric>' columns", "line 1")
-            names = list(runs)
-            chosen = names[0] if run is None else run
-            if chosen not in runs:
-                raise InputError(path, f"no run {run!r} in this chart (runs: {', '.join(names)})")
-            note_runs(builder, [{"name": r, "read": r == chosen} for r in names])
-            if len(names) > 1 and run is None:
-                builder.warn(
-                    f"{path}: {len(names)} runs in this chart ({', '.join(names)}); read the "
-                    f"first, {chosen}; choose one with --run NAME"
-                )
-            cols = runs[chosen]
-            pos = {h: i for i, h in enumerate(header)}
-            for _metric, i in cols.items():
-                lo = pos.get(header[i] + "__MIN")
-                hi = pos.get(header[i] + "__MAX")
-                if lo is not None and hi is not None:
-                    minmax.append((i, lo, hi))
-            builder.manifest.config["run"] = chosen
-            x = header[0]
-            builder.manifest.step_key = f"the chart's x axis {x!r}"
-            if x == "Step":
-                builder.warn(
-                    f"{path}: the chart's x axis is W&B's Step (_step: a wandb.log call count, "
-                    "not the trainer's step unless it logged with step=); export the chart "
-                    f"against {' or '.join(TRAINER_STEP_KEYS[:2])} to get the optimizer step"
-                )
-            continue
-        if len(cells) != len(header):
-            if not complete:
-                builder.warn(f"{path}: line {lineno}: torn last line ignored")
-                break
-            raise InputError(
-                path, f"{len(cells)} cells, but the header has {len(header)}", f"line {lineno}"
-            )
-        row = {m: cells[i] for m, i in cols.items() if cells[i] != ""}
-        if not row:
-            continue
-        try:
-            xv = float(cells[0])
-        except ValueError:
-            raise InputError(
-                path, f"x value {cells[0][:30]!r} is not a number", f"line {lineno}"
-            ) from None
-        if not math.isfinite(xv) or xv != int(xv) or abs(xv) >= 2**63:
-            raise InputError(
-                path, f"x value {cells[0][:30]!r} is not an integer step", f"line {lineno}"
-            )
-        for i, lo, hi in minmax:
-            if cells[i] != "" and (cells[lo] != cells[i] or cells[hi] != cells[i]):
-                sampled += 1
-                break
-        builder.add_row(int(xv), row)
-        n += 1
+            start = next((i for i, r in enumerate(batch.rows) if _filled_row(r)), None)
+            if start is None:
+                continue
+            header = batch.rows[start]
+            cols, minmax = _choose(path, header, run, builder)
+            start += 1
+        rows, lines, torn = checked_rows(path, batch, len(header), start)
+        if torn is not None:
+            builder.warn(f"{path}: line {torn}: torn last line ignored")
+        _flush(path, rows, lines, cols, minmax, builder, counts)
     if header is None:
         raise InputError(path, "file is empty")
-    if sampled:
+    if counts[0]:
         builder.warn(
-            f"{path}: {sampled} points are W&B chart buckets (__MIN/__MAX differ from the value): "
+            f"{path}: {counts[0]} points are W&B chart buckets (__MIN/__MAX differ from the value): "
             "the chart was sampled, not every logged step is here"
         )
     if builder.skipped_values:
         builder.warn(f"{path}: {builder.skipped_values} non-numeric values ignored")
     return builder.build()
+
+
+def _filled_row(cells: list[str]) -> bool:
+    return bool(cells) and not (len(cells) == 1 and not cells[0].strip())
+
+
+def _choose(
+    path: Path, header: list[str], run: str | None, builder: RunBuilder
+) -> tuple[dict[str, int], list[tuple[int, int, int]]]:
+    """The chosen run's ``{metric: column}`` and its ``(value, __MIN, __MAX)`` columns."""
+    runs = _columns(header)
+    if not runs:
+        raise InputError(path, "no '<run> - <metric>' columns", "line 1")
+    names = list(runs)
+    chosen = names[0] if run is None else run
+    if chosen not in runs:
+        raise InputError(path, f"no run {run!r} in this chart (runs: {', '.join(names)})")
+    note_runs(builder, [{"name": r, "read": r == chosen} for r in names])
+    if len(names) > 1 and run is None:
+        builder.warn(
+            f"{path}: {len(names)} runs in this chart ({', '.join(names)}); read the "
+            f"first, {chosen}; choose one with --run NAME"
+        )
+    cols = runs[chosen]
+    pos = {h: i for i, h in enumerate(header)}
+    minmax = []
+    for i in cols.values():
+        lo = pos.get(header[i] + "__MIN")
+        hi = pos.get(header[i] + "__MAX")
+        if lo is not None and hi is not None:
+            minmax.append((i, lo, hi))
+    builder.manifest.config["run"] = chosen
+    x = header[0]
+    builder.manifest.step_key = f"the chart's x axis {x!r}"
+    builder.manifest.trainer = trainer_from_keys([x, *cols])
+    if x == "Step":
+        builder.warn(
+            f"{path}: the chart's x axis is W&B's Step (_step: a wandb.log call count, "
+            "not the trainer's step unless it logged with step=); export the chart "
+            f"against {' or '.join(TRAINER_STEP_KEYS[:2])} to get the optimizer step"
+        )
+    return cols, minmax
+
+
+def _flush(
+    path: Path,
+    batch: list[list[str]],
+    lines: Sequence[int],
+    cols: dict[str, int],
+    minmax: list[tuple[int, int, int]],
+    builder: RunBuilder,
+    counts: list[int],
+) -> None:
+    """Hand a batch of rows to the builder column by column (``RunBuilder.add_columns``)."""
+    if not batch:
+        return
+    t = list(zip(*batch))
+    n = len(batch)
+    has = np.zeros(n, dtype=bool)
+    filled = {m: np.fromiter(map(bool, t[i]), bool, n) for m, i in cols.items()}
+    for f in filled.values():
+        has |= f
+    rows = np.flatnonzero(has)  # rows holding a value of this run
+    xs = [t[0][r] for r in rows.tolist()]
+    try:
+        xv = np.array(list(map(float, xs)), dtype=np.float64)
+        bad = ~np.isfinite(xv) | (xv != np.floor(xv)) | (np.abs(xv) >= 2.0**63)
+    except ValueError:
+        xv = None
+    if xv is None or bad.any():
+        for r, x in zip(rows.tolist(), xs):
+            try:
+                v = float(x)
+            except ValueError:
+                raise InputError(
+                    path, f"x value {x[:30]!r} is not a number", f"line {lines[r]}"
+                ) from None
+            if not math.isfinite(v) or v != int(v) or abs(v) >= 2**63:
+                raise InputError(
+                    path, f"x value {x[:30]!r} is not an integer step", f"line {lines[r]}"
+                )
+    steps = np.zeros(n, dtype=np.int64)
+    steps[rows] = xv.astype(np.int64)
+    sampled = np.zeros(n, dtype=bool)
+    for i, lo, hi in minmax:
+        sampled |= filled[_metric_of(cols, i)] & (
+            np.fromiter(map(operator.ne, t[lo], t[i]), bool, n)
+            | np.fromiter(map(operator.ne, t[hi], t[i]), bool, n)
+        )
+    counts[0] += int(sampled[has].sum())
+    counts[1] += len(rows)
+    columns: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for m, i in cols.items():
+        at = np.flatnonzero(filled[m])
+        cells = list(compress(t[i], filled[m]))
+        try:
+            values = np.array(list(map(float, cells)), dtype=np.float64)
+        except ValueError:
+            conv = [_float_or_none(c) for c in cells]
+            good = np.fromiter((v is not None for v in conv), bool, len(conv))
+            builder.skipped_values += int((~good).sum())
+            at, values = at[good], np.array([v for v in conv if v is not None], dtype=np.float64)
+        if at.size:
+            columns[m] = (at, values)
+    builder.add_columns(steps, columns)
+
+
+def _metric_of(cols: dict[str, int], i: int) -> str:
+    return next(m for m, j in cols.items() if j == i)
+
+
+def _float_or_none(cell: str) -> float | None:
+    """A cell as the builder reads text: ``nan``/``none``/``null`` are NaN, other text None."""
+    t = cell.strip().lower()
+    if t in ("nan", "none", "null"):
+        return math.nan
+    try:
+        return float(t)
+    except ValueError:
+        return None
 
 
 register(

@@ -19,16 +19,19 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterator
+from itertools import compress
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rlvitals.errors import InputError, MissingExtraError
 from rlvitals.importers import Importer, Progress, register
-from rlvitals.importers._lines import iter_lines
+from rlvitals.importers._csv import checked_rows, iter_csv_batches
 from rlvitals.importers._source import read_prefix
 from rlvitals.importers._steps import SIDE_AXES, TRAINER_STEP_KEYS, as_step
 from rlvitals.recording.run import Manifest, Run, RunBuilder
+from rlvitals.trainers import trainer_from_keys
 
 __all__ = ["load_wandb_history"]
 
@@ -68,37 +71,194 @@ def _parquet_columns(path: Path) -> list[str] | None:
     return names if _is_history_header(names) else None
 
 
-def _csv_rows(path: Path, progress: Progress | None) -> Iterator[tuple[str, dict[str, Any]]]:
-    header = None
-    for lineno, raw, complete in iter_lines(path, progress):
+class _Columns:
+    """Rows of an export gathered into columns and handed to the builder a batch at a time
+    (:meth:`RunBuilder.add_columns`): per row, only list work; numbers are parsed per column.
+
+    The step of a row is the trainer's step column when the export has one (rows without it
+    join the next row that has it, trailing ones the last), else ``_step``.
+    """
+
+    def __init__(self, path: Path, builder: RunBuilder, header: list[str], text: bool) -> None:
+        self.path = path
+        self.builder = builder
+        self.key = next((k for k in TRAINER_STEP_KEYS if k in header), None)
+        self.step_col = header.index(self.key) if self.key else header.index("_step")
+        self.metrics = [
+            (i, h)
+            for i, h in enumerate(header)
+            if h and not h.startswith("_") and h not in SIDE_AXES and h != self.key
+        ]
+        self.text = text
+        self.header = header
+        self.rows: list[Any] = []
+        self.where: list[Any] = []  # line numbers (CSV) or "row N" (parquet)
+        self.n = 0
+        self.last: int | None = None
+
+    def flush(self, final: bool) -> None:
+        rows = self.rows
+        if not rows:
+            return
+        cols = list(zip(*rows))
+        steps = _steps_of(cols[self.step_col])
+        if self.key is None:
+            bad = np.flatnonzero(steps == _NO_STEP)
+            if bad.size:
+                i = int(bad[0])
+                raise InputError(
+                    self.path,
+                    f"'_step' is not an integer step: {str(rows[i][self.step_col])[:30]!r}",
+                    self.where[i] if isinstance(self.where[i], str) else f"line {self.where[i]}",
+                )
+            keep = len(rows)
+        else:
+            have = np.flatnonzero(steps != _NO_STEP)
+            keep = int(have[-1]) + 1 if have.size else 0
+            if final:
+                keep = len(rows)
+            if keep == 0:
+                return  # no trainer step yet: these rows wait for the next that has one
+            steps = _back_fill(steps[:keep], self.last)
+            cols = [c[:keep] for c in cols]
+        columns: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        logged = np.zeros(keep, dtype=bool)
+        for i, h in self.metrics:
+            at, values, _present = _numbers(cols[i], self.builder, self.text)
+            logged[at] = True
+            if at.size:
+                columns[h] = (at, values)
+        ok = steps != _NO_STEP
+        if not ok.all():  # only trailing rows before any trainer step, at the very end
+            columns = {h: (at[ok[at]], v[ok[at]]) for h, (at, v) in columns.items()}
+            logged &= ok
+        self.n += int(logged.sum())
+        self.builder.add_columns(steps, columns)
+        if ok.any():
+            self.last = int(steps[ok][-1])
+        del rows[:keep]
+        del self.where[:keep]
+
+
+_NO_STEP = np.iinfo(np.int64).min
+
+
+def _steps_of(cells: tuple[Any, ...]) -> np.ndarray:
+    """Step cells (strings from CSV, numbers or None from parquet) as int64, :data:`_NO_STEP`
+    where a cell is not an integral number within int64."""
+    n = len(cells)
+    out = np.full(n, _NO_STEP, dtype=np.int64)
+    if set(map(type, cells)) == {str}:  # CSV: parse the filled cells at once
+        filled = np.fromiter(map(bool, cells), bool, n)
+        at = np.flatnonzero(filled)
         try:
-            text = raw.decode("utf-8-sig" if lineno == 1 else "utf-8").rstrip("\r")
-        except UnicodeDecodeError as e:
-            raise InputError(path, "not UTF-8 text", f"line {lineno} byte {e.start}") from None
-        if not text.strip():
-            continue
+            x = np.array(list(map(float, compress(cells, filled))), dtype=np.float64)
+        except ValueError:
+            pass
+        else:
+            with np.errstate(invalid="ignore"):
+                ok = np.isfinite(x) & (x == np.floor(x)) & (np.abs(x) < 2.0**63)
+            out[at[ok]] = x[ok].astype(np.int64)
+            return out
+    for i, c in enumerate(cells):
+        s = as_step(_num(c))
+        if s is not None and s != _NO_STEP:
+            out[i] = s
+    return out
+
+
+def _back_fill(steps: np.ndarray, last: int | None) -> np.ndarray:
+    """Rows without a step take the next row's step; trailing ones the last step seen."""
+    miss = steps == _NO_STEP
+    if not miss.any():
+        return steps
+    idx = np.where(~miss, np.arange(len(steps)), len(steps))
+    nxt = np.minimum.accumulate(idx[::-1])[::-1]
+    filled = steps.copy()
+    inside = nxt < len(steps)
+    filled[miss & inside] = steps[nxt[miss & inside]]
+    tail = miss & ~inside
+    if tail.any():
+        before = np.flatnonzero(~miss)
+        fill = steps[before[-1]] if before.size else (last if last is not None else _NO_STEP)
+        filled[tail] = fill
+    return filled
+
+
+def _numbers(
+    cells: tuple[Any, ...], builder: RunBuilder, text: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(rows, values, present)`` of one column: the rows holding a number and their values,
+    and which rows held anything (an empty cell or None is not logged; text is counted in
+    ``builder.skipped_values``)."""
+    n = len(cells)
+    present = np.fromiter(map(bool if text else _filled, cells), bool, n)
+    at = np.flatnonzero(present)
+    if not at.size:
+        return at, np.zeros(0), present
+    picked = list(compress(cells, present))
+    try:
+        values = np.array(list(map(float, picked)), dtype=np.float64)
+    except (ValueError, TypeError, OverflowError):
+        conv = [_to_float(c) for c in picked]
+        good = np.fromiter((x is not None for x in conv), bool, len(conv))
+        builder.skipped_values += int((~good).sum())
+        values = np.array([x for x in conv if x is not None], dtype=np.float64)
+        at = at[good]
+    return at, values, present
+
+
+def _filled(cell: Any) -> bool:
+    return cell is not None and cell != ""
+
+
+def _to_float(v: Any) -> float | None:
+    """A cell as float the way ``RunBuilder.add_row`` reads values (``nan``/``none``/``null``
+    are NaN, ints beyond float range are ±inf), None for anything else."""
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, (int, float)):
         try:
-            cells = next(csv.reader([text], strict=True))
-        except (csv.Error, StopIteration) as e:
-            raise InputError(path, f"bad CSV: {e}", f"line {lineno}") from None
-        if header is None:
-            header = cells
+            return float(v)
+        except OverflowError:
+            return math.inf if v > 0 else -math.inf
+    if isinstance(v, str):
+        t = v.strip().lower()
+        if t in ("nan", "none", "null"):
+            return math.nan
+        try:
+            return float(t)
+        except ValueError:
+            return None
+    return None
+
+
+def _csv_rows(path: Path, progress: Progress | None, columns) -> None:
+    cols = None
+    for batch in iter_csv_batches(path, progress):
+        start = 0
+        if cols is None:
+            start = next(
+                (i for i, r in enumerate(batch.rows) if r and (len(r) > 1 or r[0].strip())), None
+            )
+            if start is None:
+                continue
+            header = batch.rows[start]
             if not _is_history_header(header):
                 raise InputError(
                     path, "no W&B history header (_step with _runtime/_timestamp)", "line 1"
                 )
-            yield "header", dict.fromkeys(header)
-            continue
-        if len(cells) != len(header):
-            if not complete:
-                return
-            raise InputError(
-                path, f"{len(cells)} cells, but the header has {len(header)}", f"line {lineno}"
-            )
-        yield f"line {lineno}", {h: c for h, c in zip(header, cells) if c != "" and h}
+            cols = columns(header)
+            start += 1
+        rows, lines, _torn = checked_rows(path, batch, len(cols.header), start)
+        cols.rows.extend(rows)
+        cols.where.extend(lines)
+        cols.flush(final=False)
+    if cols is not None:
+        cols.flush(final=True)
 
 
-def _parquet_rows(path: Path, progress: Progress | None) -> Iterator[tuple[str, dict[str, Any]]]:
+def _parquet_rows(path: Path, progress: Progress | None, columns) -> None:
     try:
         import pyarrow.parquet as pq
     except ImportError:
@@ -107,15 +267,17 @@ def _parquet_rows(path: Path, progress: Progress | None) -> Iterator[tuple[str, 
         f = pq.ParquetFile(path)
         total = f.metadata.num_rows
         done = 0
-        yield "header", dict.fromkeys(f.schema_arrow.names)
-        for batch in f.iter_batches(batch_size=_BATCH):
-            cols = batch.to_pydict()
-            names = [n for n in cols if not n.startswith("__index_level")]
-            for i in range(batch.num_rows):
-                yield f"row {done + i}", {n: cols[n][i] for n in names if cols[n][i] is not None}
+        names = [n for n in f.schema_arrow.names if not n.startswith("__index_level")]
+        cols = columns(names)
+        for batch in f.iter_batches(batch_size=_BATCH, columns=names):
+            data = [batch.column(n).to_pylist() for n in names]
+            cols.rows.extend(zip(*data))
+            cols.where.extend(f"row {done + i}" for i in range(batch.num_rows))
+            cols.flush(final=False)
             done += batch.num_rows
             if progress is not None:
                 progress(done, total)
+        cols.flush(final=True)
     except (OSError, ValueError) as e:
         raise InputError(path, f"cannot read parquet: {str(e).splitlines()[0][:200]}") from None
 
@@ -123,42 +285,19 @@ def _parquet_rows(path: Path, progress: Progress | None) -> Iterator[tuple[str, 
 def load_wandb_history(path: Path, progress: Progress | None = None) -> Run:
     """Read a W&B run-history export (CSV or parquet) into a ``Run`` (module docstring)."""
     parquet = read_prefix(path, 4) == b"PAR1"
-    rows = _parquet_rows(path, progress) if parquet else _csv_rows(path, progress)
     builder = RunBuilder(Manifest(source=str(path)))
-    key = None
-    held: list[dict[str, Any]] = []
-    last = None
-    n = 0
-    for where, row in rows:
-        if where == "header":
-            key = next((k for k in TRAINER_STEP_KEYS if k in row), None)
-            continue
-        raw = row.pop(key, None) if key else None
-        wb = row.pop("_step", None)
-        metrics = {k: v for k, v in row.items() if not k.startswith("_") and k not in SIDE_AXES}
-        if key is not None:
-            step = as_step(_num(raw))
-            if step is None:
-                if metrics:
-                    held.append(metrics)
-                continue
-            for h in held:
-                builder.add_row(step, h)
-            held.clear()
-            last = step
-        else:
-            step = as_step(_num(wb))
-            if step is None:
-                raise InputError(path, f"'_step' is not an integer step: {str(wb)[:30]!r}", where)
-        if metrics:
-            builder.add_row(step, metrics)
-            n += 1
-    for h in held:
-        if last is not None:
-            builder.add_row(last, h)
-    if n == 0:
+    made: list[_Columns] = []
+
+    def columns(header: list[str]) -> _Columns:
+        made.append(_Columns(path, builder, header, text=not parquet))
+        return made[-1]
+
+    (_parquet_rows if parquet else _csv_rows)(path, progress, columns)
+    if not made or made[0].n == 0:
         raise InputError(path, "no history rows with numbers")
+    key = made[0].key
     builder.manifest.step_key = key or "_step (wandb.log call count; no trainer step column)"
+    builder.manifest.trainer = trainer_from_keys(made[0].header)
     if builder.skipped_values:
         builder.warn(f"{path}: {builder.skipped_values} non-numeric values ignored")
     return builder.build()

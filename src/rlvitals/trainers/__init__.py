@@ -52,6 +52,7 @@ __all__ = [
     "has_prefix",
     "lookup",
     "reward_range",
+    "trainer_from_keys",
 ]
 
 _TRAINERS = (verl, nemo_rl, skyrl, slime, openrlhf, open_instruct, prime_rl, ms_swift, trl)
@@ -74,4 +75,31 @@ def facts_from_config(config: Mapping[str, Any] | None) -> TrainerFacts | None:
     for mod in _TRAINERS:
         if mod.recognise(config):
             return mod.facts(config)
+    return None
+
+
+_KEY_MARKS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("trl", ("train/global_step",), ("train/frac_reward_zero_std", "train/num_tokens")),
+    ("skyrl", ("trainer/global_step",), ("reward/avg_raw_reward", "generate/batch_num_seq")),
+    ("verl", ("training/global_step",), ("critic/score/mean", "actor/pg_loss")),
+    ("slime", ("rollout/step",), ("rollout/raw_reward", "rollout/response_len/mean")),
+    ("open_instruct", ("training_step",), ("real_batch_size_ratio",)),
+)
+"""``(trainer, a step key only it logs, metric keys only it logs)``: both must be present."""
+
+
+def trainer_from_keys(keys) -> str | None:
+    """The trainer whose logged keys these are, when they are unmistakable (its own step key
+    and one of its own metric names), else None. For exports that carry no configuration
+    (W&B history and chart CSVs).
+
+    >>> trainer_from_keys(["train/global_step", "train/frac_reward_zero_std", "_step"])
+    'trl'
+    >>> trainer_from_keys(["train/reward", "_step"]) is None
+    True
+    """
+    have = set(keys)
+    for name, steps, marks in _KEY_MARKS:
+        if have.intersection(steps) and have.intersection(marks):
+            return name
     return None

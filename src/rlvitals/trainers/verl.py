@@ -7,12 +7,20 @@ Dr. GRPO; the flag also reaches ``grpo_passk``, while ``grpo_vectorized`` and ``
 ``actor_rollout_ref.actor.use_kl_loss``, else ``algorithm.kl_ctrl.kl_coef`` when
 ``algorithm.use_kl_in_reward``; both switches default to false, so a configuration that states
 one false and leaves the other unstated (a launch command's overrides) has no KL term. The DAPO
-recipe's ``algorithm.filter_groups.enable`` drops zero-variance groups.
+recipe's ``algorithm.filter_groups.enable`` drops zero-variance groups. ``data.max_response_length``,
+``data.max_prompt_length`` and ``data.train_batch_size`` are kept in the facts' config.
+
+The configuration comes from a launch command's Hydra overrides or from the whole resolved config
+veRL prints at start (``verl/trainer/main_ppo.py``: ``pprint(OmegaConf.to_container(config,
+resolve=True))``), read by :mod:`rlvitals.importers.verl_console`.
 
 >>> f = facts({"actor_rollout_ref.rollout.n": 5, "actor_rollout_ref.actor.use_kl_loss": True,
 ...            "actor_rollout_ref.actor.kl_loss_coef": 0.001, "algorithm.adv_estimator": "grpo"})
 >>> f.group_size, f.kl_coef, f.estimator, f.adv_scale
 (5, 0.001, 'grpo', 'group_std')
+>>> facts({"data": {"max_response_length": 1024}, "algorithm": {"adv_estimator": "grpo",
+...        "norm_adv_by_std_in_grpo": False, "filter_groups": {"enable": True}}}).config
+{'data.max_response_length': 1024}
 """
 
 from __future__ import annotations
@@ -33,6 +41,10 @@ from rlvitals.trainers._base import (
 )
 
 __all__ = ["facts", "kl_coef", "recognise"]
+
+_KEPT = ("data.max_response_length", "data.max_prompt_length", "data.train_batch_size")
+"""Settings kept in ``manifest.config`` under their dotted names (the truncation advice and the
+filtered share's denominator read them)."""
 
 
 def recognise(config: Mapping[str, Any]) -> bool:
@@ -63,6 +75,7 @@ def facts(config: Mapping[str, Any]) -> TrainerFacts:
         scale = vocabulary.Scale.NONE.value
     lo, hi = reward_range(config)
     filt = as_bool(lookup(config, "algorithm.filter_groups.enable"))
+    kept = {k: as_int(lookup(config, k)) for k in _KEPT}
     return TrainerFacts(
         trainer="verl",
         group_size=as_int(lookup(config, "actor_rollout_ref.rollout.n")),
@@ -72,4 +85,5 @@ def facts(config: Mapping[str, Any]) -> TrainerFacts:
         reward_min=lo,
         reward_max=hi,
         filters_zero_var=filt,
+        config={k: v for k, v in kept.items() if v is not None},
     )

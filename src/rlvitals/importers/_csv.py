@@ -1,0 +1,174 @@
+"""CSV rows streamed from any input (a file, a compressed file, a stream), for the importers of
+CSV exports (W&B chart and run-history exports).
+
+One :func:`csv.reader` over the decoded stream (the C parser does the splitting and the quoting,
+quoted fields may span lines), with the byte count for progress and whether the input ended
+with a newline: a last row without one is reported as not complete (a file still being
+written), so the importer can drop it instead of failing.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator, Sequence
+from itertools import islice
+from pathlib import Path
+from typing import NamedTuple
+
+from rlvitals.errors import InputError
+from rlvitals.importers._source import input_size, open_input
+
+__all__ = ["BATCH_ROWS", "Batch", "checked_rows", "iter_csv_batches", "iter_csv_rows"]
+
+_CHUNK = 1 << 20
+BATCH_ROWS = 1024
+"""Rows per :func:`iter_csv_batches` batch. Small on purpose: a batch of lists of strings is
+that many containers alive at once, and the cyclic garbage collector's passes over them grow
+with it (8,192-row batches made splitting twice as slow as 1,024-row ones)."""
+_PROGRESS_EVERY = 8 << 20
+
+
+class _Counting(io.RawIOBase):
+    """Passes bytes through, counting them (progress) and remembering the last one."""
+
+    def __init__(self, f, progress, total: int) -> None:
+        self._f = f
+        self._progress = progress
+        self._total = total
+        self.done = 0
+        self.last = b""
+        self._next = _PROGRESS_EVERY
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # type: ignore[override]
+        n = self._f.readinto(b) or 0
+        if n:
+            self.done += n
+            self.last = bytes(b[n - 1 : n])
+            if self._progress is not None and self.done >= self._next:
+                self._progress(self.done, max(self._total, self.done))
+                self._next = self.done + _PROGRESS_EVERY
+        return n
+
+
+def iter_csv_rows(path: Path, progress=None) -> Iterator[tuple[int, list[str], bool]]:
+    """Yield ``(line number, cells, complete)`` for every row of a CSV input.
+
+    ``line number`` is the physical line the row ends on; ``complete`` is False only for a last
+    row the input does not end with a newline after. A UTF-8 BOM is skipped.
+
+    Raises:
+        InputError: not UTF-8 text, or bad CSV (naming the line).
+    """
+    total = input_size(path) or 0
+    with open_input(path) as raw:
+        counting = _Counting(raw, progress, total)
+        text = io.TextIOWrapper(
+            io.BufferedReader(counting, _CHUNK), encoding="utf-8-sig", newline=""
+        )
+        reader = csv.reader(text, strict=True)
+        held: tuple[int, list[str]] | None = None
+        while True:
+            try:
+                cells = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as e:
+                raise InputError(path, f"bad CSV: {e}", f"line {reader.line_num}") from None
+            except UnicodeDecodeError:
+                raise InputError(
+                    path, "not UTF-8 text", f"near line {reader.line_num + 1}"
+                ) from None
+            if held is not None:
+                yield held[0], held[1], True
+            held = (reader.line_num, cells)
+        if held is not None:
+            yield held[0], held[1], counting.last in (b"\n", b"\r")
+    if progress is not None:
+        progress(max(total, counting.done), max(total, counting.done))
+
+
+class Batch(NamedTuple):
+    """Rows of a CSV input read at once (:func:`iter_csv_batches`)."""
+
+    rows: list[list[str]]
+    first: int | None
+    """Line number of the first row; None when a quoted field of the batch spans lines."""
+    end: int
+    """Line number the batch ends on."""
+    torn: bool
+    """True only for the final batch of an input that does not end with a newline: its last
+    row may be cut off (a file still being written)."""
+
+    def line_of(self, i: int) -> int:
+        """The line number of row ``i`` (exact, or the batch's last line; see :attr:`first`)."""
+        return self.first + i if self.first is not None else self.end
+
+
+def iter_csv_batches(path: Path, progress=None, size: int = BATCH_ROWS) -> Iterator[Batch]:
+    """Yield the rows of a CSV input in :class:`Batch` es of up to ``size``, split by the C
+    parser with no Python step per row (:func:`iter_csv_rows` yields them one at a time).
+    Blank lines come as empty rows; a UTF-8 BOM is skipped.
+
+    Raises:
+        InputError: not UTF-8 text, or bad CSV (naming the line).
+    """
+    total = input_size(path) or 0
+    with open_input(path) as raw:
+        counting = _Counting(raw, progress, total)
+        text = io.TextIOWrapper(
+            io.BufferedReader(counting, _CHUNK), encoding="utf-8-sig", newline=""
+        )
+        reader = csv.reader(text, strict=True)
+        pending: Batch | None = None
+        while True:
+            before = reader.line_num
+            try:
+                rows = list(islice(reader, size))
+            except csv.Error as e:
+                raise InputError(path, f"bad CSV: {e}", f"line {reader.line_num}") from None
+            except UnicodeDecodeError:
+                raise InputError(
+                    path, "not UTF-8 text", f"near line {reader.line_num + 1}"
+                ) from None
+            after = reader.line_num
+            if pending is not None:
+                torn = not rows and counting.last not in (b"\n", b"\r")
+                yield pending._replace(torn=torn)
+            if not rows:
+                break
+            pending = Batch(rows, before + 1 if after - before == len(rows) else None, after, False)
+    if progress is not None:
+        progress(max(total, counting.done), max(total, counting.done))
+
+
+def checked_rows(
+    path: Path, batch: Batch, width: int, start: int = 0
+) -> tuple[list[list[str]], Sequence[int], int | None]:
+    """The rows of ``batch`` from ``start`` on that hold ``width`` cells, their line numbers,
+    and the line of a torn last row that was dropped (else None). Blank rows are skipped; a row
+    of another width is an :class:`InputError` naming its line, unless it is the torn last row.
+    """
+    rows = batch.rows[start:] if start else batch.rows
+    if set(map(len, rows)) == {width}:  # the usual batch: no Python step per row
+        if batch.first is not None:
+            return rows, range(batch.first + start, batch.first + start + len(rows)), None
+        return rows, [batch.end] * len(rows), None
+    keep: list[list[str]] = []
+    lines: list[int] = []
+    for i, cells in enumerate(rows):
+        if not cells or (len(cells) == 1 and not cells[0].strip()):
+            continue
+        line = batch.line_of(start + i)
+        if len(cells) != width:
+            if batch.torn and i == len(rows) - 1:
+                return keep, lines, line
+            raise InputError(
+                path, f"{len(cells)} cells, but the header has {width}", f"line {line}"
+            )
+        keep.append(cells)
+        lines.append(line)
+    return keep, lines, None
