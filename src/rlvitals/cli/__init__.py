@@ -8,6 +8,7 @@ Bad input (:class:`rlvitals.InputError`) prints one line and exits 2, never a tr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
 from rlvitals._version import __version__
@@ -17,7 +18,18 @@ from rlvitals.registry import import_module
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 # Command modules, in the order ``rlvitals --help`` lists them.
-COMMANDS: tuple[str, ...] = ("doctor", "detectors", "explain", "acr", "inspect")
+COMMANDS: tuple[str, ...] = (
+    "doctor",
+    "scan",
+    "compare",
+    "watch",
+    "detectors",
+    "explain",
+    "acr",
+    "inspect",
+    "lab",
+    "demo",
+)
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -49,10 +61,16 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return EXIT_USAGE
+    # A log may hold strings stdout cannot encode (a JSON "\ud800", a non-UTF-8 file name):
+    # they are printed escaped, never a UnicodeEncodeError half-way through a report.
+    with contextlib.suppress(AttributeError, ValueError):
+        sys.stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
     try:
         return int(args.func(args))
     except (InputError, MissingExtraError) as err:
-        print(f"rlvitals: error: {err}", file=sys.stderr)
+        from rlvitals.report._common import one_line  # the message quotes the input: sanitise
+
+        print(f"rlvitals: error: {one_line(err)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("rlvitals: interrupted", file=sys.stderr)

@@ -44,7 +44,6 @@ __all__ = [
     "header_at",
     "is_torn",
     "jsonable",
-    "next_valid",
     "scan_frames",
     "stream_name",
 ]
@@ -154,23 +153,11 @@ def is_torn(buf: bytes, pos: int) -> bool:
     return head is not None and head[1] > len(buf)
 
 
-def next_valid(buf: bytes, pos: int) -> Frame | None:
-    """The first valid frame starting after ``pos`` (resynchronisation), or None."""
-    at = pos
-    while True:
-        at = buf.find(FRAME_MAGIC, at + 1)
-        if at < 0:
-            return None
-        frame = _valid_at(buf, at)
-        if frame is not None:
-            return frame
-
-
 def scan_frames(buf: bytes, pos: int = 0) -> Iterator[Frame | ScanEnd]:
     """Yield the valid frames of ``buf`` from ``pos`` on, in order, then one :class:`ScanEnd`.
 
     The scan stops at the first byte that does not start a valid frame; the caller decides
-    whether what follows is a tail (:func:`next_valid` finds nothing) or a corrupt record in
+    whether what follows is a tail (:func:`rlvitals.recording._resync.next_valid` finds nothing) or a corrupt record in
     the middle (it finds a later frame).
     """
     size = len(buf)

@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import queue
+import secrets
 import threading
 import time
-import warnings
 from dataclasses import fields as dc_fields
 from pathlib import Path
 from typing import Any
 
 from rlvitals._version import __version__
+from rlvitals.recording import _files
 from rlvitals.recording import _format as fmt
+from rlvitals.recording._claim import CLAIM_CHECK_S, Claim, Claimed
 from rlvitals.recording.run import Manifest
 
 try:  # POSIX only; elsewhere streams are not locked.
@@ -34,8 +37,11 @@ KINDS = ("scalars", "groups", "events")
 DROP_REPORT_EVERY_S = 10.0
 """Losses are reported as a ``dropped`` event at the first chance, then at most this often
 (and at flush/close), so a stream that stays broken does not flood the events."""
-_TAIL_CHUNK = 1 << 16
+_MAX_MANIFEST_BYTES = 16 << 20
 _MANIFEST_FIELDS = {f.name for f in dc_fields(Manifest)} - {"schema", "config"}
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+logger = logging.getLogger("rlvitals.recording")
 
 
 class _Stream:
@@ -47,9 +53,14 @@ class _Stream:
 
 
 class StreamWriter:
-    """The files of one rank of one recording: opens (and repairs) the streams, appends framed
-    records synchronously or from a background thread, writes the manifest atomically, and
-    counts and reports every record it could not write."""
+    """The files of one rank of one recording: claims the rank, opens (and repairs) the
+    streams, appends framed records synchronously or from a background thread, writes the
+    manifest atomically, and counts and reports every record it could not write.
+
+    Nothing on disk is trusted: every file is opened without following symbolic links and
+    must be a regular file with no other hard links; a second writer on the rank is refused
+    before anything is touched (:mod:`rlvitals.recording._claim`), even where ``flock`` does
+    not work."""
 
     def __init__(
         self,
@@ -71,32 +82,50 @@ class StreamWriter:
         self.last_report = -math.inf
         self.warned: set[str] = set()
         self.closed = False
+        self.stopped: str | None = None  # why this writer stopped writing (lost its claim)
         self.created = time.time()
         self.manifest = Manifest()
         if manifest is not None:
             for key in _MANIFEST_FIELDS:
                 setattr(self.manifest, key, check_manifest_field(key, getattr(manifest, key)))
             self.manifest.config = dict(manifest.config)  # ours to update, not the caller's
+        self.claim: Claim | None = Claim(path, rank)
         try:
             path.mkdir(parents=True, exist_ok=True)
+            self.claim.acquire()
+        except Claimed as e:
+            raise _refused(e.args[0]) from None
+        except OSError as e:
+            self.claim = None
+            self.counts["errors"] += 1
+            self._io_error(f"cannot claim rank {rank} in {path}: {_why(e)}")
+        if self.claim is not None and self.claim.replaced is not None:
+            self._warn(
+                "claim",
+                f"rlvitals recorder: {path}: took over rank {rank} from a writer that is no "
+                f"longer running ({self.claim.describe(self.claim.replaced)})",
+                level=logging.INFO,
+            )
+        for kind in KINDS:
+            try:
+                self.streams[kind] = self._open_stream(kind)
+            except _Locked as e:
+                self._close_fds()
+                if self.claim is not None:
+                    self.claim.release()
+                raise _refused(
+                    f"{e.args[0]}: rank {rank} is locked (flock) by another process"
+                ) from None
+            except OSError as e:
+                self.counts["errors"] += 1
+                self._io_error(f"cannot open {fmt.stream_name(kind, rank)} in {path}: {_why(e)}")
+        try:  # the rank is ours now: only now may the manifest be touched
             if manifest is None:
                 self._adopt_existing_manifest()
             self._write_manifest()
         except OSError as e:
             self.counts["errors"] += 1
             self._io_error(f"cannot write the manifest of {path}: {_why(e)}")
-        for kind in KINDS:
-            try:
-                self.streams[kind] = self._open_stream(kind)
-            except _Locked as e:
-                self._close_fds()
-                raise RuntimeError(
-                    f"{e.args[0]}: rank {rank} of this recording is already being written by "
-                    "another Recorder; give each process its own rank="
-                ) from None
-            except OSError as e:
-                self.counts["errors"] += 1
-                self._io_error(f"cannot open {fmt.stream_name(kind, rank)} in {path}: {_why(e)}")
         self.queue: queue.Queue | None = None
         self.thread: threading.Thread | None = None
         if max_pending > 0:
@@ -111,21 +140,22 @@ class StreamWriter:
 
     def _adopt_existing_manifest(self) -> None:
         try:
-            with open(self.path / fmt.MANIFEST_NAME, "rb") as f:
-                doc = json.loads(f.read())
+            raw = _files.read_file(self.path / fmt.MANIFEST_NAME, _MAX_MANIFEST_BYTES)
+            doc = json.loads(raw)
             self.manifest = Manifest.from_dict(doc["manifest"])
             self.created = float(doc.get("created", self.created))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             pass
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
             self._warn(
-                "manifest", f"rlvitals recorder: ignoring unreadable {fmt.MANIFEST_NAME}: {e}"
+                "manifest",
+                f"rlvitals recorder: ignoring unreadable {self.path / fmt.MANIFEST_NAME}: "
+                f"{_why(e) if isinstance(e, OSError) else e}",
             )
 
     def _open_stream(self, kind: str) -> _Stream:
         p = self.path / fmt.stream_name(kind, self.rank)
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(p, flags, 0o644)
+        fd = _files.open_regular(p, os.O_RDWR | os.O_APPEND | os.O_CREAT)
         try:
             if fcntl is not None:
                 try:
@@ -133,16 +163,17 @@ class StreamWriter:
                 except BlockingIOError:
                     raise _Locked(str(p)) from None
                 except OSError:
-                    pass  # filesystem without locks (some network mounts): go on unlocked
+                    pass  # filesystem without locks (some network mounts): the claim guards
             size = os.fstat(fd).st_size
             if size:
-                good = _clean_end(p, kind, size)
+                good = _files.clean_end(fd, kind, size)
                 if good < size:
                     os.ftruncate(fd, good)
                     self._warn(
                         f"repair-{kind}",
                         f"rlvitals recorder: {p}: cut {size - good} bytes of a torn last record "
                         "left by a writer that was killed",
+                        level=logging.INFO,
                     )
                     size = good
         except BaseException:
@@ -185,12 +216,20 @@ class StreamWriter:
                 q.task_done()
 
     def _write(self, kind: str, data: bytes) -> bool:
+        if self.stopped is not None:
+            self._drop(kind, self.stopped, report=False)
+            return False
+        if self.claim is not None and time.monotonic() - self.claim.last_check >= CLAIM_CHECK_S:
+            self._check_ownership()
+            if self.stopped is not None:
+                self._drop(kind, self.stopped, report=False)
+                return False
         st = self.streams.get(kind)
         if st is None:
             self._drop(kind, "stream not open (see the earlier warning)")
             return False
         try:
-            _write_all(st.fd, data)
+            _files.write_all(st.fd, data)
         except OSError as e:
             self.counts["errors"] += 1
             try:  # cut a partial write so the next record starts on a clean boundary
@@ -210,6 +249,48 @@ class StreamWriter:
                 self._fsync(st)
                 st.last_sync = now
         return True
+
+    def _check_ownership(self) -> None:
+        """Is the rank still ours, and did anyone else write into our streams? (Caller holds
+        the lock.) Another writer that took the claim over stops this one; one that appended
+        without a claim (an old rlvitals, a copy of the run) is reported as a conflict."""
+        assert self.claim is not None
+        if not self.claim.check():
+            self.stopped = (
+                f"rank {self.rank} was taken over by another writer "
+                f"({self.claim.owner_now()}); this one stopped rather than mix records"
+            )
+            self._close_fds()
+            self.counts["errors"] += 1
+            self._warn("lost-claim", f"rlvitals recorder: {self.path}: {self.stopped}")
+            return
+        foreign = {}
+        for kind, st in self.streams.items():
+            try:
+                size = os.fstat(st.fd).st_size
+            except OSError:
+                continue
+            if size != st.size:
+                foreign[kind] = size - st.size
+                st.size = size
+        if foreign:
+            what = ", ".join(
+                f"{fmt.stream_name(k, self.rank)} ({n:+d} bytes)" for k, n in foreign.items()
+            )
+            message = (
+                f"another process wrote into rank {self.rank}'s streams: {what}; records of "
+                "two writers may be mixed (give each process its own rank= or directory)"
+            )
+            self.counts["errors"] += 1
+            self._warn("foreign", f"rlvitals recorder: {self.path}: {message}")
+            events = self.streams.get("events")
+            if events is not None:
+                line = fmt.encode_event(
+                    None, "writer_conflict", message, {"rank": self.rank, "bytes": foreign}
+                )
+                with contextlib.suppress(OSError):
+                    _files.write_all(events.fd, line)
+                    events.size += len(line)
 
     def _fsync(self, st: _Stream) -> None:
         try:
@@ -248,7 +329,7 @@ class StreamWriter:
 
     def _report_drops(self, force: bool = False) -> None:
         """Write one ``dropped`` event for losses not reported yet (caller holds the lock)."""
-        if not any(self.unreported.values()):
+        if not any(self.unreported.values()) or self.stopped is not None:
             return
         now = time.monotonic()
         if not force and now - self.last_report < DROP_REPORT_EVERY_S:
@@ -278,12 +359,22 @@ class StreamWriter:
         self._warn("skip", f"rlvitals recorder: skipping non-numeric scalar {key!r} (counted)")
 
     def _io_error(self, message: str) -> None:
-        self._warn("io", f"rlvitals recorder: {message}; recording continues, losses are counted")
+        self._warn(
+            f"io:{message}",  # once per distinct problem (a path and a reason: a bounded set)
+            f"rlvitals recorder: {message}; recording continues, losses are counted",
+        )
 
-    def _warn(self, key: str, message: str) -> None:
-        if key not in self.warned:
-            self.warned.add(key)
-            warnings.warn(message, RuntimeWarning, stacklevel=4)
+    def _warn(self, key: str, message: str, level: int = logging.WARNING) -> None:
+        """Report ``message`` once per ``key`` on the ``rlvitals.recording`` logger.
+
+        Logging, not ``warnings.warn``: this runs inside training hooks, where a warning filter
+        of ``error`` (``-W error``, pytest's ``filterwarnings = error``) would turn a contained
+        I/O error into an exception that stops training. Logging never raises."""
+        if key in self.warned:
+            return
+        self.warned.add(key)
+        with contextlib.suppress(Exception):
+            logger.log(level, "%s", message)
 
     # -- manifest --------------------------------------------------------------------------
 
@@ -299,6 +390,8 @@ class StreamWriter:
                     setattr(m, key, check_manifest_field(key, value))
                 else:
                     m.config[key] = value
+            if self.stopped is not None:
+                return  # the rank is someone else's now: so is the manifest
             try:
                 self._write_manifest()
             except OSError as e:
@@ -315,20 +408,24 @@ class StreamWriter:
             "manifest": self.manifest.to_dict(),
         }
         text = json.dumps(doc, indent=1, default=fmt.jsonable) + "\n"
+        data = text.encode("utf-8", "surrogatepass")
         final = self.path / fmt.MANIFEST_NAME
-        tmp = self.path / f".{fmt.MANIFEST_NAME}.rank{self.rank}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8", errors="surrogatepass") as f:
-            f.write(text)
-            f.flush()
-            if self.flush_every is not None:
-                os.fsync(f.fileno())
+        tmp = self.path / f".{fmt.MANIFEST_NAME}.rank{self.rank}.{secrets.token_hex(6)}.tmp"
+        # O_EXCL never follows a link and never reuses a file someone planted at the name.
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o644)
         try:
+            try:
+                _files.write_all(fd, data)
+                if self.flush_every is not None:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
             if self.rank == 0:
                 os.replace(tmp, final)  # atomic: readers see the old or the new manifest
             else:  # other ranks only create a missing manifest; rank 0's wins
                 with contextlib.suppress(FileExistsError):
-                    _link_or_replace(tmp, final)
-        finally:
+                    _files.link_or_replace(tmp, final)
+        finally:  # a full disk must not leave the temp file behind
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         self._sync_dir()
@@ -352,11 +449,15 @@ class StreamWriter:
             self.queue.put(None)
             self.thread.join()
         with self.lock:
+            if self.claim is not None and self.stopped is None:
+                self._check_ownership()  # a last look: a conflict is reported before the end
             self._report_drops(force=True)
             if self.flush_every is not None:
                 for st in self.streams.values():
                     self._fsync(st)
             self._close_fds()
+            if self.claim is not None:
+                self.claim.release()
 
     def _close_fds(self) -> None:
         for st in self.streams.values():
@@ -386,62 +487,16 @@ class _Locked(Exception):
 # Helpers.
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        if n <= 0:
-            raise OSError("write returned 0 bytes")
-        view = view[n:]
-
-
 def _quiet_close(fd: int) -> None:
     with contextlib.suppress(OSError):
         os.close(fd)
 
 
-def _link_or_replace(tmp: Path, final: Path) -> None:
-    """Create ``final`` from ``tmp`` only if it does not exist (FileExistsError otherwise)."""
-    try:
-        os.link(tmp, final)
-    except FileExistsError:
-        raise
-    except OSError:  # no hard links here: check, then replace (a small race, rank 0 fixes it)
-        if final.exists():
-            raise FileExistsError(final) from None
-        os.replace(tmp, final)
-
-
-def _clean_end(path: Path, kind: str, size: int) -> int:
-    """Byte offset where the stream's last complete record ends (``size`` if it is clean).
-
-    Only a torn or garbage *tail* is cut; a stream with a corrupt record followed by valid
-    ones is left whole for the reader to report.
-    """
-    with open(path, "rb") as f:
-        if kind == "groups":
-            pos = 0
-            while pos < size:
-                f.seek(pos)
-                head = fmt.header_at(f.read(fmt.FRAME_HEADER.size), 0)
-                if head is None or pos + head[1] > size:
-                    break
-                pos += head[1]
-            if pos == size:
-                return size
-            f.seek(pos)
-            rest = f.read()
-            return size if fmt.next_valid(rest, 0) is not None else pos
-        end = size
-        while end > 0:
-            start = max(0, end - _TAIL_CHUNK)
-            f.seek(start)
-            chunk = f.read(end - start)
-            i = chunk.rfind(b"\n")
-            if i >= 0:
-                return start + i + 1
-            end = start
-        return 0
+def _refused(why: str) -> RuntimeError:
+    return RuntimeError(
+        f"{why}; give each process its own rank= (or directory). Nothing was written; if that "
+        "writer is gone, delete its claim file (.writer.rank<r>) and try again"
+    )
 
 
 def _why(e: OSError) -> str:

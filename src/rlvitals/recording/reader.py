@@ -22,12 +22,14 @@ import os
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
 from rlvitals.errors import InputError
 from rlvitals.recording import _format as fmt
+from rlvitals.recording import _memory
+from rlvitals.recording._resync import Resync
 from rlvitals.recording.run import Event, GroupTable, Manifest, Run, RunBuilder
 
 __all__ = ["read_recording"]
@@ -103,7 +105,7 @@ def read_recording(
     for rank, f in streams["events"]:
         for ev_time, ev in _iter_jsonl(f, _parse_event, strict, builder.warnings):
             events.append((ev_time, rank, len(events), ev))
-            if ev.kind == "dropped":
+            if ev.kind in ("dropped", "writer_conflict"):
                 builder.warn(f"{f}: {ev.message}")
         report(f)
     events.sort(key=lambda t: t[:3])
@@ -198,22 +200,34 @@ def _size(f: Path) -> int:
         return 0
 
 
-def _check_regular(f: Path) -> None:
+def _open(f: Path) -> BinaryIO:
+    """``f`` opened for reading if it is a regular file: never through a symbolic link (a
+    recording never holds one) and never blocking on a FIFO; InputError otherwise."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        st = os.stat(f)
+        fd = os.open(f, flags | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
+        if os.path.islink(f):
+            raise InputError(
+                f, "not a regular file but a symbolic link (a recording never holds one)"
+            ) from None
         raise InputError(f, f"cannot read: {e.strerror or e}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise InputError(f, "not a regular file")
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError(f, "not a regular file")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
 
 
 def _read_bytes(f: Path, limit: int | None = None) -> bytes:
-    _check_regular(f)
-    try:
-        with open(f, "rb") as fh:
+    with _open(f) as fh:
+        try:
             data = fh.read() if limit is None else fh.read(limit + 1)
-    except OSError as e:
-        raise InputError(f, f"cannot read: {e.strerror or e}") from None
+        except OSError as e:
+            raise InputError(f, f"cannot read: {e.strerror or e}") from None
     if limit is not None and len(data) > limit:
         raise InputError(f, f"larger than {limit} bytes")
     return data
@@ -232,7 +246,8 @@ def _corrupt(f: Path, where: str, why: str, strict: bool, tail: bool, warnings: 
     elif strict:
         raise InputError(
             f,
-            f"corrupt record ({why}) followed by valid ones; read with strict=False to skip it",
+            f"corrupt record ({why}) followed by valid ones; read with strict=False "
+            "(rlvitals doctor/inspect/acr --lenient) to skip it",
             where,
         )
     else:
@@ -247,14 +262,9 @@ def _iter_jsonl(
     A line without its newline is a torn tail. A bad line is only known to be in the middle
     once a later valid line turns up, so it is held until then.
     """
-    _check_regular(f)
     pending: tuple[str, str] | None = None  # (where, why) of a bad line not yet judged
     offset = lineno = 0
-    try:
-        fh = open(f, "rb")  # noqa: SIM115 - closed by the with below; open errors handled here
-    except OSError as e:
-        raise InputError(f, f"cannot read: {e.strerror or e}") from None
-    with fh:
+    with _open(f) as fh:
         while True:
             try:
                 line = fh.readline(MAX_LINE_BYTES + 1)
@@ -286,7 +296,14 @@ def _iter_jsonl(
             if not line.strip():
                 continue
             try:
+                if len(line) >= _memory.JSON_CHECK_BYTES:
+                    _memory.check_json(f, line, where)  # [{},{},...] would be 25x its size
                 rec = parse(json.loads(line))
+            except InputError as e:
+                if pending:
+                    _corrupt(f, *pending, strict, False, warnings)
+                pending = (where, e.problem)
+                continue
             except (ValueError, UnicodeDecodeError, RecursionError) as e:
                 why = e.msg if isinstance(e, json.JSONDecodeError) else str(e) or type(e).__name__
                 if pending:
@@ -342,6 +359,7 @@ def _iter_groups(f: Path, strict: bool, warnings: list[str]) -> Iterator[fmt.Gro
     """Yield the decoded records of a groups stream, applying the damage policy."""
     buf = _read_bytes(f)
     view = memoryview(buf)
+    resync = Resync(buf)  # one index for every resynchronisation: linear in the file
     pos = 0
     while True:
         resume = None
@@ -355,7 +373,7 @@ def _iter_groups(f: Path, strict: bool, warnings: list[str]) -> Iterator[fmt.Gro
                 continue
             if item.offset == len(buf):
                 return
-            nxt = fmt.next_valid(buf, item.offset)
+            nxt = resync.after(item.offset)
             if nxt is None:
                 n = len(buf) - item.offset
                 why = "torn last record" if item.torn else "unreadable bytes at the end"

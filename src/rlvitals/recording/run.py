@@ -20,11 +20,19 @@ from typing import Any
 
 import numpy as np
 
+from rlvitals.errors import InputError
+from rlvitals.recording import _memory
 from rlvitals.recording.metrics import canonical_key, dialect_of
 
 __all__ = ["Event", "GroupTable", "Manifest", "Run", "RunBuilder"]
 
 SCHEMA_VERSION = 1
+_CHECK_EVERY_VALUES = 1 << 20
+_CHECK_EVERY_KEYS = 1 << 14
+_BYTES_PER_VALUE = 18
+"""A value held by :class:`RunBuilder`: a row index and a float64, arrays over-allocate a bit."""
+_BYTES_PER_KEY = 700
+"""A distinct raw key: its cache entry, canonical name, column arrays and dict slots."""
 
 
 @dataclass
@@ -340,6 +348,8 @@ class RunBuilder:
         """A trainer whose keys break the prefix rules (:func:`~rlvitals.recording.metrics.
         dialect_of`); decided from the first row holding a ``val/`` key, unless set."""
         self._dialect_known = False
+        self._n_values = 0  # values added so far, for the memory budget (_memory.limit)
+        self._next_check = _CHECK_EVERY_VALUES
         for key in ignore:
             self._key_cache[key] = [None, False, None]
 
@@ -348,6 +358,9 @@ class RunBuilder:
         # The hot path of every importer (a million rows of twenty keys): one cache lookup per
         # key, floats and ints converted inline, the step appended once per index.
         row_t = row_e = -1
+        self._n_values += len(values)
+        if self._n_values > self._next_check:
+            self._check_memory()
         cache = self._key_cache
         for raw, v in values.items():
             entry = cache.get(raw)
@@ -381,6 +394,49 @@ class RunBuilder:
                 col[0].append(row_t)
             col[1].append(x)
 
+    def add_columns(
+        self, steps: np.ndarray, columns: dict[str, tuple[np.ndarray, np.ndarray]]
+    ) -> None:
+        """Add ``len(steps)`` rows at once, column by column (what ``add_row`` per row would do).
+
+        ``steps``: ``(n,)`` int64, one per row. ``columns``: raw key → ``(rows, values)``, the
+        increasing positions ``(k,)`` in ``steps`` of the rows that logged the key and their
+        ``(k,)`` float64 values. For importers of columnar text (CSV exports).
+
+        >>> b = RunBuilder()
+        >>> b.add_columns(np.array([1, 2]), {"reward": (np.array([0, 1]), np.array([0.5, 0.7])),
+        ...                                  "eval_reward": (np.array([1]), np.array([0.4]))})
+        >>> run = b.build()
+        >>> run.steps.tolist(), run.eval_steps.tolist(), run.series["reward_mean"].tolist()
+        ([1, 2], [2], [0.5, 0.7])
+        """
+        steps = np.asarray(steps, dtype=np.int64)
+        if not self._dialect_known and any(k[:4].lower() == "val/" for k in columns):
+            self._dialect_known = True
+            self.dialect = self.dialect or dialect_of(columns)
+        todo: dict[bool, list[tuple[list[Any], np.ndarray, np.ndarray]]] = {False: [], True: []}
+        for raw, (rows, vals) in columns.items():
+            entry = self._key_cache.get(raw) or self._learn_key(raw)
+            if entry[0] is None or len(rows) == 0:
+                continue
+            todo[entry[1]].append((entry, np.asarray(rows, np.int64), vals))
+        for is_eval, items in todo.items():
+            if not items:
+                continue
+            logged = np.zeros(len(steps), dtype=bool)
+            for _, rows, _ in items:
+                logged[rows] = True
+            used = np.flatnonzero(logged)
+            pos = np.empty(len(steps), dtype=np.int64)
+            pos[used] = np.arange(len(self._steps[is_eval]), len(self._steps[is_eval]) + len(used))
+            self._steps[is_eval].frombytes(steps[used].tobytes())
+            for entry, rows, vals in items:
+                col = entry[2]
+                if col is None:
+                    col = entry[2] = self._column(entry[0], entry[1])
+                col[0].frombytes(pos[rows].tobytes())
+                col[1].frombytes(np.asarray(vals, dtype=np.float64).tobytes())
+
     def _learn_key(self, raw: str) -> list[Any]:
         """Cache entry ``[canonical name, is_eval, column or None]`` of a raw key."""
         name, is_eval, known = canonical_key(raw, self.dialect)
@@ -388,6 +444,8 @@ class RunBuilder:
             self.unknown[raw] = None
         entry: list[Any] = [name, is_eval, self._cols[is_eval].get(name)]
         self._key_cache[raw] = entry
+        if len(self._key_cache) % _CHECK_EVERY_KEYS == 0:
+            self._check_memory()
         return entry
 
     def _column(self, name: str, is_eval: bool) -> tuple[array, array]:
@@ -418,6 +476,32 @@ class RunBuilder:
             warnings=self.warnings,
         )
 
+    def held_bytes(self) -> int:
+        """Bytes this builder holds (columns and keys; an estimate)."""
+        steps = sum(len(a) for a in self._steps.values())
+        return (
+            _BYTES_PER_VALUE * self._n_values
+            + 8 * steps
+            + _BYTES_PER_KEY * len(self._key_cache)
+            + sum(len(k) for k in self._key_cache) * 2
+        )
+
+    def _check_memory(self, more: int = 0, what: str = "") -> None:
+        """InputError when holding ``more`` bytes besides what is held would pass the budget
+        (:mod:`rlvitals.recording._memory`: a small multiple of the input)."""
+        self._next_check = self._n_values + _CHECK_EVERY_VALUES
+        cap = _memory.limit()
+        if cap is None:
+            return
+        held = self.held_bytes() + more
+        if held > cap:
+            keys = len(self._key_cache)
+            raise InputError(
+                self.manifest.source,
+                f"memory limit: reading it would hold ~{held >> 20} MiB ({self._n_values} "
+                f"values under {keys} distinct keys{what}), more than {_memory.limit_text()}",
+            )
+
     def _finish(self, is_eval: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         raw_steps = (
             np.frombuffer(self._steps[is_eval], dtype=np.int64)
@@ -425,6 +509,11 @@ class RunBuilder:
             else np.zeros(0, np.int64)
         )
         steps, inv = np.unique(raw_steps, return_inverse=True)
+        n_cols = len(self._cols[is_eval])
+        self._check_memory(
+            8 * n_cols * steps.shape[0],
+            f"; {n_cols} series x {steps.shape[0]} steps as dense columns",
+        )
         inv = inv.reshape(-1)
         out: dict[str, np.ndarray] = {}
         for name, (rows, vals) in self._cols[is_eval].items():

@@ -9,15 +9,21 @@ Guarantees (synchronous mode, the default):
 - every ``log_*`` call hands its record to the OS with complete ``write`` calls before it
   returns, so a process killed at any instant loses at most the record being written;
   ``flush_every`` adds ``fsync`` for power loss;
-- the recorder never raises an I/O error into the training loop: it warns once, counts the
-  error and the records it could not write, and reports the loss as a ``dropped`` event as soon
-  as it can write again (then at most every 10 s, and at ``flush``/``close``);
+- the recorder never raises an I/O error into the training loop: it reports it once on the
+  ``rlvitals.recording`` logger (never ``warnings.warn``, which ``-W error`` would turn into an
+  exception), counts the error and the records it could not write, and reports the loss as a
+  ``dropped`` event as soon as it can write again (then at most every 10 s, and at
+  ``flush``/``close``);
 - bad arguments (wrong shapes, a non-integer step) raise ``ValueError``/``TypeError`` at the
   call, because they are bugs in the caller, not accidents of the disk.
 
 A ``Recorder`` re-opened on an existing directory appends: it cuts a torn last record left by a
 killed writer, so the reader sees one clean stream. Two writers on one rank of one directory
-are refused (the streams are locked with ``flock`` where the platform has it).
+are refused before the second touches anything: each writer claims its rank with a claim file
+(checked on open and while writing, so it holds where ``flock`` silently does not, e.g. NFS
+``nolock``) and the streams are also locked with ``flock``. Nothing on disk is trusted: a
+symbolic link, a FIFO or a hard-linked file where a stream should be is refused, never
+followed.
 """
 
 from __future__ import annotations
@@ -255,6 +261,8 @@ def _to_float(v: Any) -> float | None:
         return None
     try:
         return float(v)
+    except OverflowError:  # an integer beyond float range (10**400): as JSON readers take it
+        return math.inf if v > 0 else -math.inf
     except (TypeError, ValueError, RuntimeError):
         return None
 
