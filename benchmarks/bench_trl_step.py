@@ -1,4 +1,5 @@
-"""Share of a tiny-model TRL GRPO step spent in the rlvitals estimator (target < 1%).
+"""Share of a tiny-model TRL GRPO step spent in rlvitals: the estimator (target < 1%) and the
+live guard's callback (target: the run within 2% of the same run without it).
 
 Trains the tiny Qwen2 of ``tests/trl_ddp_script.py`` (1 layer, hidden 16, char tokenizer; CPU)
 with :class:`rlvitals.integrations.trl.RlvitalsGRPOTrainer` for ``--steps`` steps per estimator,
@@ -12,9 +13,16 @@ Measured in the same run:
 - ``callback``: CPU time inside the callback's hooks (recording, the doctor) as a share;
 - ``plain``: the same run with TRL's own ``GRPOTrainer`` and no callback, for reference.
 
+Guard overhead (``--part guard``): TRL's own ``GRPOTrainer``, the same seed and data, trained
+``--repeats`` times without rlvitals and as many times with ``RlvitalsCallback(...).attach``
+(recording every row and every group, the live monitor with its defaults: the collapse family
+every 3 steps, the catalogue every 15), alternating so that the machine's load hits both alike.
+Printed: the median CPU time of each (and the ratio, target <= 1.02), and the callback's own CPU
+time as a share of its run (the same quantity, measured inside the run, far less noisy).
+
 A tiny model on CPU makes a step short, so the share is an upper bound of what a real model
-sees. Run: ``python benchmarks/bench_trl_step.py`` (``--steps``, ``--groups``, ``--group-size``).
-Exits 1 when an estimator's share reaches the target.
+sees. Run: ``python benchmarks/bench_trl_step.py`` (``--part``, ``--steps``, ``--groups``,
+``--group-size``, ``--repeats``). Exits 1 when a target is missed.
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ from pathlib import Path
 
 SHARE_TARGET = 0.01
 """Estimator time / training time must stay under this."""
+GUARD_TARGET = 0.02
+"""A run with the guard's callback may take at most this much longer than without it."""
 DOCTOR_EVERY = 10
 HARNESS = Path(__file__).resolve().parent.parent / "tests" / "trl_ddp_script.py"
 
@@ -86,12 +96,88 @@ def _run(h, tmp: Path, estimator: str | None, a: argparse.Namespace, on: str = "
     return out
 
 
+def _guard_run(h, tmp: Path, with_guard: bool, a: argparse.Namespace, i: int) -> dict:
+    """One plain GRPOTrainer run, with or without the guard's callback attached."""
+    from transformers import PrinterCallback
+    from trl import GRPOTrainer
+
+    from rlvitals.integrations.trl import RlvitalsCallback
+
+    tok = h.tiny_tokenizer()
+    args = h.grpo_args(
+        tmp / f"guard-{with_guard}-{i}",
+        max_steps=a.steps,
+        per_device_train_batch_size=a.groups * a.group_size,
+        num_generations=a.group_size,
+        max_completion_length=a.new_tokens,
+        logging_steps=1,
+    )
+    trainer = GRPOTrainer(
+        model=h.tiny_model(tok),
+        reward_funcs=[h.reward_has_digit, h.reward_short],
+        args=args,
+        train_dataset=h.train_dataset(),
+        processing_class=tok,
+    )
+    trainer.remove_callback(PrinterCallback)
+    cb = None
+    if with_guard:
+        cb = RlvitalsCallback(tmp / f"guard-rec-{i}", sinks=[]).attach(trainer)
+    cpu = time.process_time()
+    wall = time.perf_counter()
+    trainer.train()
+    out = {"cpu": time.process_time() - cpu, "wall": time.perf_counter() - wall}
+    if cb is not None:
+        out["cb_cpu"] = cb.cpu_seconds
+        out["checks"] = cb.monitor.checks
+        out["errors"] = cb.guard.total
+    return out
+
+
+def guard_overhead(h, a: argparse.Namespace) -> bool:
+    """The guard section (module docstring); True when within the target."""
+    import statistics
+
+    print(
+        f"guard overhead: plain GRPOTrainer, {a.steps} steps x {a.groups} groups x "
+        f"G={a.group_size}, {a.repeats} runs each, alternating; CPU time of trainer.train()"
+    )
+    runs: dict[bool, list[dict]] = {False: [], True: []}
+    with tempfile.TemporaryDirectory() as d:
+        _guard_run(h, Path(d), True, a, -1)  # warm-up: imports, the detector catalogue
+        for i in range(a.repeats):
+            for with_guard in (False, True) if i % 2 == 0 else (True, False):
+                runs[with_guard].append(_guard_run(h, Path(d), with_guard, a, i))
+    base = statistics.median(r["cpu"] for r in runs[False])
+    guard = statistics.median(r["cpu"] for r in runs[True])
+    share = statistics.median(r["cb_cpu"] / r["cpu"] for r in runs[True])
+    ratio = guard / base
+    print(
+        f"  without rlvitals:  {base:6.2f} s CPU (runs: "
+        + ", ".join(f"{r['cpu']:.2f}" for r in runs[False])
+        + ")"
+    )
+    print(
+        f"  with the callback: {guard:6.2f} s CPU (runs: "
+        + ", ".join(f"{r['cpu']:.2f}" for r in runs[True])
+        + ")"
+    )
+    print(
+        f"  ratio of medians {ratio:.3f} (target <= {1 + GUARD_TARGET:.2f}); the callback's own "
+        f"CPU time: {100 * share:.2f}% of its run ({1000 * share * guard / a.steps:.2f} ms/step), "
+        f"{runs[True][0]['checks']} checks per run, hook errors {sum(r['errors'] for r in runs[True])}"
+    )
+    return share < GUARD_TARGET
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--part", choices=("all", "estimator", "guard"), default="all")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--groups", type=int, default=8, help="prompts per step")
     p.add_argument("--group-size", type=int, default=8, help="completions per prompt (G)")
     p.add_argument("--new-tokens", type=int, default=16, help="max_completion_length")
+    p.add_argument("--repeats", type=int, default=5, help="runs with and without the guard")
     a = p.parse_args(argv)
     h = _harness()
     h.set_offline_env()
@@ -99,9 +185,14 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
+    import logging
+
     import transformers
 
     transformers.logging.set_verbosity_error()
+    logging.getLogger("rlvitals").setLevel(logging.ERROR)  # the guard's alerts are not measured
+    if a.part == "guard":
+        return 0 if guard_overhead(h, a) else 1
     print(
         f"tiny Qwen2 GRPO on CPU: {a.steps} steps x {a.groups} groups x G={a.group_size}, "
         f"{a.new_tokens} new tokens; doctor every {DOCTOR_EVERY} steps"
@@ -128,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{1000 * r['callback_cpu'] / r['steps']:.2f} ms CPU/step = "
                 f"{100 * r['callback_cpu'] / r['cpu']:.2f}%; hook errors {r['errors']}"
             )
+    if a.part == "all":
+        failed |= not guard_overhead(h, a)
     return 1 if failed else 0
 
 

@@ -1,29 +1,29 @@
 """Error containment for code that runs inside someone else's training loop.
 
 A monitoring or estimation hook must never stop or slow a training run. :class:`Guard` runs a hook
-body, catches any exception, counts it per site, reports the first failure of each site once (a
-:class:`RlvitalsHookWarning` with the exception and where it was raised, plus the full traceback on
-the ``rlvitals`` logger) and returns a fallback value so the caller carries on.
+body, catches any exception, counts it per site, reports the first failure of each site once on
+the ``rlvitals.integrations`` logger (the exception, where it was raised and the traceback) and
+returns a fallback value so the caller carries on.
+
+The report goes through ``logging``, never ``warnings``: under ``-W error`` (or pytest's
+``filterwarnings = error``) a warning is an exception, and one issued while handling a failure
+would escape into the trainer (issue 11: four real TRL runs stopped at steps 6, 2, 0 and 0 of 8).
+A logging handler that fails prints its own error and returns; it does not raise.
 """
 
 from __future__ import annotations
 
 import logging
 import traceback
-import warnings
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["Guard", "RlvitalsHookWarning"]
+__all__ = ["Guard"]
 
 logger = logging.getLogger("rlvitals.integrations")
 
 T = TypeVar("T")
-
-
-class RlvitalsHookWarning(RuntimeWarning):
-    """An rlvitals hook failed inside a training loop; training continued without it."""
 
 
 class Guard:
@@ -31,20 +31,19 @@ class Guard:
 
     Attributes:
         errors: failures per site.
+        reports: the one-line report of each site's first failure, in order.
 
     >>> g = Guard("demo")
-    >>> import warnings
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter("ignore")
-    ...     g.run("divide", lambda: 1 / 0, default=-1)
+    >>> g.run("divide", lambda: 1 / 0, default=-1)
     -1
-    >>> dict(g.errors)
-    {'divide': 1}
+    >>> dict(g.errors), g.reports[0][:45]
+    ({'divide': 1}, 'rlvitals demo: divide failed (ZeroDivisionErr')
     """
 
     def __init__(self, owner: str):
         self.owner = owner
         self.errors: Counter[str] = Counter()
+        self.reports: list[str] = []
 
     @property
     def total(self) -> int:
@@ -61,21 +60,26 @@ class Guard:
             return default
 
     def report(self, site: str, err: BaseException) -> None:
-        """Count a failure at ``site``; warn with a traceback summary the first time."""
+        """Count a failure at ``site``; log it with its traceback the first time."""
         self.errors[site] += 1
         if self.errors[site] > 1:
             return
-        frames = traceback.extract_tb(err.__traceback__)
-        where = (
-            f" at {frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
-        )
-        message = (
-            f"rlvitals {self.owner}: {site} failed ({type(err).__name__}: {err}){where}; "
-            "training continues without it (further failures here are counted, not reported)"
-        )
-        warnings.warn(message, RlvitalsHookWarning, stacklevel=3)
-        logger.warning(
-            "%s\n%s",
-            message,
-            "".join(traceback.format_exception(type(err), err, err.__traceback__)),
-        )
+        try:
+            frames = traceback.extract_tb(err.__traceback__)
+            where = (
+                f" at {frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}"
+                if frames
+                else ""
+            )
+            message = (
+                f"rlvitals {self.owner}: {site} failed ({type(err).__name__}: {err}){where}; "
+                "training continues without it (further failures here are counted, not reported)"
+            )
+            self.reports.append(message)
+            logger.warning(
+                "%s\n%s",
+                message,
+                "".join(traceback.format_exception(type(err), err, err.__traceback__)),
+            )
+        except Exception:  # pragma: no cover - a broken __str__ must not escape either
+            self.reports.append(f"rlvitals {self.owner}: {site} failed")

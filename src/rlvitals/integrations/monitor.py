@@ -1,15 +1,53 @@
-"""A live monitor: feed a training run step by step, run the doctor over a sliding window.
+"""``Monitor``: watch a run as it trains; warn once, alert where people look, stop a dead run.
 
-:class:`Monitor` keeps the last ``window`` steps of scalars and per-group rewards in memory
-(bounded: older steps are evicted as newer ones arrive), builds a :class:`~rlvitals.Run` of that
-window on demand and runs :func:`rlvitals.doctor.diagnose` over it. :meth:`Monitor.check`
-returns only *new* findings: a detector ID alerts again only after a check in which it was
-silent (its condition cleared). It is trainer-agnostic; the TRL callback owns one, and a custom
-loop can use it directly (here the second prompt's group starts failing every completion at
-step 50):
+Feed it one call per step, from any loop::
+
+    mon = rlvitals.Monitor(recording_dir="runs/exp1", halt_on="collapse:20",
+                           sinks=["https://hooks.example/rlvitals"])
+    for step in range(1, n_steps + 1):
+        rewards = ...                                  # (n,) with group_ids (n,), or (N, G)
+        mon.observe(step, rewards, group_ids, loss=loss, grad_norm=gn)
+        if mon.should_stop:                            # mon.halted.last_healthy_step: resume there
+            break
+    mon.close()
+
+What one ``observe`` does:
+
+1. reduces the step's per-group rewards to the per-step series the doctor derives from a
+   recording (ACR and its split, pass rate, expected collapse, advantage spread; see
+   :mod:`rlvitals.integrations._window`) and keeps the last ``window`` steps of those and of the
+   scalars: memory does not grow with the run;
+2. writes the step into a recording, when given a directory (or a :class:`Recorder`);
+3. every ``check_every`` steps, runs the real doctor (:func:`rlvitals.doctor.diagnose`) over
+   the window: the collapse family and the cheap critical detectors (:data:`FAST_EXTRA`), and
+   every ``full_every`` steps the whole catalogue. Its incidents go through an
+   :class:`~rlvitals.guard.IncidentTracker`: each incident is told once (``opened``), then only
+   when it gets worse or recovers; every alert is one log line (logger ``rlvitals.guard``), an
+   ``alert`` event in the recording, and a message to each sink (W&B / trackio alerts when a run
+   of theirs is active, webhooks, Slack, your callables: :mod:`rlvitals.guard.sinks`);
+4. asks the halt policy (``halt_on``, :class:`~rlvitals.guard.HaltPolicy`) whether an ongoing
+   incident is reason to stop; then :attr:`should_stop` is true and :attr:`halted` names the
+   last healthy step and the checkpoint to resume from.
+
+Latency: a detector that needs ``sustain`` consecutive steps fires ``sustain - 1`` steps after
+the onset on the window's data; with ``check_every = c`` the monitor tells it at most ``c - 1``
+steps later, so a collapse within ``sustain + 2`` steps of its onset at the default ``c = 3``
+(the rest of the catalogue within ``full_every - 1`` steps more). Once a collapse is told, and
+no halt rule waits on it, fast checks skip the detectors already part of it two times in three
+(:data:`OPEN_BACKOFF`): a detector joining it is still told on time, its recovery may be told up
+to ``3 c - 1`` steps late.
+
+Nothing here may stop or slow training: bad *arguments* raise at the call (they are bugs in the
+caller, as with the :class:`~rlvitals.Recorder`), everything else (a doctor error, a full disk,
+a sink that raises or hangs) is contained, reported once through ``logging`` and counted;
+warnings raised inside (numpy's, the recorder's) are silenced so ``-W error`` cannot turn them
+into exceptions in the training loop.
+
+The older feeding API remains: :meth:`feed_scalars` / :meth:`feed_groups` only store,
+:meth:`check` diagnoses now (here the second prompt's group fails every completion from step 50):
 
 >>> from rlvitals import Manifest, Monitor
->>> mon = Monitor(Manifest(trainer="mine", group_size=4), window=200)
+>>> mon = Monitor(Manifest(trainer="mine", group_size=4), window=200, sinks=[])
 >>> for step in range(1, 101):
 ...     mon.feed_scalars(step, {"loss": 0.1, "grad_norm": 0.3})
 ...     second = [1.0, 0.0, 1.0, 0.0] if step < 50 else [0.0] * 4
@@ -17,48 +55,112 @@ step 50):
 >>> check = mon.check()
 >>> [(f.id, f.onset_step) for f in check.new if f.id == "DEGENERATE_GROUPS"]
 [('DEGENERATE_GROUPS', 50)]
+>>> [a.kind for a in check.alerts]
+['opened']
 """
 
 from __future__ import annotations
 
-import copy
-from collections import OrderedDict
+import contextlib
+import dataclasses
+import logging
+import math
+import os
+import threading
+import time
+import warnings
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rlvitals.recording.run import GroupTable, Manifest, Run, RunBuilder
+from rlvitals.integrations._guard import Guard
+from rlvitals.integrations._window import StepWindow
+from rlvitals.recording.run import Manifest, Run
 
-__all__ = ["DEFAULT_MONITOR_WINDOW", "Monitor", "MonitorCheck"]
+__all__ = [
+    "DEFAULT_CHECK_EVERY",
+    "DEFAULT_FULL_EVERY",
+    "DEFAULT_MONITOR_WINDOW",
+    "Monitor",
+    "MonitorCheck",
+]
+
+logger = logging.getLogger("rlvitals.guard")
 
 DEFAULT_MONITOR_WINDOW = 200
 """Steps the monitor keeps and diagnoses. Long enough for the detectors' own windows (the
-doctor judges runs of at least ~30 steps; ACR windows are 25 steps)."""
+doctor judges runs of at least ~30 steps; ACR windows are 25 steps, the stall rule 50)."""
+DEFAULT_CHECK_EVERY = 3
+"""Steps between two checks of the fast detectors: a collapse is told within ``sustain + 2``
+steps of its onset (module docstring)."""
+DEFAULT_FULL_EVERY = 15
+"""Steps between two checks of the whole catalogue (length, entropy, KL, clipping, throughput
+drift over tens of steps)."""
+FAST_EXTRA = ("GRAD_NONFINITE", "ZERO_GRAD_STEPS")
+"""Detectors checked every ``check_every`` steps besides the collapse family: cheap ones whose
+findings are critical (non-finite gradients) or belong to a collapse (exactly-zero updates).
+The rest of the catalogue (length, entropy, KL, clipping, throughput, ...) is checked every
+``full_every`` steps."""
+OPEN_BACKOFF = 3
+"""While a collapse is open and told (and no halt rule waits on it), only one fast check in this
+many runs the detectors already part of it: the others run only those that could still join
+it. The collapse detectors cost most during a collapse, when they have least new to say."""
+_UNSET = object()
+ALERTS_KEPT = 1000
+"""Alerts kept in :attr:`Monitor.alerts` (the oldest are forgotten)."""
 
 
 @dataclass
 class MonitorCheck:
-    """Result of one :meth:`Monitor.check`.
+    """What one :meth:`Monitor.observe` or :meth:`Monitor.check` did.
 
     Attributes:
-        step: the last step fed when the check ran.
-        findings: every finding over the window, worst first.
-        new: the findings whose detector ID was silent at the previous check.
+        step: the last step fed when it ran.
+        checked: whether the doctor ran (``observe`` runs it every ``check_every`` steps).
+        findings: every finding over the window, worst first (when checked).
+        new: findings whose detector ID was silent at the previous check.
+        incidents: the doctor's incidents over the window.
+        alerts: the alerts sent at this check (:class:`~rlvitals.guard.Alert`).
+        halt: the :class:`~rlvitals.guard.Halt` decided at this check, or None.
     """
 
     step: int | None
+    checked: bool = False
     findings: list[Any] = field(default_factory=list)
     new: list[Any] = field(default_factory=list)
+    incidents: list[Any] = field(default_factory=list)
+    alerts: list[Any] = field(default_factory=list)
+    halt: Any = None
 
 
 class Monitor:
-    """Sliding-window doctor over a live run (see the module docstring).
+    """A live guard over a sliding window of a run (see the module docstring).
 
     Args:
-        manifest: what is known about the run (trainer, group size, reward range).
+        manifest: what is known about the run (trainer, group size, reward range, estimator).
         window: steps kept and diagnosed (the most recent ones).
-        config: passed to :func:`rlvitals.doctor.diagnose` (detector knobs).
+        config: a :class:`~rlvitals.DoctorConfig` (detector selection and knobs, tau, ...).
+        check_every: steps between checks of the fast detectors in :meth:`observe` (0: the
+            monitor never checks by itself; call :meth:`check`).
+        full_every: steps between checks of the whole catalogue (a multiple of
+            ``check_every`` is best; 0 = only fast checks, and :meth:`check`).
+        recording_dir: record the run into this directory (a crash-safe recording that
+            ``rlvitals doctor`` and ``rlvitals watch`` read); or pass ``recorder``.
+        recorder: a :class:`~rlvitals.Recorder` to write into (the monitor does not close it).
+        halt_on: when to stop: a :class:`~rlvitals.guard.HaltPolicy`, a rule, or rule text
+            (``"critical"``, ``"collapse:20"``, ``"ADV_COLLAPSE"``; see
+            :mod:`rlvitals.guard.policy`). None never halts.
+        alert_on: lowest incident severity that is told (``info``, ``warn``, ``critical``).
+        sinks: where alerts go besides the log: sinks, callables or webhook URLs. None (default)
+            = W&B and trackio alerts, each active only while a run of theirs is; ``[]`` = log only.
+        sink_timeout: seconds a sink may take per alert before it is reported as hung.
+        name: the run's name in alerts.
+        checkpoints: ``() -> [(step, path), ...]``, the checkpoints saved so far, for the halt
+            to name the one to resume from.
     """
 
     def __init__(
@@ -67,29 +169,144 @@ class Monitor:
         *,
         window: int = DEFAULT_MONITOR_WINDOW,
         config: Any = None,
+        check_every: int = DEFAULT_CHECK_EVERY,
+        full_every: int = DEFAULT_FULL_EVERY,
+        recording_dir: str | os.PathLike | None = None,
+        recorder: Any = None,
+        halt_on: Any = None,
+        alert_on: str = "warn",
+        sinks: Iterable[Any] | None = None,
+        sink_timeout: float | None = None,
+        name: str | None = None,
+        checkpoints: Callable[[], Iterable[tuple[int, Any]]] | None = None,
     ):
+        from rlvitals.guard.policy import HaltPolicy
+        from rlvitals.guard.sinks import DEFAULT_SINK_TIMEOUT, LogSink, SinkRunner, default_sinks
+        from rlvitals.guard.tracker import IncidentTracker
+        from rlvitals.signal import DEFAULT_TAU
+
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise ValueError(f"window must be a positive integer, got {window!r}")
+        if isinstance(check_every, bool) or not isinstance(check_every, int) or check_every < 0:
+            raise ValueError(f"check_every must be an integer >= 0, got {check_every!r}")
+        if isinstance(full_every, bool) or not isinstance(full_every, int) or full_every < 0:
+            raise ValueError(f"full_every must be an integer >= 0, got {full_every!r}")
+        if recording_dir is not None and recorder is not None:
+            raise ValueError("give recording_dir or recorder, not both")
         self.manifest = manifest or Manifest()
         self.window = window
         self.config = config
-        self._scalars: OrderedDict[int, dict[str, float]] = OrderedDict()
-        self._groups: OrderedDict[int, list[tuple[np.ndarray, np.ndarray, Any, Any]]] = (
-            OrderedDict()
-        )
-        self._active: set[str] = set()
+        self.check_every = check_every
+        self.full_every = full_every
+        self.name = name
+        self.checkpoints = checkpoints
+        self.policy = HaltPolicy.parse(halt_on)
+        self.tracker = IncidentTracker(alert_on, window)
+        self.log_sink = LogSink()
+        timeout = DEFAULT_SINK_TIMEOUT if sink_timeout is None else float(sink_timeout)
+        self.sinks = SinkRunner(default_sinks() if sinks is None else sinks, timeout=timeout)
+        self.guard = Guard("monitor")
+        self.recording_dir = None if recording_dir is None else Path(recording_dir)
+        self.recorder = recorder
+        self._own_recorder = False
+        tau = getattr(config, "tau", DEFAULT_TAU)
+        self._window = StepWindow(window, tau=tau, reward_range=self._known_range())
+        self.alerts: deque[Any] = deque(maxlen=ALERTS_KEPT)
+        self.halted: Any = None
         self.last_step: int | None = None
+        self.checks = 0
+        self.seconds = 0.0
+        self.check_seconds = 0.0
+        self._last_check: int | None = None
+        self._last_full: int | None = None
+        self._fast_config: Any = _UNSET
+        self._partials = 0
+        self._dirty = False
+        self._active: set[str] = set()
+        self._recorder_errors = 0
+        self.closed = False
 
     # -- feeding ------------------------------------------------------------------------------
 
+    def observe(
+        self,
+        step: int,
+        rewards: Any = None,
+        group_ids: Any = None,
+        *,
+        prompts: Any = None,
+        advantages: Any = None,
+        lengths: Any = None,
+        check: bool | None = None,
+        values: dict[str, Any] | None = None,
+        **scalars: Any,
+    ) -> MonitorCheck:
+        """Take one step; check every ``check_every`` steps (``check=True/False`` forces it).
+
+        Args:
+            step: the training step (steps go up; an earlier step means the run went back, and
+                the window forgets the later ones).
+            rewards: ``(n,)`` reward per completion with ``group_ids`` ``(n,)`` (any order,
+                ragged groups), or ``(N, G)`` one row per group; numpy or torch (any device);
+                NaN = unscorable. None when the step has no rewards to give.
+            group_ids: ``(n,)`` the group of each reward (None with 2-D rewards).
+            prompts: one id per distinct group (sorted-id order), for expected collapse from
+                each prompt's own pass rate; or None.
+            advantages: ``(n,)`` the advantages the trainer used, or None (GRPO's recomputed).
+            lengths: ``(n,)`` completion lengths, recorded only.
+            check: True runs the doctor now (the whole catalogue when it is due, else the fast
+                detectors), False never, None on schedule.
+            values: scalars as a mapping (keys that are not Python names, or would clash with
+                the arguments above); merged with ``**scalars``.
+            **scalars: what the trainer logs at this step (``loss=...``, ``grad_norm=...``; any
+                key the importers know: ``**{"train/reward": 0.5}``). Non-numbers are skipped.
+
+        Returns:
+            A :class:`MonitorCheck` (``checked`` says whether the doctor ran).
+
+        Raises:
+            TypeError, ValueError: bad arguments (a non-integer step, shapes that disagree).
+        """
+        start = time.perf_counter()
+        step = _check_step(step)
+        if values:
+            scalars = {**values, **scalars}
+        groups = None
+        if rewards is not None:
+            groups = _groups(rewards, group_ids, advantages, lengths)
+        try:
+            with _quiet():
+                if self.recorder is None and self.recording_dir is not None:
+                    self.guard.run("opening the recording", self._open_recorder)
+                if groups is not None:
+                    r, g, adv, lens = groups
+                    self.guard.run(
+                        "recording groups", self._record_groups, step, r, g, prompts, adv, lens
+                    )
+                    self.guard.run(
+                        "reading the groups", self._window.add_groups, step, r, g, prompts, adv
+                    )
+                if scalars:
+                    self.guard.run("recording scalars", self._record_scalars, step, scalars)
+                    self.guard.run("reading the scalars", self._window.add_scalars, step, scalars)
+                self._seen(step)
+                full = bool(self.check_every) and self._due(step, self._last_full, self.full_every)
+                if check is None:
+                    due = full or self._due(step, self._last_check, self.check_every)
+                else:
+                    due = bool(check)
+                    full = full or (due and not self.check_every)
+                if due:
+                    return self.guard.run(
+                        "running the doctor", self._check, full, default=MonitorCheck(step)
+                    )
+                return MonitorCheck(step)
+        finally:
+            self.seconds += time.perf_counter() - start
+
     def feed_scalars(self, step: int, values: dict[str, Any]) -> None:
-        """Add one logged row; numbers only (others are ignored). Rows of one step merge."""
-        row = self._scalars.setdefault(int(step), {})
-        for key, v in values.items():
-            x = _number(v)
-            if x is not None:
-                row[str(key)] = x
-        self._advance(int(step))
+        """Add one logged row (numbers only; others are ignored); rows of one step merge."""
+        self.observe(step, check=False, values={str(k): v for k, v in values.items()})
 
     def feed_groups(
         self,
@@ -100,103 +317,392 @@ class Monitor:
         prompts: Any = None,
         advantages: Any = None,
     ) -> None:
-        """Add one batch of per-group rewards ``(n,)`` with group ids ``(n,)`` at ``step``.
+        """Add one batch of per-group rewards ``(n,)`` with group ids ``(n,)`` at ``step``;
+        several batches at one step accumulate."""
+        self.observe(step, rewards, group_ids, prompts=prompts, advantages=advantages, check=False)
 
-        ``prompts``: one id per distinct group in sorted-id order, or None; ``advantages``
-        ``(n,)`` or None. Several batches at one step accumulate.
-        """
-        r = _host(rewards).astype(np.float64, copy=False).reshape(-1)
-        g = _host(group_ids).reshape(-1)
-        if r.shape != g.shape:
-            raise ValueError(f"rewards {r.shape} and group_ids {g.shape} differ")
-        a = None if advantages is None else _host(advantages).astype(np.float64).reshape(-1)
-        self._groups.setdefault(int(step), []).append((r, g, prompts, a))
-        self._advance(int(step))
-
-    def _advance(self, step: int) -> None:
+    def _seen(self, step: int) -> None:
         if self.last_step is None or step > self.last_step:
             self.last_step = step
-        oldest = self.last_step - self.window + 1
-        for store in (self._scalars, self._groups):
-            for s in [s for s in store if s < oldest]:
-                del store[s]
+        elif step < self.last_step:
+            self.last_step = step
+            if self._last_check is not None and self._last_check > step:
+                self._last_check = step
+            if self._last_full is not None and self._last_full > step:
+                self._last_full = step
+        self._dirty = True
+
+    def _due(self, step: int, last: int | None, every: int) -> bool:
+        """A check is due when ``step`` reached the next multiple of ``every`` since ``last``."""
+        if not every or self.halted is not None:
+            return False
+        return step // every > (last or 0) // every
+
+    def due(self, step: int) -> bool:
+        """Whether :meth:`observe` at ``step`` would check on its own schedule."""
+        return self._due(step, self._last_check, self.check_every)
 
     # -- reading ------------------------------------------------------------------------------
 
     @property
     def n_steps(self) -> int:
-        """Steps currently held (scalars or groups)."""
-        return len(set(self._scalars) | set(self._groups))
+        """Steps currently held."""
+        return self._window.n_steps
+
+    @property
+    def should_stop(self) -> bool:
+        """True once the halt policy decided to stop (:attr:`halted` says why)."""
+        return self.halted is not None
+
+    @property
+    def incidents(self) -> list[Any]:
+        """The incidents followed now (:class:`~rlvitals.guard.LiveIncident`)."""
+        return list(self.tracker.incidents)
 
     def run(self) -> Run:
-        """The window as a :class:`Run` (manifest copied, series and groups of the last steps)."""
-        builder = RunBuilder(copy.deepcopy(self.manifest))
-        for step in sorted(self._scalars):
-            builder.add_row(step, self._scalars[step])
-        builder.groups = self._group_table()
-        return builder.build()
-
-    def _group_table(self) -> GroupTable | None:
-        steps: list[int] = []
-        rewards: list[np.ndarray] = []
-        advs: list[np.ndarray] = []
-        prompts: list[Any] = []
-        have_adv = have_prompts = True
-        for step in sorted(self._groups):
-            for r, g, p, a in self._groups[step]:
-                order = np.argsort(g, kind="stable")
-                gs = g[order]
-                cuts = np.flatnonzero(gs[1:] != gs[:-1]) + 1
-                parts = np.split(order, cuts)
-                plist = list(p) if p is not None else None
-                if plist is None or len(plist) != len(parts):
-                    have_prompts = False
-                for j, rows in enumerate(parts):
-                    steps.append(step)
-                    rewards.append(r[rows])
-                    prompts.append(plist[j] if have_prompts and plist is not None else None)
-                    if a is None:
-                        have_adv = False
-                    else:
-                        advs.append(a[rows])
-        if not steps:
-            return None
-        return GroupTable.from_lists(
-            steps,
-            rewards,
-            prompts=prompts if have_prompts else None,
-            advantages=advs if have_adv else None,
+        """The window as a :class:`Run` (what the doctor reads at a check)."""
+        steps, series, esteps, eseries = self._window.tables()
+        return Run(
+            manifest=self._window_manifest(),
+            steps=steps,
+            series=series,
+            eval_steps=esteps,
+            eval_series=eseries,
+            unknown_keys=list(self._window.unknown),
         )
 
-    def diagnose(self) -> Any:
-        """:func:`rlvitals.doctor.diagnose` over the window; returns its ``Diagnosis``."""
+    def diagnose(self, *, fast: bool = False) -> Any:
+        """:func:`rlvitals.doctor.diagnose` over the window (``fast``: only the detectors of
+        the fast checks); returns its ``Diagnosis``."""
         from rlvitals.doctor import diagnose
 
-        return diagnose(self.run(), self.config)
+        config = self._fast() if fast else self.config
+        with _quiet():
+            return diagnose(self.run(), config)
 
     def check(self) -> MonitorCheck:
-        """Diagnose the window; report which detector IDs fired that were silent last time."""
-        diagnosis = self.diagnose()
+        """Diagnose the window now with the whole catalogue: alerts for what changed, the halt
+        decision."""
+        return self._check(True)
+
+    def _fast(self) -> Any:
+        """The config of the fast checks: the selected detectors of the collapse family and
+        :data:`FAST_EXTRA` (None when none of them is selected)."""
+        if self._fast_config is _UNSET:
+            from rlvitals.doctor import DoctorConfig, select_detectors
+
+            base = self.config or DoctorConfig()
+            ids = sorted(
+                c.id for c in select_detectors(base) if c.family == "collapse" or c.id in FAST_EXTRA
+            )
+            self._fast_config = dataclasses.replace(base, select=ids) if ids else None
+        return self._fast_config
+
+    # -- the check ----------------------------------------------------------------------------
+
+    def _check(self, full: bool) -> MonitorCheck:
+        start = time.perf_counter()
+        step = self.last_step
+        self._last_check = step
+        if full:
+            self._last_full = step
+        self._dirty = False
+        if self._window.n_steps == 0 or step is None:
+            return MonitorCheck(step, checked=True)
+        config, partial = self.config, False
+        if not full:
+            config = self._fast()
+            if config is None:
+                return MonitorCheck(step)
+            config, partial = self._partial(config)
+            if config is None:
+                return MonitorCheck(step)
+        self._window.close_step()
+        from rlvitals.doctor import diagnose
+
+        with _quiet():
+            diagnosis = diagnose(self.run(), config)
         findings = list(diagnosis.findings)
-        ids = {f.id for f in findings}
-        new = [f for f in findings if f.id not in self._active]
-        seen: set[str] = set()
-        new = [f for f in new if not (f.id in seen or seen.add(f.id))]
-        self._active = ids
-        return MonitorCheck(step=self.last_step, findings=findings, new=new)
+        new, seen = [], set()
+        for f in findings:
+            if f.id not in self._active and f.id not in seen:
+                seen.add(f.id)
+                new.append(f)
+        self._active = (self._active - set(diagnosis.detectors)) | {f.id for f in findings}
+        out = MonitorCheck(
+            step, checked=True, findings=findings, new=new, incidents=list(diagnosis.incidents)
+        )
+        for event in self.tracker.update(diagnosis.incidents, step, partial=partial):
+            out.alerts.append(self._alert(event.kind, event.incident, step, event.changes))
+        if self.policy and self.halted is None:
+            # only what this check saw: an incident the doctor no longer reports is not evidence
+            seen = [i for i in self.tracker.open if i.last_step == step]
+            halt = self.policy.decide(seen, step, self.checkpoints)
+            if halt is not None:
+                self.halted = out.halt = halt
+                out.alerts.append(self._halt_alert(halt, step))
+        for alert in out.alerts:
+            self._send(alert)
+        self._report_problems(step)
+        self.checks += 1
+        self.check_seconds += time.perf_counter() - start
+        return out
+
+    def _partial(self, config: Any) -> tuple[Any, bool]:
+        """``(config, partial)`` of a fast check: while a collapse is open and told and no halt
+        rule waits, two checks in :data:`OPEN_BACKOFF` leave out the detectors already in it."""
+        opened = [
+            i for i in self.tracker.incidents if i.ongoing and i.emitted and i.theme == "collapse"
+        ]
+        if not opened or self.policy:
+            self._partials = 0
+            return config, False
+        self._partials += 1
+        if self._partials % OPEN_BACKOFF == 0:
+            return config, False
+        told = {d for i in opened for d in i.detectors}
+        ids = [d for d in config.select if d not in told]
+        return (dataclasses.replace(config, select=ids) if ids else None), True
+
+    def _alert(self, kind: str, inc: Any, step: int, changes: list[str]) -> Any:
+        from rlvitals.guard.alerts import Alert
+
+        ids = ", ".join(inc.detectors)
+        since = f" since step {inc.onset_step}" if inc.onset_step is not None else ""
+        if kind == "opened":
+            ended = f", ended at step {inc.end_step}" if inc.end_step is not None else ""
+            msg = f"[{inc.severity}] {inc.title} ({ids}){since}{ended}; seen at step {step}"
+        elif kind == "worse":
+            msg = f"[{inc.severity}] worse: {inc.title} ({ids}){since}: {'; '.join(changes)}"
+        else:
+            msg = (
+                f"recovered: {inc.title} ({ids}){since}, ended at step {inc.end_step} "
+                f"({inc.lasting(step)} steps)"
+            )
+        severity = "info" if kind == "recovered" else inc.severity
+        return Alert(
+            kind, step, severity, inc.title, msg, inc.summary(), list(changes), run=self.name
+        )
+
+    def _halt_alert(self, halt: Any, step: int) -> Any:
+        from rlvitals.guard.alerts import Alert
+
+        inc = halt.incident
+        return Alert(
+            "halt",
+            step,
+            inc["severity"],
+            inc["title"],
+            halt.message,
+            inc,
+            halt=halt.to_dict(),
+            run=self.name,
+        )
+
+    def _send(self, alert: Any) -> None:
+        self.alerts.append(alert)
+        self.guard.run("logging an alert", self.log_sink.send, alert)
+        if self.recorder is not None:
+            inc = alert.incident or {}
+            kind = "halt" if alert.kind == "halt" else "alert"
+            data = {
+                "alert": alert.kind,
+                "id": inc.get("root"),
+                "ids": inc.get("detectors"),
+                "severity": alert.severity,
+                "theme": inc.get("theme"),
+                "onset_step": inc.get("onset_step"),
+                "end_step": inc.get("end_step"),
+                "incident": inc.get("key"),
+                "changes": alert.changes,
+            }
+            if alert.halt is not None:
+                data.update({k: v for k, v in alert.halt.items() if k != "step"})
+            self.guard.run(
+                "recording an alert",
+                self.recorder.log_event,
+                alert.step,
+                kind,
+                alert.message,
+                **data,
+            )
+        self.sinks.send(alert)
+
+    def _report_problems(self, step: int) -> None:
+        for name, what in self.sinks.take_problems():
+            if self.recorder is not None:
+                self.guard.run(
+                    "recording a sink problem",
+                    self.recorder.log_event,
+                    step,
+                    "note",
+                    f"alert sink {name!r} {what}",
+                    sink=name,
+                )
+        if self.recorder is not None:
+            errors = self.guard.run("reading the recorder", lambda: self.recorder.stats["errors"])
+            if isinstance(errors, int) and errors > self._recorder_errors:
+                if self._recorder_errors == 0:
+                    logger.warning(
+                        "rlvitals: the recording in %s met I/O errors (%d so far); training "
+                        "continues, lost records are counted and reported in the recording",
+                        getattr(self.recorder, "path", "?"),
+                        errors,
+                    )
+                self._recorder_errors = errors
+
+    # -- recording ----------------------------------------------------------------------------
+
+    def _open_recorder(self) -> None:
+        from rlvitals.recording import Recorder
+
+        path, self.recording_dir = self.recording_dir, None  # one attempt, even if it fails
+        self.recorder = Recorder(path, self.manifest)
+        self.recording_dir = path
+        self._own_recorder = True
+
+    def _record_groups(self, step, r, g, prompts, adv, lens) -> None:
+        if self.recorder is not None:
+            self.recorder.log_groups(step, r, g, prompts=prompts, lengths=lens, advantages=adv)
+
+    def _record_scalars(self, step: int, scalars: dict[str, Any]) -> None:
+        if self.recorder is not None:
+            self.recorder.log_scalars(step, scalars)
+
+    # -- the end ------------------------------------------------------------------------------
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait (at most ``timeout`` s) until every alert reached its sinks; flush the recording."""
+        done = self.sinks.flush(timeout)
+        if self.recorder is not None:
+            self.guard.run("flushing the recording", self.recorder.flush)
+        self._report_problems(self.last_step or 0)
+        return done
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Deliver pending alerts (waiting at most ``timeout`` s), close an own recording."""
+        if self.closed:
+            return
+        self.closed = True
+        with _quiet():
+            self.sinks.close(timeout)
+            self._report_problems(self.last_step or 0)
+            if self.recorder is not None and self._own_recorder:
+                errors = dict(self.guard.errors)
+                if errors:
+                    self.guard.run(
+                        "recording the failures",
+                        self.recorder.log_event,
+                        self.last_step,
+                        "note",
+                        f"rlvitals monitor failed {sum(errors.values())} times",
+                        errors=errors,
+                    )
+                self.guard.run("closing the recording", self.recorder.close)
+
+    def __enter__(self) -> Monitor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _known_range(self) -> tuple[float, float] | None:
+        m = self.manifest
+        lo, hi = m.reward_min, m.reward_max
+        if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi) and hi > lo):
+            return None
+        return float(lo), float(hi)
+
+    def _window_manifest(self) -> Manifest:
+        m = dataclasses.replace(self.manifest, config=dict(self.manifest.config))
+        w = self._window
+        if w.groups:
+            if m.reward_min is None or m.reward_max is None:
+                m.reward_min, m.reward_max = w.reward_range()
+            if m.group_size is None:
+                m.group_size = w.typical_group_size()
+        return m
+
+    def set_manifest(self, manifest: Manifest) -> None:
+        """Replace what is known about the run (before the first step)."""
+        self.manifest = manifest
+        self._window.known_range = self._known_range()
 
 
-def _host(x: Any) -> np.ndarray:
+# -- arguments ----------------------------------------------------------------------------------
+
+
+def _check_step(step: Any) -> int:
+    if type(step).__module__.startswith("torch") and getattr(step, "ndim", 1) == 0:
+        step = step.item()
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
+        raise TypeError(f"step must be an integer, got {step!r}")
+    return int(step)
+
+
+def _host(x: Any, name: str) -> np.ndarray:
     if type(x).__module__.startswith("torch"):
-        return x.detach().cpu().numpy()
-    return np.asarray(x)
+        t = x.detach().cpu()
+        try:
+            return t.numpy()
+        except TypeError:  # bfloat16 and friends
+            return t.float().numpy()
+    a = np.asarray(x)
+    if a.dtype.kind not in "fiub":
+        raise TypeError(f"{name} must be numbers, got dtype {a.dtype}")
+    return a
 
 
-def _number(v: Any) -> float | None:
-    if isinstance(v, bool):
-        return float(v)
-    if isinstance(v, (int, float, np.integer, np.floating)):
-        return float(v)
-    if type(v).__module__.startswith("torch") and getattr(v, "ndim", 1) == 0:
-        return float(v.item())
-    return None
+def _groups(rewards: Any, group_ids: Any, advantages: Any, lengths: Any) -> tuple:
+    r = _host(rewards, "rewards")
+    if r.dtype.kind != "f" or r.dtype.itemsize > 8:
+        r = r.astype(np.float64)
+    elif r.dtype.itemsize < 4:
+        r = r.astype(np.float32)
+    if group_ids is None:
+        if r.ndim != 2:
+            raise ValueError(
+                f"rewards of shape {r.shape} need group_ids (n,); or pass (N, G) rewards"
+            )
+        n_groups, size = r.shape
+        r = r.reshape(-1)
+        g = np.repeat(np.arange(n_groups, dtype=np.int64), size)
+    else:
+        if r.ndim != 1:
+            raise ValueError(f"rewards with group_ids must be (n,), got shape {r.shape}")
+        g = _host(group_ids, "group_ids").reshape(-1)
+        if g.shape != r.shape:
+            raise ValueError(f"rewards {r.shape} and group_ids {g.shape} differ")
+    adv = None
+    if advantages is not None:
+        adv = _host(advantages, "advantages").reshape(-1)
+        if adv.shape != r.shape:
+            raise ValueError(f"advantages {adv.shape} and rewards {r.shape} differ")
+    lens = None
+    if lengths is not None:
+        lens = _host(lengths, "lengths").reshape(-1)
+        if lens.shape != r.shape:
+            raise ValueError(f"lengths {lens.shape} and rewards {r.shape} differ")
+    return r, g, adv, lens
+
+
+_QUIET = threading.local()
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """No warning from inside the monitor reaches the caller's warning filters (``-W error``
+    would make it an exception in the training loop); numpy's floating-point ones included.
+    Re-entrant: a nested use (a hook calling the monitor) costs nothing."""
+    if getattr(_QUIET, "on", False):
+        yield
+        return
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        _QUIET.on = True
+        try:
+            yield
+        finally:
+            _QUIET.on = False

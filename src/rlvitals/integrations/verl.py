@@ -34,6 +34,16 @@ when ``algorithm.rlvitals`` is absent). Adapter keys:
 - ``record_dir`` (path): record per-group rewards, advantages and the metrics into an rlvitals
   recording directory (``rlvitals doctor <record_dir>`` reads it). Recording never stops
   training: its failures are reported once and counted.
+- ``guard`` (mapping): watch the run live with an :class:`rlvitals.Monitor` fed by every
+  advantage computation (the exact per-group rewards, in the driver) and **fail fast**: when
+  its halt policy matches, the call raises :class:`~rlvitals.guard.RlvitalsHalt` (a
+  ``RuntimeError``), which ends veRL's ``fit`` with an error instead of a degenerate run that
+  reports success (verl#7405). Keys: ``halt_on`` (rule text such as ``collapse:20``, or a rule
+  mapping), ``alert_on``, ``check_every``, ``window``, ``webhook`` / ``slack`` (URLs; W&B and
+  trackio alerts go to their active runs on their own), ``checkpoint_dir`` (veRL's
+  ``trainer.default_local_dir``, to name the ``global_step_N`` checkpoint to resume from:
+  ``+algorithm.rlvitals.guard.checkpoint_dir=${trainer.default_local_dir}``) and ``name``. With
+  ``record_dir`` the monitor writes the recording (alerts and the halt included).
 
 The estimator state (AVSPO's tau_adapt, windowed ACR, J) lives in this module, keyed by ``run``,
 in the process that computes advantages (veRL's driver / TaskRunner). ``last_metrics(run)``
@@ -43,10 +53,10 @@ returns the last step's metrics as ``rlvitals/<name>`` floats for a custom train
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import tempfile
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,6 +77,7 @@ __all__ = [
     "VERL_NAMES",
     "compute_advantage",
     "get_state",
+    "guard",
     "last_metrics",
     "load_state",
     "register",
@@ -79,12 +90,13 @@ VERL_NAMES: dict[str, str] = {PREFIX + e.value: e.value for e in EstimatorName}
 """veRL estimator name -> rlvitals estimator name."""
 VERL_EPS = 1e-6
 """veRL's ``compute_grpo_outcome_advantage`` epsilon, the default here."""
-ADAPTER_KEYS = ("run", "state_file", "record_dir")
+ADAPTER_KEYS = ("run", "state_file", "record_dir", "guard")
 """Keys of ``algorithm.rlvitals`` that configure this adapter, not the estimator."""
 DEFAULT_RUN = "default"
 ENV_CONFIG = "RLVITALS_VERL_CONFIG"
 """JSON object of knobs, used when the ``algorithm`` config has no ``rlvitals`` mapping."""
 METRIC_PREFIX = "rlvitals/"
+logger = logging.getLogger("rlvitals.integrations")
 
 
 @dataclass
@@ -94,6 +106,7 @@ class _RunState:
     step: int = 0
     last_metrics: dict[str, float] = field(default_factory=dict)
     recorder: Any = None
+    monitor: Any = None
 
 
 _RUNS: dict[str, _RunState] = {}
@@ -161,12 +174,15 @@ def _knobs(method: str, config: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 def _run_state(run: str, method: str, state_file: str | None) -> _RunState:
     rs = _RUNS.get(run)
     if rs is not None and rs.estimator != method:
-        if rs.state is not None:
-            warnings.warn(
-                f"rlvitals veRL run {run!r} switches from {PREFIX}{rs.estimator} to "
-                f"{PREFIX}{method}: the old estimator's state is dropped (use "
-                "algorithm.rlvitals.run to keep runs apart)",
-                stacklevel=3,
+        if rs.state is not None:  # logged, never warned: this runs inside veRL's loop
+            logger.warning(
+                "rlvitals veRL run %r switches from %s%s to %s%s: the old estimator's state is "
+                "dropped (use algorithm.rlvitals.run to keep runs apart)",
+                run,
+                PREFIX,
+                rs.estimator,
+                PREFIX,
+                method,
             )
         reset(run)
         rs = None
@@ -190,10 +206,19 @@ def last_metrics(run: str = DEFAULT_RUN) -> dict[str, float]:
     return {} if rs is None else dict(rs.last_metrics)
 
 
+def guard(run: str = DEFAULT_RUN) -> Any:
+    """The live :class:`~rlvitals.Monitor` of ``run`` (None until a call with ``guard`` options):
+    its alerts, incidents and halt decision (``guard(run).halted``)."""
+    rs = _RUNS.get(run)
+    return None if rs is None else rs.monitor
+
+
 def reset(run: str | None = None) -> None:
-    """Forget one run's state (or every run's), closing its recorder."""
+    """Forget one run's state (or every run's), closing its recorder and monitor."""
     for key in [run] if run is not None else list(_RUNS):
         rs = _RUNS.pop(key, None)
+        if rs is not None and rs.monitor is not None:
+            rs.monitor.close()
         if rs is not None and rs.recorder is not None:
             rs.recorder.close()
 
@@ -295,7 +320,9 @@ def compute_advantage(
         adv, metrics, rs.state = estimate(method, scores, ids, state=rs.state, **knobs)
         rs.step += 1
         rs.last_metrics = {METRIC_PREFIX + k: v for k, v in metrics.items()}
-        if options.get("record_dir"):
+        if options.get("guard") is not None:
+            _watch(rs, options, method, knobs, scores, ids, adv)
+        elif options.get("record_dir"):
             _record(rs, options["record_dir"], method, knobs, scores, ids, adv, metrics)
         if state_file:
             save_state(state_file, run)
@@ -318,22 +345,10 @@ def _record(
     guard = _GUARDS.setdefault(path, Guard("veRL recorder"))
 
     def write() -> None:
-        from rlvitals.recording import Manifest, Recorder
+        from rlvitals.recording import Recorder
 
         if rs.recorder is None:
-            sizes = torch.bincount(ids)
-            sizes = sizes[sizes > 0]
-            g = int(sizes[0]) if bool((sizes == sizes[0]).all()) else None
-            manifest = Manifest(
-                trainer="verl",
-                estimator=method,
-                group_size=g,
-                adv_scale=vocabulary.scale_of(method, scale_rewards=knobs.get("scale_rewards")),
-                reward_min=knobs.get("r_min"),
-                reward_max=knobs.get("r_max"),
-                config={"rlvitals": {k: v for k, v in knobs.items()}},
-            )
-            rs.recorder = Recorder(path, manifest)
+            rs.recorder = Recorder(path, _manifest(method, knobs, ids))
         rs.recorder.log_groups(rs.step, scores, ids, advantages=adv)
         rs.recorder.log_scalars(
             rs.step, {k: v for k, v in rs.last_metrics.items() if not math.isnan(v)}
@@ -343,6 +358,106 @@ def _record(
 
 
 _GUARDS: dict[str, Any] = {}
+GUARD_KEYS = (
+    "halt_on",
+    "alert_on",
+    "check_every",
+    "window",
+    "webhook",
+    "slack",
+    "checkpoint_dir",
+    "name",
+)
+"""Keys of ``algorithm.rlvitals.guard``."""
+_CHECKPOINT_PREFIX = "global_step_"
+
+
+def _manifest(method: str, knobs: dict, ids: Any) -> Any:
+    from rlvitals.recording import Manifest
+
+    sizes = torch.bincount(ids)
+    sizes = sizes[sizes > 0]
+    g = int(sizes[0]) if bool((sizes == sizes[0]).all()) else None
+    return Manifest(
+        trainer="verl",
+        estimator=method,
+        group_size=g,
+        adv_scale=vocabulary.scale_of(method, scale_rewards=knobs.get("scale_rewards")),
+        reward_min=knobs.get("r_min"),
+        reward_max=knobs.get("r_max"),
+        config={"rlvitals": {k: v for k, v in knobs.items()}},
+    )
+
+
+def _guard_options(raw: Any) -> dict[str, Any]:
+    opts = _plain(raw) if raw else {}
+    if not isinstance(opts, dict):
+        raise ValueError(f"algorithm.rlvitals.guard must be a mapping, got {raw!r}")
+    unknown = sorted(set(opts) - set(GUARD_KEYS))
+    if unknown:
+        raise ValueError(
+            f"unknown algorithm.rlvitals.guard key(s) {', '.join(unknown)}; valid: "
+            + ", ".join(GUARD_KEYS)
+        )
+    return opts
+
+
+def _new_monitor(rs: _RunState, options: dict, method: str, knobs: dict, ids: Any) -> Any:
+    from rlvitals.guard import SlackSink, WebhookSink, default_sinks
+    from rlvitals.integrations.monitor import DEFAULT_CHECK_EVERY, DEFAULT_MONITOR_WINDOW, Monitor
+
+    opts = _guard_options(options.get("guard"))
+    sinks = default_sinks()
+    for url in _as_list(opts.get("webhook")):
+        sinks.append(WebhookSink(str(url)))
+    for url in _as_list(opts.get("slack")):
+        sinks.append(SlackSink(str(url)))
+    ckpt = opts.get("checkpoint_dir")
+    return Monitor(
+        _manifest(method, knobs, ids),
+        window=int(opts.get("window", DEFAULT_MONITOR_WINDOW)),
+        check_every=int(opts.get("check_every", DEFAULT_CHECK_EVERY)),
+        recording_dir=options.get("record_dir"),
+        halt_on=opts.get("halt_on"),
+        alert_on=str(opts.get("alert_on", "warn")),
+        sinks=sinks,
+        name=opts.get("name"),
+        checkpoints=None if not ckpt else (lambda: _verl_checkpoints(str(ckpt))),
+    )
+
+
+def _watch(rs: _RunState, options: dict, method: str, knobs: dict, scores, ids, adv) -> None:
+    """Feed the run's monitor; raise :class:`RlvitalsHalt` when its halt policy matches."""
+    from rlvitals.guard import RlvitalsHalt
+
+    if rs.monitor is None:
+        rs.monitor = _new_monitor(rs, options, method, knobs, ids)
+    mon = rs.monitor
+    values = {k: v for k, v in rs.last_metrics.items() if not math.isnan(v)}
+    mon.observe(rs.step, scores, ids, advantages=adv, values=values)
+    if mon.should_stop:
+        halt = mon.halted
+        mon.close()
+        raise RlvitalsHalt(halt)
+
+
+def _verl_checkpoints(root: str) -> list[tuple[int, str]]:
+    """veRL's checkpoints under ``trainer.default_local_dir``: ``global_step_N`` folders."""
+    out = []
+    if os.path.isdir(root):
+        for name in os.listdir(root):
+            tail = name[len(_CHECKPOINT_PREFIX) :]
+            if name.startswith(_CHECKPOINT_PREFIX) and tail.isascii() and tail.isdigit():
+                out.append((int(tail), os.path.join(root, name)))
+    return out
+
+
+def _as_list(x: Any) -> list:
+    if x is None:
+        return []
+    if isinstance(x, str):
+        return [x]
+    return list(x)
 
 
 def _make_verl_fn(method: str) -> Any:

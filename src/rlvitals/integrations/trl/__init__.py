@@ -1,14 +1,16 @@
-"""TRL integration: advantages from any rlvitals estimator, and a recording, doctoring callback.
+"""TRL integration: advantages from any rlvitals estimator, and a callback that records the run
+and guards it live (alerts, halting).
 
     from rlvitals.integrations.trl import RlvitalsCallback, RlvitalsGRPOTrainer
 
     trainer = RlvitalsGRPOTrainer(
         model=model, reward_funcs=[accuracy], args=GRPOConfig(...), train_dataset=ds,
         estimator="avspo", estimator_config={"r_max": 1.0},
-        callbacks=[RlvitalsCallback("runs/rec", doctor_every=50, halt_on="critical")],
+        callbacks=[RlvitalsCallback("runs/rec", halt_on="collapse:20")],
     )
 
-Tested against TRL 1.16 (``pip install 'rlvitals[trl]'``). See docs/trl.md.
+Tested against TRL 1.16 (``pip install 'rlvitals[trl]'``), its ``AsyncGRPOTrainer`` included
+(``RlvitalsCallback(...).attach(trainer)``). See docs/trl.md and docs/guard.md.
 """
 
 from rlvitals.errors import MissingExtraError

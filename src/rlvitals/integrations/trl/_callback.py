@@ -1,4 +1,4 @@
-"""``RlvitalsCallback``: record a TRL GRPO run and watch it with the doctor while it trains.
+"""``RlvitalsCallback``: record a TRL GRPO run and guard it live with the doctor while it trains.
 
 What it does, on which process:
 
@@ -7,27 +7,37 @@ What it does, on which process:
   estimator, loss type, ...), every row TRL logs (``on_log``), and per-group rewards of every
   training batch. TRL gathers rewards over all processes before normalising them, so the main
   process holds every group and one stream suffices;
-- feeds the same data to a :class:`~rlvitals.integrations.monitor.Monitor` (main process) and
-  runs the doctor over the last ``window`` steps every ``doctor_every`` steps. New findings are
-  recorded as ``alert`` events and logged; with ``halt_on`` set, a finding at or above that
-  severity stops training (``control.should_training_stop``) and records a ``halt`` event. Under
+- feeds the same data to a live :class:`~rlvitals.Monitor` (main process): every
+  ``doctor_every`` steps it runs the doctor over the last ``window`` steps; each incident is told
+  once (a log line on ``rlvitals.guard``, an ``alert`` event in the recording, the sinks: W&B /
+  trackio alerts while their run is active, webhooks, Slack, callables), then only when it gets
+  worse or recovers. With ``halt_on`` set, an ongoing incident matching the policy stops
+  training (``control.should_training_stop``), records a ``halt`` event naming the last healthy
+  step and the checkpoint to resume from (:attr:`RlvitalsCallback.halt`). A check runs at the
+  step's log row when TRL logs that step (its scalars are then in), else at ``on_step_end``
+  (per-group rewards arrive with every batch, whatever ``logging_steps`` is). Under
   ``torch.distributed`` the main process's decision is shared with one ``all_reduce`` of a flag
-  at each check step, so every rank stops at the same step (a rank that went on alone would
-  hang the others).
+  at each check step, so every rank stops at the same step (a rank that went on alone would hang
+  the others).
 
 Per-group rewards reach the callback in one of two ways: :class:`RlvitalsGRPOTrainer` hands
 every scored batch to it, or :meth:`RlvitalsCallback.attach` wraps a plain ``GRPOTrainer``
 instance (its ``_calculate_rewards`` and ``_generate_and_score_completions``, without changing
-what they compute) to read the same batch. A plain ``GRPOTrainer`` given the callback through
-``callbacks=[...]`` without ``attach`` records scalars only, and says so once.
+what they compute) or an ``AsyncGRPOTrainer`` (its rollout collator: see
+:mod:`rlvitals.integrations.trl._async`) to read the same batch. A trainer given the callback
+through ``callbacks=[...]`` without ``attach`` records scalars only, and says so once.
 
 Every hook body runs under a :class:`~rlvitals.integrations._guard.Guard`: a failure (an
-unwritable directory, a doctor bug) is reported once, counted, and training goes on.
+unwritable directory, a full disk, a doctor bug) is reported once through ``logging``, counted,
+and training goes on; no warning is issued from a hook (under ``-W error`` it would be an
+exception in the trainer).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -35,7 +45,13 @@ from typing import Any
 from transformers import TrainerCallback
 
 from rlvitals.integrations._guard import Guard
-from rlvitals.integrations.monitor import DEFAULT_MONITOR_WINDOW, Monitor
+from rlvitals.integrations.monitor import (
+    DEFAULT_CHECK_EVERY,
+    DEFAULT_FULL_EVERY,
+    DEFAULT_MONITOR_WINDOW,
+    Monitor,
+    _quiet,
+)
 from rlvitals.integrations.trl._batch import (
     GroupBatch,
     combined_rewards,
@@ -47,12 +63,13 @@ __all__ = ["DEFAULT_DOCTOR_EVERY", "RECORDING_SUBDIR", "RlvitalsCallback"]
 
 logger = logging.getLogger("rlvitals.integrations")
 
-DEFAULT_DOCTOR_EVERY = 50
-"""Steps between two doctor checks."""
+DEFAULT_DOCTOR_EVERY = DEFAULT_CHECK_EVERY
+"""Steps between two doctor checks (the monitor's ``check_every``)."""
 RECORDING_SUBDIR = "rlvitals"
 """Default recording directory, under the trainer's ``output_dir``."""
 _SUMMARY_KEYS = ("train_runtime", "train_samples_per_second")
 """TRL's final summary row (averaged ``train_loss`` etc.) is not a step row; it is skipped."""
+_CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 _FACT_ARGS = (
     "num_generations",
     "scale_rewards",
@@ -81,29 +98,40 @@ _MANIFEST_ARGS = (
     "seed",
     "max_steps",
     "use_vllm",
+    "max_staleness",
+    "weight_sync_steps",
 )
 
 
 class RlvitalsCallback(TrainerCallback):
-    """Record a TRL GRPO run and run the doctor every ``doctor_every`` steps.
+    """Record a TRL GRPO run and guard it live (see the module docstring).
 
     Args:
         recording_dir: where to record; None = ``<output_dir>/rlvitals``. An existing recording
             is appended to (a resumed run continues its recording).
-        doctor_every: steps between doctor checks over the last ``window`` steps; a check runs
-            with the first log row at or after each multiple. 0 = never (otherwise a final
-            check also runs at the end of training).
-        halt_on: ``"critical"``, ``"warn"`` or ``"info"``: stop training when a finding at or
-            above this severity appears; None (default) never halts.
+        doctor_every: steps between doctor checks over the last ``window`` steps (the
+            monitor's ``check_every``: the collapse family and the cheap critical detectors;
+            the whole catalogue every ``full_every`` steps). 0 = never (then neither alerts nor
+            halts; the run is only recorded).
+        halt_on: when to stop training: ``"critical"``, ``"warn"``, ``"info"`` (an incident at
+            or above that severity), rule text such as ``"collapse:20"`` (a collapse incident
+            lasting 20 steps), a :class:`~rlvitals.guard.HaltPolicy`; None (default) never halts.
         window: steps the live monitor keeps and diagnoses.
         record_groups: record per-group rewards when the trainer provides them.
-        doctor_config: passed to :func:`rlvitals.doctor.diagnose`.
+        doctor_config: a :class:`~rlvitals.DoctorConfig` for the checks.
+        alert_on: lowest incident severity that is told.
+        sinks: where alerts go besides the log (sinks, callables, webhook URLs); None = W&B and
+            trackio alerts while a run of theirs is active; ``[]`` = the log only.
+        full_every: steps between checks of the whole catalogue.
+        name: the run's name in alerts (default: ``args.run_name``).
 
     Attributes:
-        monitor: the live :class:`~rlvitals.integrations.monitor.Monitor`.
+        monitor: the live :class:`~rlvitals.Monitor`.
         recorder: the :class:`~rlvitals.recording.Recorder` (main process), or None.
         guard: failure counts per hook (``guard.errors``).
         findings: every new finding reported so far, as ``(step, finding)``.
+        alerts: every alert sent so far (:class:`~rlvitals.guard.Alert`).
+        halt: the :class:`~rlvitals.guard.Halt` that stopped training, or None.
         halted_at: the step at which this callback stopped training, or None.
         seconds, cpu_seconds: wall and CPU (this thread) time spent in this callback's hooks.
     """
@@ -113,33 +141,55 @@ class RlvitalsCallback(TrainerCallback):
         recording_dir: str | Path | None = None,
         *,
         doctor_every: int = DEFAULT_DOCTOR_EVERY,
-        halt_on: str | None = None,
+        halt_on: Any = None,
         window: int = DEFAULT_MONITOR_WINDOW,
         record_groups: bool = True,
         doctor_config: Any = None,
+        alert_on: str = "warn",
+        sinks: Any = None,
+        full_every: int = DEFAULT_FULL_EVERY,
+        name: str | None = None,
     ):
         if isinstance(doctor_every, bool) or not isinstance(doctor_every, int) or doctor_every < 0:
             raise ValueError(f"doctor_every must be an integer >= 0, got {doctor_every!r}")
-        self.halt_rank = _halt_rank(halt_on)
         self.halt_on = halt_on
         self.recording_dir = None if recording_dir is None else Path(recording_dir)
         self.doctor_every = doctor_every
         self.window = window
         self.record_groups = record_groups
         self.doctor_config = doctor_config
+        self.name = name
         self.guard = Guard("TRL callback")
-        self.monitor = Monitor(window=window, config=doctor_config)
+        self.monitor = Monitor(
+            window=window,
+            config=doctor_config,
+            check_every=doctor_every,
+            full_every=full_every if doctor_every else 0,
+            halt_on=halt_on,
+            alert_on=alert_on,
+            sinks=sinks,
+            name=name,
+        )
+        self.monitor.guard = self.guard
         self.recorder: Any = None
         self.findings: list[tuple[int, Any]] = []
+        self.halt: Any = None
         self.halted_at: int | None = None
         self.seconds = 0.0
         self.cpu_seconds = 0.0
         self._estimator: str | None = None
         self._estimator_config: dict[str, Any] | None = None
         self._estimator_scale: str | None = None
+        self._estimator_facts: dict[str, Any] = {}
         self._groups_source = False
         self._is_main = True
         self._last_check: int | None = None
+        self._output_dir: str | None = None
+        self._step_hooks: list[Any] = []
+
+    @property
+    def alerts(self) -> list[Any]:
+        return list(self.monitor.alerts)
 
     # -- wiring --------------------------------------------------------------------------------
 
@@ -158,13 +208,21 @@ class RlvitalsCallback(TrainerCallback):
 
         For a plain ``GRPOTrainer`` this wraps the instance's ``_calculate_rewards`` and
         ``_generate_and_score_completions`` to read the scored batch (TRL's own advantages
-        included); an :class:`RlvitalsGRPOTrainer` already hands batches over. Returns self.
+        included); for TRL's ``AsyncGRPOTrainer`` its rollout collator; an
+        :class:`RlvitalsGRPOTrainer` already hands batches over. Returns self.
         """
         if self not in trainer.callback_handler.callbacks:
             trainer.add_callback(self)
-        if not hasattr(trainer, "rlvitals_estimator"):
+        if hasattr(trainer, "rlvitals_estimator"):
+            return self
+        from rlvitals.integrations.trl import _async
+
+        if _async.is_async(trainer):
+            _async.install_tap(trainer, self)
+            self._estimator_facts = _async.ESTIMATOR_FACTS
+        else:
             _install_tap(trainer, self)
-            self._groups_source = True
+        self._groups_source = True
         return self
 
     # -- TrainerCallback events ----------------------------------------------------------------
@@ -172,31 +230,27 @@ class RlvitalsCallback(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         self._timed("starting the recording", self._begin, args, state)
 
+    def on_step_end(self, args, state, control, **kwargs):
+        for hook in self._step_hooks:  # trainers whose groups are read per optimizer step
+            self._timed("reading the step's groups", hook, int(state.global_step))
+        # A step TRL logs is checked at its log row (its scalars are in by then); others here.
+        if not getattr(control, "should_log", False):
+            self._timed(
+                "checking the step", self._maybe_check, int(state.global_step), None, control
+            )
+
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or any(k in logs for k in _SUMMARY_KEYS):
             return
-        if self._is_main:
-            self._timed("recording a log row", self._log, state, logs)
-        # The doctor runs on the first log row at or after each multiple of doctor_every, so it
-        # sees that step's scalars (on_step_end comes before the step's log row). Every rank
-        # logs the same rows at the same steps, so every rank takes part in the agreement.
-        step = int(state.global_step)
-        every = self.doctor_every
-        if every and step // every > (self._last_check or 0) // every:
-            self._last_check = step
-            halt = False
-            if self._is_main:
-                halt = self._timed("running the doctor", self._check, step, True)
-            if self._timed("sharing the halt decision", _agree, bool(halt)):
-                control.should_training_stop = True
+        self._timed("checking the step", self._maybe_check, int(state.global_step), logs, control)
 
     def on_save(self, args, state, control, **kwargs):
         if self.recorder is not None:
             self._timed("flushing the recording", self.recorder.flush)
 
     def on_train_end(self, args, state, control, **kwargs):
-        if self.doctor_every and self._is_main and state.global_step != self._last_check:
-            self._timed("running the doctor", self._check, state.global_step, False)
+        if self.doctor_every and self._is_main and self.halt is None:
+            self._timed("running the doctor", self._final_check, int(state.global_step))
         self._timed("closing the recording", self._end, state)
 
     def rlvitals_groups(self, batch: GroupBatch) -> None:
@@ -209,7 +263,8 @@ class RlvitalsCallback(TrainerCallback):
     def _timed(self, site: str, fn: Any, *args: Any) -> Any:
         start, cpu_start = time.perf_counter(), time.thread_time()
         try:
-            return self.guard.run(site, fn, *args)
+            with _quiet():
+                return self.guard.run(site, fn, *args)
         finally:
             self.seconds += time.perf_counter() - start
             self.cpu_seconds += time.thread_time() - cpu_start
@@ -220,12 +275,21 @@ class RlvitalsCallback(TrainerCallback):
         from rlvitals.trainers import trl as trl_facts
 
         self._is_main = bool(state.is_world_process_zero)
+        self._output_dir = getattr(args, "output_dir", None)
         fields = trl_facts.config_of(args, _FACT_ARGS)
         if self._estimator_scale is not None:  # what the estimator ran with wins over GRPOConfig
             fields["scale_rewards"] = self._estimator_scale
+        for key in ("scale_rewards", "beta"):
+            if key in self._estimator_facts and fields.get(key) is None:
+                fields[key] = self._estimator_facts[key]
         manifest = Manifest(trainer="trl", config=self._manifest_config(args))
         apply_facts(manifest, trl_facts.facts(fields, estimator=self._estimator))
-        self.monitor.manifest = manifest
+        if "reward_std_kind" in self._estimator_facts:
+            manifest.reward_std_kind = self._estimator_facts["reward_std_kind"]
+        self.monitor.set_manifest(manifest)
+        self.monitor.checkpoints = self._checkpoints
+        if self.monitor.name is None:
+            self.monitor.name = getattr(args, "run_name", None) or None
         if not self._groups_source:
             logger.info(
                 "rlvitals: per-group rewards need RlvitalsGRPOTrainer or "
@@ -238,6 +302,7 @@ class RlvitalsCallback(TrainerCallback):
         path = self.recording_dir or Path(args.output_dir) / RECORDING_SUBDIR
         self.recording_dir = Path(path)
         self.recorder = Recorder(path, manifest, rank=0, world_size=1)
+        self.monitor.recorder = self.recorder
         if state.global_step > 0:
             self.recorder.log_event(
                 state.global_step, "resume", f"training resumed at step {state.global_step}"
@@ -254,64 +319,63 @@ class RlvitalsCallback(TrainerCallback):
         cfg["per_group_rewards"] = bool(self._groups_source and self.record_groups)
         if self._estimator_config is not None:
             cfg["estimator_config"] = self._estimator_config
+        for key, value in self._estimator_facts.get("config", {}).items():
+            cfg.setdefault(key, value)
         return cfg
 
-    def _log(self, state: Any, logs: dict[str, Any]) -> None:
-        step = int(state.global_step)
-        self.monitor.feed_scalars(step, logs)
-        if self.recorder is not None:
-            self.recorder.log_scalars(step, logs)
-
     def _groups(self, batch: GroupBatch) -> None:
-        self.monitor.feed_groups(
+        self.monitor.observe(
             batch.step,
             batch.rewards,
             batch.group_ids,
             prompts=batch.prompts,
             advantages=batch.advantages,
+            check=False,
         )
-        if self.recorder is not None:
-            self.recorder.log_groups(
-                batch.step,
-                batch.rewards,
-                batch.group_ids,
-                prompts=batch.prompts,
-                advantages=batch.advantages,
-            )
 
-    def _check(self, step: int, may_halt: bool) -> bool:
-        """Run the doctor over the window; record new findings; True when training must stop."""
+    def _maybe_check(self, step: int, logs: dict[str, Any] | None, control: Any) -> None:
+        """Feed a log row; at a check step (the same on every rank) run the doctor on the main
+        process and share its halt decision."""
+        every = self.doctor_every
+        # the next multiple of doctor_every since the last check, the same on every rank
+        due = bool(every) and self.halt is None and step // every > (self._last_check or 0) // every
+        if self._is_main and logs:
+            self.monitor.observe(step, values=logs, check=False)
+        if not due:
+            return
         self._last_check = step
-        if self.monitor.n_steps == 0:
-            return False
-        result = self.monitor.check()
-        for f in result.new:
-            self.findings.append((step, f))
-            severity = _severity_value(f.severity)
-            logger.warning("rlvitals doctor at step %d: %s %s: %s", step, severity, f.id, f.message)
-            if self.recorder is not None:
-                self.recorder.log_event(
-                    step,
-                    "alert",
-                    f.message,
-                    id=f.id,
-                    severity=severity,
-                    onset_step=f.onset_step,
-                    evidence=getattr(f, "evidence", None),
-                )
-        if not (may_halt and self.halt_rank is not None):
-            return False
-        worst = [f for f in result.new if _severity_rank(f.severity) >= self.halt_rank]
-        if worst:
+        halt = False
+        if self._is_main:
+            halt = bool(self.guard.run("running the doctor", self._check, step, default=False))
+        if self.guard.run("sharing the halt decision", _agree, halt, default=False):
+            control.should_training_stop = True
+
+    def _check(self, step: int) -> bool:
+        """One monitor check; True when training must stop."""
+        result = self.monitor.observe(step, check=True)
+        self.findings.extend((step, f) for f in result.new)
+        if result.halt is not None:
+            self.halt = result.halt
             self.halted_at = step
-            ids = ", ".join(sorted({f.id for f in worst}))
-            message = f"training halted at step {step}: {ids} (halt_on={self.halt_on})"
-            logger.warning("rlvitals: %s", message)
-            if self.recorder is not None:
-                self.recorder.log_event(step, "halt", message, ids=sorted({f.id for f in worst}))
-        return bool(worst)
+            return True
+        return False
+
+    def _final_check(self, step: int) -> None:
+        if self.monitor.n_steps and step != self._last_check:
+            result = self.monitor.check()
+            self.findings.extend((step, f) for f in result.new)
+
+    def _checkpoints(self) -> list[tuple[int, str]]:
+        out = []
+        if self._output_dir and os.path.isdir(self._output_dir):
+            for name in os.listdir(self._output_dir):
+                m = _CHECKPOINT_RE.match(name)
+                if m:
+                    out.append((int(m.group(1)), os.path.join(self._output_dir, name)))
+        return out
 
     def _end(self, state: Any) -> None:
+        self.monitor.close()
         if self.recorder is None:
             return
         errors = dict(self.guard.errors)
@@ -392,24 +456,6 @@ def _agree(flag: bool) -> bool:
     t = t.to(_comm_device(t, None))
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return bool(t.item())
-
-
-def _halt_rank(halt_on: str | None) -> int | None:
-    if halt_on is None:
-        return None
-    from rlvitals.detectors import Severity
-
-    return Severity.parse(str(halt_on)).rank
-
-
-def _severity_rank(severity: Any) -> int:
-    from rlvitals.detectors import Severity
-
-    return Severity.parse(_severity_value(severity)).rank
-
-
-def _severity_value(severity: Any) -> str:
-    return str(getattr(severity, "value", severity))
 
 
 def _config_dict(cfg: Any) -> dict[str, Any] | None:

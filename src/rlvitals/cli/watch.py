@@ -1,0 +1,185 @@
+"""``rlvitals watch``: follow a run while it trains, with a live view of its vitals and incidents.
+
+One library object does the work: :class:`rlvitals.guard.follow.RunFollower` re-reads the run
+when it changed (a recording directory, or a growing log of any format the importers read:
+torn last lines and rotation tolerated); the doctor diagnoses it; an
+:class:`~rlvitals.guard.IncidentTracker` says which incidents are new, worse or recovered; the
+view (:mod:`rlvitals.guard.view`) is redrawn in place (printed once when stdout is not a
+terminal, and with ``--once``). Exit codes as ``rlvitals doctor`` for the last diagnosis:
+0 nothing at or above ``--fail-on``, 1 something is, 2 bad input (or a run the collapse family
+could not judge, unless ``--allow-unjudged``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from rlvitals.errors import InputError
+
+__all__ = ["register", "run"]
+
+HELP = "follow a run while it trains: live ACR, vitals and incidents as they appear"
+EXAMPLE = """\
+Reads a recording directory (rlvitals.Monitor, RlvitalsCallback, the veRL guard) or any log
+the importers read, again whenever it changes. Ctrl-C stops; the exit code is the doctor's for
+the last refresh: 0 = nothing at or above --fail-on, 1 = something is, 2 = bad input or a run
+the collapse family could not judge.
+
+examples:
+  rlvitals watch outputs/grpo/rlvitals
+  rlvitals watch train.log --interval 10
+  rlvitals watch runs/exp1 --once --fail-on critical"""
+DEFAULT_INTERVAL = 2.0
+"""Seconds between two looks at the input (at least 3x the last read's time)."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "watch",
+        help=HELP,
+        description=HELP + ".",
+        epilog=EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("path", help="a recording directory, or a log file or folder being written")
+    p.add_argument("--once", action="store_true", help="one refresh, then exit")
+    p.add_argument(
+        "--interval",
+        type=float,
+        default=DEFAULT_INTERVAL,
+        metavar="SECONDS",
+        help=f"seconds between looks at the input (default {DEFAULT_INTERVAL:g})",
+    )
+    p.add_argument(
+        "--idle-exit",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="exit once the input has not changed for this long (the run ended)",
+    )
+    p.add_argument(
+        "--fail-on",
+        choices=("info", "warn", "critical", "never"),
+        default=None,
+        help="lowest severity that makes the exit code 1 (default: the config's, else warn)",
+    )
+    p.add_argument(
+        "--allow-unjudged",
+        action="store_true",
+        default=None,
+        help="exit 0 even when the collapse family could not judge the run",
+    )
+    p.add_argument("--input-format", dest="input_format", metavar="FMT", help="force the format")
+    p.add_argument("--run", metavar="NAME", help="which run of a store holding several")
+    p.add_argument("--config", metavar="FILE", help="rlvitals.toml or pyproject.toml to read")
+    p.add_argument(
+        "--plain",
+        action="store_true",
+        help="never redraw in place: print the view at every change (logs, CI)",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from rlvitals.cli import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
+    from rlvitals.config import load_config
+    from rlvitals.doctor import diagnose
+    from rlvitals.guard.follow import RunFollower
+    from rlvitals.guard.tracker import IncidentTracker
+    from rlvitals.guard.view import watch_view
+
+    if args.interval <= 0 or (args.idle_exit is not None and args.idle_exit <= 0):
+        raise InputError(None, "--interval and --idle-exit must be positive seconds")
+    config = load_config(args.config, start_dir=".")
+    if args.fail_on:
+        config.fail_on = args.fail_on
+    if args.allow_unjudged:
+        config.allow_unjudged = True
+    try:
+        config.validate()
+    except ValueError as e:
+        raise InputError(args.config or config.source, str(e)) from None
+
+    follower = RunFollower(args.path, args.input_format, args.run)
+    tracker = IncidentTracker(alert_on="info")
+    events: list[tuple] = []
+    console = Console(highlight=False, emoji=False, soft_wrap=False)
+    live_mode = not args.once and not args.plain and console.is_terminal
+    state = {"diagnosis": None, "changed": None}
+
+    def refresh() -> bool:
+        if not follower.poll():
+            return False
+        d = diagnose(follower.run, config)
+        step = int(d.vitals.steps[-1]) if d.vitals.n_steps else 0
+        for e in tracker.update(d.incidents, step):
+            inc = e.incident
+            what = inc.title + (f" ({'; '.join(e.changes)})" if e.changes else "")
+            events.append((step, e.kind, "info" if e.kind == "recovered" else inc.severity, what))
+        state["diagnosis"], state["changed"] = d, time.time()
+        return True
+
+    def view(live: bool):
+        note = None if follower.error is None else f"last read failed: {follower.error}"
+        return watch_view(
+            state["diagnosis"],
+            events,
+            source=args.path,
+            updated=state["changed"],
+            live=live,
+            note=note,
+        )
+
+    refresh()
+    if args.once:
+        if state["diagnosis"] is None:
+            raise follower.error or InputError(args.path, "nothing to read")
+        console.print(view(False))
+        return _exit_code(state["diagnosis"], config, EXIT_OK, EXIT_FINDINGS, EXIT_USAGE)
+
+    last_change = time.monotonic()
+    try:
+        if live_mode:
+            from rich.live import Live
+
+            with Live(console=console, auto_refresh=False, transient=False) as live:
+                while True:
+                    if state["diagnosis"] is not None:
+                        live.update(view(True), refresh=True)
+                    if _idle(args, last_change):
+                        break
+                    time.sleep(max(args.interval, 3 * follower.read_seconds))
+                    if refresh():
+                        last_change = time.monotonic()
+        else:
+            if state["diagnosis"] is not None:
+                console.print(view(False))
+            while not _idle(args, last_change):
+                time.sleep(max(args.interval, 3 * follower.read_seconds))
+                if refresh():
+                    last_change = time.monotonic()
+                    console.print(view(False))
+    except KeyboardInterrupt:
+        print("rlvitals: watch stopped", file=sys.stderr)
+    if state["diagnosis"] is None:
+        raise follower.error or InputError(args.path, "nothing to read")
+    return _exit_code(state["diagnosis"], config, EXIT_OK, EXIT_FINDINGS, EXIT_USAGE)
+
+
+def _idle(args: argparse.Namespace, last_change: float) -> bool:
+    return args.idle_exit is not None and time.monotonic() - last_change >= args.idle_exit
+
+
+def _exit_code(d, config, ok: int, findings: int, usage: int) -> int:
+    """As ``rlvitals doctor``: 2 for a run not judged (unless allowed), 1 for findings."""
+    unjudged = d.not_judged()
+    if unjudged and not config.allow_unjudged and config.fail_on != "never":
+        from rlvitals.report._common import one_line  # the reasons come from the input
+
+        print(f"rlvitals: not judged: {one_line(unjudged)} (exit 2)", file=sys.stderr)
+        return usage
+    return findings if d.fails(config.fail_on) else ok

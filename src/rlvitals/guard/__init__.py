@@ -1,0 +1,76 @@
+"""The live guard's actions: incidents told once, a halt policy, and where alerts go.
+
+A :class:`~rlvitals.Monitor` (``rlvitals.integrations.monitor``) runs the doctor over a sliding
+window of a live run; this package decides what to do with what it finds:
+
+- :class:`IncidentTracker` follows the doctor's incidents from check to check and turns them
+  into :class:`Alert` s: each incident is ``opened`` once, then updated (``worse``,
+  ``recovered``), never repeated;
+- :class:`HaltPolicy` (rules of :class:`HaltRule`) decides when a run is dead enough to stop,
+  and names the last healthy step, the checkpoint to resume from (:class:`Halt`);
+- sinks deliver alerts: :class:`LogSink` (always, through ``logging``), :class:`WebhookSink`
+  (JSON POST), :class:`SlackSink` (Slack-compatible payload), :class:`WandbSink`
+  (``wandb.alert`` when a W&B run is active), :class:`TrackioSink` (``trackio.alert`` when a
+  trackio run is), :class:`FileSink` (JSON lines) and any callable. :class:`SinkRunner` runs
+  them off the training thread: a sink that raises, hangs past its timeout or meets a full
+  disk is reported once through ``logging`` and never reaches the training loop.
+
+See docs/guard.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlvitals.registry import import_module
+
+__all__ = [
+    "Alert",
+    "CallableSink",
+    "FileSink",
+    "Halt",
+    "HaltPolicy",
+    "HaltRule",
+    "IncidentTracker",
+    "LiveIncident",
+    "LogSink",
+    "RlvitalsHalt",
+    "SinkRunner",
+    "SlackSink",
+    "TrackioSink",
+    "WandbSink",
+    "WebhookSink",
+    "default_sinks",
+]
+
+_LAZY = {
+    "Alert": "rlvitals.guard.alerts",
+    "IncidentTracker": "rlvitals.guard.tracker",
+    "LiveIncident": "rlvitals.guard.tracker",
+    "Halt": "rlvitals.guard.policy",
+    "HaltPolicy": "rlvitals.guard.policy",
+    "HaltRule": "rlvitals.guard.policy",
+    "RlvitalsHalt": "rlvitals.guard.policy",
+    "CallableSink": "rlvitals.guard.sinks",
+    "FileSink": "rlvitals.guard.sinks",
+    "LogSink": "rlvitals.guard.sinks",
+    "SinkRunner": "rlvitals.guard.sinks",
+    "SlackSink": "rlvitals.guard.sinks",
+    "TrackioSink": "rlvitals.guard.sinks",
+    "WandbSink": "rlvitals.guard.sinks",
+    "WebhookSink": "rlvitals.guard.sinks",
+    "default_sinks": "rlvitals.guard.sinks",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rlvitals.guard' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -1,0 +1,439 @@
+"""The monitor's bounded memory: the last W steps as columns, per-group rewards as per-step series.
+
+Per-group rewards are reduced when they arrive: a step's groups become the per-step series the
+doctor's vitals derive from a recording's groups (:func:`rlvitals.vitals.groups.group_series`,
+same functions, same numbers): ``acr`` and its split, ``n_groups``, ``group_size``,
+``reward_mean``, ``pass_rate``, ``expected_acr``, the mean group reward std and the advantages'
+``adv_std`` / ``adv_zero_frac`` (of the advantages given, else of GRPO's recomputed). The window
+keeps, per step, only those numbers and the few per-group arrays needed to redo them when the
+reward range widens; memory is O(W x groups per step), whatever the run's length.
+
+What is live and cannot be post hoc: a group's expected collapse uses its prompt's pass rate in
+the prompt's last :data:`~rlvitals.vitals.groups.NEIGHBOURS` earlier steps (a recording also
+looks at later ones); a prompt not seen before takes the step's pass rate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict, deque
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rlvitals.recording.metrics import canonical_key
+from rlvitals.signal import (
+    DEFAULT_TAU,
+    advantage_stats,
+    advantages_from_stats,
+    expected_collapse,
+    group_stats,
+)
+from rlvitals.vitals.groups import NEIGHBOURS
+
+__all__ = ["GROUP_SERIES", "MAX_COLUMNS", "MAX_PROMPTS", "StepWindow"]
+
+MAX_COLUMNS = 512
+"""Distinct scalar keys kept; later new keys are ignored (counted in ``dropped_keys``)."""
+MAX_PROMPTS = 1 << 16
+"""Prompts whose recent pass rates are remembered for expected collapse (least recent dropped)."""
+GROUP_SERIES = (
+    "acr",
+    "acr_solve_all",
+    "acr_solve_none",
+    "acr_flat",
+    "n_groups",
+    "group_size",
+    "pass_rate",
+    "expected_acr",
+)
+"""Series the groups decide whatever the trainer logged (as the vitals do with a recording)."""
+FILL_SERIES = ("adv_std", "adv_zero_frac", "reward_mean", "reward_std")
+"""Series the groups supply only when the trainer logged none in the window."""
+_GROUP_PREFIX = "\x00groups/"
+"""Columns of the group series (a prefix no logged key has)."""
+
+
+@dataclass
+class _StepGroups:
+    """One step's groups, reduced: enough to redo the split and pass rates for a new range."""
+
+    mean: np.ndarray  # (k,) group mean, scorable groups only
+    count: np.ndarray  # (k,) scorable rewards per group
+    collapsed: np.ndarray  # (k,) bool
+    own: np.ndarray  # (k,) the prompt's earlier mean reward, NaN when unknown
+    own_count: np.ndarray  # (k,) rewards behind ``own``
+    size_mean: float
+    reward_mean: float
+    std_mean: float
+    adv_std: float
+    adv_zero: float
+
+
+class _Columns:
+    """A ring of ``cap`` rows: ``steps`` and one float column per key (NaN = not logged)."""
+
+    def __init__(self, cap: int):
+        self.cap = cap
+        self.steps = np.zeros(cap, dtype=np.int64)
+        self.cols: dict[str, np.ndarray] = {}
+        self.head = 0
+        self.n = 0
+        self.dropped_keys: set[str] = set()
+
+    def slot(self, step: int) -> tuple[int, int | None]:
+        """The row of ``step`` (a new last row when it is new); returns ``(row, evicted step)``.
+
+        Steps arrive in order; an older step than the last rewinds: later rows are dropped.
+        """
+        if self.n:
+            last = (self.head + self.n - 1) % self.cap
+            if self.steps[last] == step:
+                return last, None
+            while self.n and self.steps[(self.head + self.n - 1) % self.cap] > step:
+                self._clear((self.head + self.n - 1) % self.cap)
+                self.n -= 1
+            if self.n and self.steps[(self.head + self.n - 1) % self.cap] == step:
+                return (self.head + self.n - 1) % self.cap, None
+        evicted = None
+        if self.n == self.cap:
+            evicted = int(self.steps[self.head])
+            self._clear(self.head)
+            self.head = (self.head + 1) % self.cap
+            self.n -= 1
+        row = (self.head + self.n) % self.cap
+        self.steps[row] = step
+        self.n += 1
+        return row, evicted
+
+    def _clear(self, row: int) -> None:
+        for col in self.cols.values():
+            col[row] = math.nan
+
+    def row_of(self, step: int) -> int | None:
+        """The row holding ``step``, or None."""
+        if not self.n:
+            return None
+        idx = self.order()
+        ring = self.steps[idx]
+        pos = int(np.searchsorted(ring, step))
+        return int(idx[pos]) if pos < self.n and ring[pos] == step else None
+
+    def put(self, row: int, key: str, value: float, force: bool = False) -> None:
+        col = self.cols.get(key)
+        if col is None:
+            if len(self.cols) >= MAX_COLUMNS and not force:
+                self.dropped_keys.add(key)
+                return
+            col = self.cols[key] = np.full(self.cap, math.nan)
+        col[row] = value
+
+    def order(self) -> np.ndarray:
+        return (self.head + np.arange(self.n)) % self.cap
+
+    def table(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        idx = self.order()
+        return self.steps[idx].copy(), {k: c[idx] for k, c in self.cols.items()}
+
+
+class StepWindow:
+    """The last ``window`` steps of a run (module docstring).
+
+    Args:
+        window: steps kept.
+        tau: collapse tolerance.
+        reward_range: ``(min, max)`` when known (the manifest's); else [0, 1] widened to the
+            rewards seen, as the vitals infer it from a recording.
+    """
+
+    def __init__(
+        self,
+        window: int,
+        *,
+        tau: float = DEFAULT_TAU,
+        reward_range: tuple[float, float] | None = None,
+    ):
+        self.window = window
+        self.tau = tau
+        self.train = _Columns(window)
+        self.eval = _Columns(window)
+        self.known_range = reward_range
+        self.seen = (math.inf, -math.inf)
+        self.groups: OrderedDict[int, _StepGroups] = OrderedDict()
+        self._pending: dict[str, Any] | None = None  # the current step's raw groups
+        self._prompts: OrderedDict[Any, deque] = OrderedDict()
+        self._keys: dict[str, tuple[str, bool]] = {}
+        self._range_used: tuple[float, float] | None = None
+        self.unknown: dict[str, None] = {}
+        self.rows = 0
+
+    # -- scalars ---------------------------------------------------------------------------------
+
+    def add_scalars(self, step: int, values: dict[str, Any]) -> None:
+        """One logged row; numbers only (bools count, others are skipped)."""
+        row_t = row_e = None
+        for raw, v in values.items():
+            x = _number(v)
+            if x is None:
+                continue
+            key = self._keys.get(raw)
+            if key is None:
+                name, is_eval, known = canonical_key(str(raw))
+                if not known and len(self.unknown) < MAX_COLUMNS:
+                    self.unknown[str(raw)] = None
+                key = self._keys[raw] = (name, is_eval)
+            name, is_eval = key
+            if is_eval:
+                if row_e is None:
+                    row_e, _ = self.eval.slot(step)
+                self.eval.put(row_e, name, x)
+            else:
+                if row_t is None:
+                    row_t = self._train_slot(step)
+                self.train.put(row_t, name, x)
+        self.rows += 1
+
+    def _train_slot(self, step: int) -> int:
+        if self._pending is not None and self._pending["step"] != step:
+            self.close_step()
+        row, evicted = self.train.slot(step)
+        if evicted is not None:
+            self.groups.pop(evicted, None)
+        for s in [s for s in self.groups if s > step]:  # a rewind drops later steps' groups
+            del self.groups[s]
+        return row
+
+    # -- groups ---------------------------------------------------------------------------------
+
+    def add_groups(
+        self,
+        step: int,
+        rewards: np.ndarray,
+        group_ids: np.ndarray,
+        prompts: Any = None,
+        advantages: np.ndarray | None = None,
+    ) -> None:
+        """One batch of a step's groups; several batches of one step are reduced together."""
+        pend = self._pending
+        if pend is not None and pend["step"] != step:
+            self.close_step()
+            pend = None
+        if pend is None:
+            pend = self._pending = {"step": step, "parts": []}
+        pend["parts"].append((rewards, group_ids, prompts, advantages))
+        self._train_slot(step)
+        self._reduce(pend)
+
+    def close_step(self) -> None:
+        """The current step's groups are complete: remember its prompts' pass rates."""
+        pend, self._pending = self._pending, None
+        if pend is None:
+            return
+        for key, total, cnt in pend.get("prompt_sums", ()):
+            hist = self._prompts.get(key)
+            if hist is None:
+                hist = self._prompts[key] = deque(maxlen=NEIGHBOURS)
+            else:
+                self._prompts.move_to_end(key)
+            hist.append((total, cnt))
+        while len(self._prompts) > MAX_PROMPTS:
+            self._prompts.popitem(last=False)
+
+    def _reduce(self, pend: dict[str, Any]) -> None:
+        parts = pend["parts"]
+        if len(parts) == 1:
+            r, g, prompts, adv = parts[0]
+            plist = _prompt_list(prompts)
+        else:
+            offset = 0
+            rs, gs, advs, plist = [], [], [], []
+            for r_i, g_i, p_i, a_i in parts:
+                uniq, inv = np.unique(g_i, return_inverse=True)
+                rs.append(r_i)
+                gs.append(inv.reshape(-1) + offset)
+                advs.append(a_i)
+                pl = _prompt_list(p_i)
+                plist = None if plist is None or pl is None else plist + pl
+                offset += uniq.shape[0]
+            r, g = np.concatenate(rs), np.concatenate(gs)
+            adv = None if any(a is None for a in advs) else np.concatenate(advs)
+        st = group_stats(r, g, tau=self.tau)
+        if not bool(st.scorable.any()):
+            return
+        finite = r[np.isfinite(r)]
+        if finite.size:
+            lo, hi = float(finite.min()), float(finite.max())
+            self.seen = (min(self.seen[0], lo), max(self.seen[1], hi))
+        ok = st.scorable
+        count = st.count.astype(np.float64)
+        mean = st.mean.astype(np.float64)
+        if adv is None:
+            adv = advantages_from_stats(st, "grpo")
+        a_std, a_zero = _advantage_stats(np.asarray(adv), r)
+        std = np.where(np.isfinite(st.std), st.std, 0.0).astype(np.float64)
+        own = np.full(int(ok.sum()), math.nan)
+        own_n = np.zeros(int(ok.sum()))
+        sums = []
+        if plist is not None and len(plist) == st.n_groups:
+            j = 0
+            for i in np.flatnonzero(ok).tolist():
+                key = plist[i]
+                if key is None:
+                    j += 1
+                    continue
+                hist = self._prompts.get(key)
+                if hist:
+                    tot = sum(h[0] for h in hist)
+                    n = sum(h[1] for h in hist)
+                    if n > 0:
+                        own[j], own_n[j] = tot / n, n
+                sums.append((key, float(mean[i] * count[i]), float(count[i])))
+                j += 1
+        pend["prompt_sums"] = sums
+        sg = _StepGroups(
+            mean=mean[ok],
+            count=count[ok],
+            collapsed=np.asarray(st.collapsed)[ok],
+            own=own,
+            own_count=own_n,
+            size_mean=float(np.asarray(st.size, dtype=np.float64)[ok].mean()),
+            reward_mean=float((mean[ok] * count[ok]).sum() / count[ok].sum()),
+            std_mean=float(std[ok].mean()),
+            adv_std=a_std,
+            adv_zero=a_zero,
+        )
+        step = pend["step"]
+        self.groups[step] = sg
+        self.groups.move_to_end(step)
+        rng = self.reward_range()
+        if rng == self._range_used:
+            self._write(step, self._derive(sg, *rng))
+        else:
+            self._refresh_range()
+
+    # -- the window as series -------------------------------------------------------------------
+
+    def reward_range(self) -> tuple[float, float]:
+        """The range splits and pass rates use: the known one, else [0, 1] widened to the
+        rewards seen (what :func:`rlvitals.vitals.rewards.reward_range` infers)."""
+        if self.known_range is not None:
+            return self.known_range
+        lo, hi = self.seen
+        if not math.isfinite(lo):
+            return 0.0, 1.0
+        return min(0.0, lo), max(1.0, hi)
+
+    def _derive(self, sg: _StepGroups, lo: float, hi: float) -> dict[str, float]:
+        """The step's group series in the range ``[lo, hi]`` (as :func:`group_series`)."""
+        n = sg.mean.shape[0]
+        col, value, tau = sg.collapsed, sg.mean, self.tau
+        at_max = col & (np.abs(value - hi) <= tau * max(1.0, abs(hi)))
+        at_min = col & (np.abs(value - lo) <= tau * max(1.0, abs(lo))) & ~at_max
+        acr = float(col.sum()) / n
+        solve_all, solve_none = float(at_max.sum()) / n, float(at_min.sum()) / n
+        p = min(1.0, max(0.0, (sg.reward_mean - lo) / (hi - lo)))
+        own = np.clip((sg.own - lo) / (hi - lo), 0.0, 1.0)
+        p_g = np.where(np.isfinite(own), own, p)
+        return {
+            "acr": acr,
+            "acr_solve_all": solve_all,
+            "acr_solve_none": solve_none,
+            "acr_flat": acr - solve_all - solve_none,
+            "n_groups": float(n),
+            "group_size": sg.size_mean,
+            "pass_rate": p,
+            "expected_acr": float(expected_collapse(p_g, sg.count).mean()),
+            "adv_std": sg.adv_std,
+            "adv_zero_frac": sg.adv_zero,
+            "reward_mean": sg.reward_mean,
+            "reward_std": sg.std_mean,
+        }
+
+    def _write(self, step: int, values: dict[str, float]) -> None:
+        row = self.train.row_of(step)
+        if row is None:
+            return
+        for name, x in values.items():
+            self.train.put(row, _GROUP_PREFIX + name, x, force=True)
+
+    def _refresh_range(self) -> None:
+        rng = self.reward_range()
+        if rng == self._range_used:
+            return
+        self._range_used = rng
+        for step, sg in self.groups.items():
+            self._write(step, self._derive(sg, *rng))
+
+    def tables(self) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray, dict[str, np.ndarray]]:
+        """``(steps, series, eval_steps, eval_series)`` of the window, group series merged in."""
+        self._refresh_range()
+        steps, cols = self.train.table()
+        series = {k: v for k, v in cols.items() if not k.startswith(_GROUP_PREFIX)}
+        if self.groups:
+            for name in GROUP_SERIES:
+                series[name] = cols[_GROUP_PREFIX + name]
+            for name in FILL_SERIES:
+                have = series.get(name)
+                if have is None or not np.isfinite(have).any():
+                    series[name] = cols[_GROUP_PREFIX + name]
+        esteps, eseries = self.eval.table()
+        return steps, series, esteps, eseries
+
+    @property
+    def n_steps(self) -> int:
+        return self.train.n
+
+    @property
+    def first_step(self) -> int | None:
+        return int(self.train.steps[self.train.head]) if self.train.n else None
+
+    def typical_group_size(self) -> int | None:
+        """The median group size of the window's steps with groups, or None."""
+        if not self.groups:
+            return None
+        return round(float(np.median([sg.size_mean for sg in self.groups.values()])))
+
+
+def _advantage_stats(adv: np.ndarray, rewards: np.ndarray) -> tuple[float, float]:
+    """:func:`~rlvitals.signal.advantage_stats` of one step, NaN advantages left out as
+    :func:`~rlvitals.signal.advantage_stats_by` (what the vitals use) leaves them out."""
+    keep = ~np.isnan(rewards)
+    if adv.dtype.kind == "f":
+        keep &= ~np.isnan(adv)
+    if not keep.all():
+        if not keep.any():
+            return math.nan, math.nan
+        adv, rewards = adv[keep], rewards[keep]
+    return advantage_stats(adv)
+
+
+def _prompt_list(prompts: Any) -> list | None:
+    if prompts is None:
+        return None
+    if type(prompts).__module__.startswith("torch"):
+        prompts = prompts.detach().cpu().numpy()
+    if isinstance(prompts, np.ndarray):
+        return prompts.tolist()
+    return list(prompts)
+
+
+def _number(v: Any) -> float | None:
+    t = type(v)
+    if t is float:
+        return v
+    if t is bool or t is int:
+        try:
+            return float(v)
+        except OverflowError:
+            return math.inf if v > 0 else -math.inf
+    if isinstance(v, (np.integer, np.floating, np.bool_)):
+        return float(v)
+    if t.__module__.startswith("torch") and getattr(v, "ndim", 1) == 0:
+        try:
+            return float(v.item())
+        except (TypeError, ValueError, RuntimeError):
+            return None
+    if v is None:
+        return math.nan
+    return None
