@@ -8,13 +8,15 @@
     (0.5, 0.0, 0.5)
 
 Built-ins (:class:`EstimatorName`): ``grpo``, ``dr_grpo``, ``rloo`` (reference.py), ``avspo``,
-``avspo_released`` (avspo.py), ``zero_var_filter`` (filters.py). Every estimator is called as
+``avspo_released`` (avspo.py), ``zero_var_filter`` (filters.py), ``history_baseline``
+(history.py). Every estimator is called as
 ``fn(rewards (n,), group_ids (n,), config, state) -> (advantages (n,), metrics, state)`` and
 returns the metrics in :data:`COMMON_METRICS`; see docs/estimators.md.
 """
 
 from rlvitals.estimators import avspo as _avspo  # noqa: F401  (registers)
 from rlvitals.estimators import filters as _filters  # noqa: F401  (registers)
+from rlvitals.estimators import history as _history  # noqa: F401  (registers)
 from rlvitals.estimators import reference as _reference  # noqa: F401  (registers)
 from rlvitals.estimators._base import (
     ESTIMATORS,
@@ -42,6 +44,7 @@ from rlvitals.estimators.filters import (
     dynamic_sampling,
     zero_variance_filter,
 )
+from rlvitals.estimators.history import HistoryBaselineConfig, HistoryState
 from rlvitals.estimators.reference import DrGrpoConfig, GrpoConfig, RlooConfig
 
 __all__ = [
@@ -57,6 +60,8 @@ __all__ = [
     "EstimatorName",
     "FilterResult",
     "GrpoConfig",
+    "HistoryBaselineConfig",
+    "HistoryState",
     "RlooConfig",
     "UnknownEstimatorError",
     "ZeroVarFilterConfig",

@@ -1,0 +1,234 @@
+"""``rlvitals lab``: real GRPO training on CPU that measures the paper's claims (docs/lab.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rlvitals.errors import InputError, MissingExtraError
+
+HELP = "real GRPO runs on CPU that measure the AVSPO paper's claims (predict, compare, ablate)"
+EXAMPLE = """examples:
+  rlvitals lab compare --preset quick --out lab-out
+  rlvitals lab predict --preset full --out docs/lab/predict
+  rlvitals lab train --method avspo --level 5 --out runs && rlvitals doctor runs/avspo/rlvitals"""
+
+_EXPERIMENTS = {
+    "predict": (
+        "a grid of short GRPO runs (level x G x temperature x seed): does ACR_100 predict "
+        "final accuracy?",
+        "rlvitals lab predict --preset quick --out lab-out/predict",
+    ),
+    "compare": (
+        "GRPO, Dr. GRPO, AVSPO, released AVSPO, zero-variance filter, DAPO dynamic sampling "
+        "and a history baseline at an equal budget of completions, over seeds",
+        "rlvitals lab compare --preset quick --out lab-out/compare",
+    ),
+    "ablate": (
+        "AVSPO's virtual rewards, threshold and alpha, each against the paper's default",
+        "rlvitals lab ablate --preset quick --out lab-out/ablate",
+    ),
+}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "lab",
+        help=HELP,
+        description=HELP + ".",
+        epilog=EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    lab = p.add_subparsers(dest="lab_command", metavar="EXPERIMENT", parser_class=type(p))
+    for name, (text, example) in _EXPERIMENTS.items():
+        e = lab.add_parser(name, help=text, description=text + ".", epilog=f"example: {example}")
+        e.add_argument(
+            "--preset",
+            default="quick",
+            help="smoke (seconds, tests), quick (< 3 min on 2 cores), full (< 45 min); "
+            "default quick",
+        )
+        e.add_argument("--out", required=True, help="folder for the results (resumable)")
+        e.add_argument("--workers", type=int, default=2, help="runs training at once (default 2)")
+        e.add_argument("--seeds", type=int, help="use only the first N seeds of the preset")
+        _common(e)
+        e.set_defaults(func=run_experiment, experiment=name)
+    b = lab.add_parser(
+        "base",
+        help="build (or read from cache) the base policy and print its pass rates",
+        description="Warm-start the tiny model (or measure --model) and print its pass rate "
+        "per task size and per level.",
+        epilog="example: rlvitals lab base --task sum",
+    )
+    _common(b)
+    b.add_argument(
+        "--preset", default="quick", help="the run preset whose warm start to use (default quick)"
+    )
+    b.add_argument("--json", action="store_true", help="print JSON")
+    b.set_defaults(func=run_base)
+    t = lab.add_parser(
+        "train",
+        help="one lab run, recorded for the doctor",
+        description="Train one lab run and record it (per-group rewards, prompt ids).",
+        epilog="example: rlvitals lab train --method avspo --level 5 --out runs",
+    )
+    t.add_argument("--out", required=True, help="parent folder of the run")
+    t.add_argument("--preset", default="quick", help="smoke, quick (default) or full")
+    t.add_argument("--method", default="grpo", help="lab method or estimator (default grpo)")
+    t.add_argument("--level", type=int, help="difficulty level 0..6")
+    t.add_argument("--seed", type=int, help="run seed")
+    t.add_argument("--budget", type=int, help="completions to generate")
+    t.add_argument("--lr", type=float, help="learning rate")
+    t.add_argument("--group-size", type=int, help="G")
+    t.add_argument("--temperature", type=float, help="rollout temperature")
+    t.add_argument("--reward", choices=("binary", "partial"), help="reward kind")
+    _common(t)
+    t.set_defaults(func=run_train)
+    p.set_defaults(func=lambda args: _no_experiment(p))
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--task", default="sum", help="sum (default) or sort")
+    p.add_argument(
+        "--model", help="a local Hugging Face causal-LM directory instead of the tiny model"
+    )
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda (the first visible GPU)")
+    p.add_argument("--cache", help="cache of base policies (default ~/.cache/rlvitals/lab)")
+    p.add_argument(
+        "--no-progress", action="store_true", help="no progress bars (default: on a terminal)"
+    )
+
+
+def _no_experiment(p: argparse.ArgumentParser) -> int:
+    p.print_help()
+    return 2
+
+
+def _require() -> None:
+    for module in ("torch", "trl", "matplotlib", "scipy"):
+        try:
+            __import__(module)
+        except ImportError as err:
+            raise MissingExtraError("the lab", "lab", module) from err
+
+
+def _show(args: argparse.Namespace) -> bool | None:
+    return False if args.no_progress else None
+
+
+def run_experiment(args: argparse.Namespace) -> int:
+    _require()
+    from rlvitals.lab import experiments
+
+    fn = getattr(experiments, args.experiment)
+    try:
+        setup = experiments.Setup(
+            out=args.out,
+            workers=args.workers,
+            task=args.task,
+            model=args.model,
+            device=args.device,
+            cache_dir=args.cache,
+            seeds=args.seeds,
+            show=_show(args),
+        )
+        _check_setup(args)
+        doc = fn(args.preset, setup)
+    except (ValueError, FileNotFoundError) as err:
+        raise InputError(None, str(err)) from err
+    with open(doc["files"]["markdown"], encoding="utf-8") as f:
+        sys.stdout.write(f.read())
+    print(f"\nwritten: {', '.join(_files(doc['files']))}")
+    return 0
+
+
+def _check_setup(args: argparse.Namespace) -> None:
+    if args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    if args.seeds is not None and args.seeds < 1:
+        raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+
+
+def _files(files: dict) -> list[str]:
+    out = []
+    for v in files.values():
+        out.extend(v.values() if isinstance(v, dict) else [v])
+    return out
+
+
+def run_base(args: argparse.Namespace) -> int:
+    _require()
+    from rlvitals.lab.experiments import Setup, _base
+    from rlvitals.lab.train import PRESETS
+
+    if args.preset not in PRESETS:
+        raise InputError(None, f"unknown preset {args.preset!r}; valid: {', '.join(PRESETS)}")
+    try:
+        base = _base(
+            Setup(
+                out=".",
+                task=args.task,
+                model=args.model,
+                device=args.device,
+                cache_dir=args.cache,
+                show=_show(args),
+            ),
+            PRESETS[args.preset],
+        )
+    except (ValueError, FileNotFoundError) as err:
+        raise InputError(None, str(err)) from err
+    if args.json:
+        json.dump(base.to_dict(), sys.stdout, indent=1)
+        print()
+        return 0
+    from rlvitals.lab.tasks import LEVEL_TARGETS
+
+    print(f"base policy: {base.path}")
+    meta = base.meta
+    print(f"built in {meta.get('seconds')} s (warm start {meta.get('warm_start_seconds', '-')} s)")
+    print(
+        "pass rate per size (T = 1.0): "
+        + ", ".join(f"{k}: {v:.3f}" for k, v in base.pass_rates.items())
+    )
+    for i, (mix, rate) in enumerate(zip(base.levels, base.level_rates)):
+        sizes = " + ".join(f"{w:.2f} x size {s}" for s, w in mix.items())
+        print(f"L{i}: target {LEVEL_TARGETS[i]:.2f}, held-out {rate:.3f}  ({sizes})")
+    return 0
+
+
+def run_train(args: argparse.Namespace) -> int:
+    _require()
+    import dataclasses
+
+    from rlvitals.lab.train import PRESETS, train
+
+    if args.preset not in PRESETS:
+        raise InputError(None, f"unknown preset {args.preset!r}; valid: {', '.join(PRESETS)}")
+    fields = {
+        "level": args.level,
+        "seed": args.seed,
+        "budget": args.budget,
+        "learning_rate": args.lr,
+        "group_size": args.group_size,
+        "temperature": args.temperature,
+        "reward": args.reward,
+    }
+    run = dataclasses.replace(
+        PRESETS[args.preset],
+        name=args.method,
+        method=args.method,
+        out=args.out,
+        task=args.task,
+        model=args.model,
+        device=args.device,
+        cache_dir=args.cache,
+        **{k: v for k, v in fields.items() if v is not None},
+    )
+    try:
+        result = train(run)
+    except (ValueError, FileNotFoundError) as err:
+        raise InputError(None, str(err)) from err
+    json.dump(result["summary"], sys.stdout, indent=1)
+    print(f"\nrecording: {result['recording']}  (rlvitals doctor {result['recording']})")
+    return 0

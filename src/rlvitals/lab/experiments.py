@@ -1,0 +1,469 @@
+"""The lab's experiments: ``predict``, ``compare``, ``ablate`` — each one call, each a folder.
+
+He et al. (ICML 2026, arXiv 2605.21125) claim that (1) the early ACR predicts final accuracy
+across runs (Pearson r = -0.785, R^2 = 0.617, accuracy ~ 51.4 - 29.6 ACR_100, accuracy in
+points) and (2) AVSPO cuts the ACR by 58-63% and adds 4-6 accuracy points over GRPO, with
+ablations favouring its stratified virtual rewards, adaptive threshold and alpha = 0.5. Their
+tables are single runs. Here every claim is measured with seeds and intervals:
+
+- :func:`predict`: a grid of short GRPO runs over level x group size x temperature x seed;
+  ACR_100 against final held-out accuracy (Pearson r with a bootstrap interval, R^2, the OLS
+  line, r within each level), the paper's numbers beside ours.
+- :func:`compare`: GRPO, Dr. GRPO, AVSPO, the released AVSPO, zero-variance filtering, DAPO
+  dynamic sampling and a history baseline at an equal budget of generated completions (dynamic
+  sampling's discarded completions count), several seeds, on one level; raw and residual ACR,
+  accuracy, entropy, wall time with intervals; a paired test per method against GRPO.
+- :func:`ablate`: AVSPO's virtual rewards (stratified / uniform-random / fixed 0.5 r_max), its
+  threshold (adaptive / fixed 0.3, 0.5, 0.7) and alpha (0.3, 0.5, 0.7, 1.0).
+
+Each writes ``<exp>.json`` (everything, per run included), ``<exp>.md`` (the summary),
+``<exp>_*.png`` and ``<exp>.html`` into ``out``, and every run's recording under
+``out/runs/<name>/rlvitals`` (``rlvitals doctor`` reads it). Presets: ``smoke`` (seconds, for
+tests), ``quick`` (under 3 minutes on 2 cores), ``full`` (under 45 minutes on 2 cores).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlvitals.lab import stats
+from rlvitals.lab.presets import (
+    ABLATE,
+    COMPARE,
+    EXPERIMENTS,
+    PAPER,
+    PREDICT,
+    VARIANTS,
+    AblatePreset,
+    ComparePreset,
+    PredictPreset,
+    Variant,
+)
+from rlvitals.lab.train import Args
+
+__all__ = [
+    "ABLATE",
+    "COMPARE",
+    "PAPER",
+    "PREDICT",
+    "VARIANTS",
+    "AblatePreset",
+    "ComparePreset",
+    "PredictPreset",
+    "Variant",
+    "ablate",
+    "compare",
+    "predict",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Shared set-up
+
+
+@dataclass
+class Setup:
+    """What every experiment takes besides its preset (the CLI's options).
+
+    Attributes:
+        out: the experiment's folder.
+        workers: runs training at once (processes, one torch thread each).
+        task: task name.
+        model: a local Hugging Face causal-LM directory instead of the tiny model.
+        device: ``cpu``, ``cuda``, ...
+        cache_dir: cache of base policies.
+        seeds: use only the first this many seeds of the preset (None: all).
+        show: draw progress bars (None: when stderr is a terminal).
+    """
+
+    out: str | os.PathLike
+    workers: int = 2
+    task: str = "sum"
+    model: str | None = None
+    device: str = "cpu"
+    cache_dir: str | None = None
+    seeds: int | None = None
+    show: bool | None = None
+
+
+def _base(setup: Setup, run: Args) -> Any:
+    from rlvitals.lab.policy import WarmStart, prepare_base
+
+    with _StatusBar("base policy", setup.show) as bar:
+        return prepare_base(
+            setup.task,
+            model=setup.model,
+            device=setup.device,
+            cache_dir=setup.cache_dir,
+            warm=WarmStart(steps=run.warm_steps),
+            progress=bar.update,
+        )
+
+
+def _run_args(setup: Setup, run: Args, **kw: Any) -> Args:
+    return dataclasses.replace(
+        run,
+        task=setup.task,
+        model=setup.model,
+        device=setup.device,
+        cache_dir=setup.cache_dir,
+        out=str(Path(setup.out) / "runs"),
+        **kw,
+    )
+
+
+def _seeds(seeds: tuple[int, ...], setup: Setup) -> tuple[int, ...]:
+    if setup.seeds is None:
+        return seeds
+    if setup.seeds < 1:
+        raise ValueError(f"seeds must be >= 1, got {setup.seeds}")
+    return tuple(range(setup.seeds))
+
+
+def _machine() -> dict[str, Any]:
+    import torch
+
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "torch": torch.__version__,
+        "argv": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "load_average": [round(x, 2) for x in os.getloadavg()]
+        if hasattr(os, "getloadavg")
+        else None,
+    }
+
+
+def _execute(name: str, setup: Setup, runs: list[Args], base: Any) -> list:
+    from rlvitals.lab._runner import run_all
+
+    return run_all(runs, base=base, workers=setup.workers, label=name, show=setup.show)
+
+
+def _finish(
+    name: str,
+    preset_name: str,
+    preset: Any,
+    setup: Setup,
+    base: Any,
+    results: list,
+    analysis: dict,
+    started: float,
+) -> dict[str, Any]:
+    from rlvitals.lab import report
+
+    wall = round(time.perf_counter() - started, 1)
+    timing_file = Path(setup.out) / f"{name}.timing.json"
+    computed = sum(1 for r in results if not r.get("from_cache"))
+    cpu = sum(r["summary"].get("cpu_seconds") or 0.0 for r in results)
+    timing = {
+        "wall_seconds": wall,
+        "runs": len(results),
+        "workers": setup.workers,
+        "run_cpu_seconds": round(cpu, 1),
+        "base_seconds": base.meta.get("seconds"),
+        "load_average_end": [round(x, 2) for x in os.getloadavg()]
+        if hasattr(os, "getloadavg")
+        else None,
+    }
+    if computed == len(results) or not timing_file.is_file():
+        # the first invocation that trained every run is the one whose wall time counts
+        timing["runs_trained"] = computed
+        Path(setup.out).mkdir(parents=True, exist_ok=True)
+        timing_file.write_text(json.dumps(timing, indent=1))
+    first = json.loads(timing_file.read_text())
+    doc = {
+        "experiment": name,
+        "preset": preset_name,
+        "preset_settings": _jsonable(dataclasses.asdict(preset)),
+        "setup": _jsonable({k: v for k, v in dataclasses.asdict(setup).items() if k != "show"}),
+        "base_policy": base.to_dict(),
+        "paper": PAPER[name],
+        "analysis": analysis,
+        "runs": [{"name": r["args"]["name"], **r["summary"], "evals": r["evals"]} for r in results],
+        "machine": _machine(),
+        "wall_seconds": wall,
+        "timing": first,
+        "runs_read_back": len(results) - computed,
+    }
+    doc["files"] = report.write(name, doc, results, Path(setup.out))
+    return doc
+
+
+def _jsonable(x: Any) -> Any:
+    return json.loads(json.dumps(x, default=str))
+
+
+# --------------------------------------------------------------------------------------------
+# predict
+
+
+def predict(preset: str | PredictPreset = "quick", setup: Setup | None = None, **kw: Any) -> dict:
+    """Run the ACR_100 -> final accuracy grid; write its folder; return the results document.
+
+    ``setup`` (or its fields as keyword arguments: ``out``, ``workers``, ...) says where and how.
+    """
+    setup = setup or Setup(**kw)
+    name, p = _preset("predict", preset)
+    started = time.perf_counter()
+    base = _base(setup, p.run)
+    runs = [
+        _run_args(
+            setup,
+            p.run,
+            name=f"L{lvl}-G{g}-T{t:g}-s{s}",
+            level=lvl,
+            group_size=g,
+            temperature=t,
+            seed=s,
+            method="grpo",
+            budget=p.steps * p.run.prompts_per_step * g,
+        )
+        for lvl in p.levels
+        for g in p.group_sizes
+        for t in p.temperatures
+        for s in _seeds(p.seeds, setup)
+    ]
+    results = _execute("predict", setup, runs, base)
+    return _finish("predict", name, p, setup, base, results, analyse_predict(results), started)
+
+
+def analyse_predict(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Pearson r (bootstrap interval), R^2, the OLS line (accuracy in points), r per level."""
+    x = [r["summary"]["acr_100"] for r in results]
+    y = [100.0 * r["summary"]["final_accuracy"] for r in results]
+    gain = [
+        100.0 * (r["summary"]["final_accuracy"] - r["summary"]["base_accuracy"]) for r in results
+    ]
+    by_level: dict[str, Any] = {}
+    for lvl in sorted({r["summary"]["level"] for r in results}):
+        rows = [r for r in results if r["summary"]["level"] == lvl]
+        by_level[str(lvl)] = {
+            "n": len(rows),
+            "acr_100": stats.mean_ci([r["summary"]["acr_100"] for r in rows]),
+            "accuracy": stats.mean_ci([100 * r["summary"]["final_accuracy"] for r in rows]),
+            "pearson": stats.pearson(
+                [r["summary"]["acr_100"] for r in rows],
+                [100 * r["summary"]["final_accuracy"] for r in rows],
+            ),
+        }
+    within = [v["pearson"]["r"] for v in by_level.values() if v["pearson"]["r"] is not None]
+    return {
+        "n_runs": len(results),
+        "pearson": stats.pearson(x, y),
+        "ols": stats.ols(x, y),
+        "pearson_gain": stats.pearson(x, gain),
+        "ols_gain": stats.ols(x, gain),
+        "by_level": by_level,
+        "within_level_mean_r": sum(within) / len(within) if within else None,
+        "points": [
+            {
+                "name": r["args"]["name"],
+                "level": r["summary"]["level"],
+                "group_size": r["args"]["group_size"],
+                "temperature": r["args"]["temperature"],
+                "seed": r["args"]["seed"],
+                "acr_100": r["summary"]["acr_100"],
+                "final_accuracy": r["summary"]["final_accuracy"],
+                "base_accuracy": r["summary"]["base_accuracy"],
+            }
+            for r in results
+        ],
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# compare
+
+
+def compare(preset: str | ComparePreset = "quick", setup: Setup | None = None, **kw: Any) -> dict:
+    """Run every method at an equal budget over the seeds; write the folder; return the doc."""
+    setup = setup or Setup(**kw)
+    name, p = _preset("compare", preset)
+    started = time.perf_counter()
+    base = _base(setup, p.run)
+    runs = [
+        _run_args(setup, p.run, name=f"{m}-s{s}", level=p.level, method=m, seed=s)
+        for m in p.methods
+        for s in _seeds(p.seeds, setup)
+    ]
+    results = _execute("compare", setup, runs, base)
+    groups = {m: [r for r in results if r["summary"]["method"] == m] for m in p.methods}
+    return _finish("compare", name, p, setup, base, results, analyse_arms(groups, "grpo"), started)
+
+
+METRICS = (
+    ("final_accuracy", 100.0, "held-out accuracy (points, sampled T = 1)"),
+    ("final_greedy_accuracy", 100.0, "held-out greedy accuracy (points)"),
+    ("acr_mean", 1.0, "raw ACR (mean over steps)"),
+    ("acr_100", 1.0, "raw ACR_100"),
+    ("acr_residual_mean", 1.0, "residual ACR (after the estimator)"),
+    ("wasted_fraction", 1.0, "completions trained with advantage 0"),
+    ("entropy_final", 1.0, "token entropy (last 10% of steps)"),
+    ("auc_accuracy", 100.0, "accuracy averaged over the evaluation points (per completion)"),
+    ("steps", 1.0, "optimizer steps"),
+    ("generated", 1.0, "completions generated"),
+    ("wall_seconds", 1.0, "wall time per run (s)"),
+    ("cpu_seconds", 1.0, "CPU time per run (s): what the wall time is without contention"),
+)
+"""What compare and ablate report per method: key, scale, meaning."""
+
+
+def _value(r: dict[str, Any], key: str, scale: float) -> float | None:
+    if key == "auc_accuracy":
+        pts = [e["accuracy"] for e in r["evals"][1:]]
+        return scale * sum(pts) / len(pts) if pts else None
+    v = r["summary"].get(key)
+    return None if v is None else scale * v
+
+
+def analyse_arms(groups: dict[str, list[dict[str, Any]]], reference: str) -> dict[str, Any]:
+    """Per arm: every metric with its interval; paired differences against ``reference`` and
+    between every pair of arms; relative ACR reductions; accuracy against completions."""
+    seeds = {m: {r["args"]["seed"]: r for r in rs} for m, rs in groups.items()}
+    arms: dict[str, Any] = {}
+    for m, rs in groups.items():
+        arms[m] = {key: stats.mean_ci([_value(r, key, sc) for r in rs]) for key, sc, _ in METRICS}
+        arms[m]["curve"] = _curve(rs)
+    vs: dict[str, Any] = {}
+    ref = seeds.get(reference, {})
+    for m in groups:
+        if m == reference or not ref:
+            continue
+        common = sorted(set(seeds[m]) & set(ref))
+        a = [seeds[m][s] for s in common]
+        b = [ref[s] for s in common]
+        out = {
+            key: stats.paired([_value(r, key, sc) for r in a], [_value(r, key, sc) for r in b])
+            for key, sc, _ in METRICS
+            if key in ("final_accuracy", "final_greedy_accuracy", "auc_accuracy", "acr_mean")
+            or key in ("acr_residual_mean", "entropy_final")
+        }
+        for key in ("acr_mean", "acr_residual_mean", "acr_100"):
+            rel = [
+                1.0 - x["summary"][key] / y["summary"][key]
+                for x, y in zip(a, b)
+                if x["summary"][key] is not None and y["summary"][key]
+            ]
+            out[f"{key}_reduction"] = stats.mean_ci(rel)
+        vs[m] = out
+    adjusted = stats.holm({m: v["final_accuracy"]["wilcoxon_p"] for m, v in vs.items()})
+    adjusted_t = stats.holm({m: v["final_accuracy"]["t_p"] for m, v in vs.items()})
+    for m in vs:
+        vs[m]["final_accuracy"]["wilcoxon_p_holm"] = adjusted[m]
+        vs[m]["final_accuracy"]["t_p_holm"] = adjusted_t[m]
+    pairs: dict[str, Any] = {}
+    names = list(groups)
+    for i, m1 in enumerate(names):
+        for m2 in names[i + 1 :]:
+            common = sorted(set(seeds[m1]) & set(seeds[m2]))
+            pairs[f"{m1} - {m2}"] = stats.paired(
+                [_value(seeds[m1][s], "final_accuracy", 100.0) for s in common],
+                [_value(seeds[m2][s], "final_accuracy", 100.0) for s in common],
+            )
+    return {"reference": reference, "arms": arms, "vs_reference": vs, "pairs": pairs}
+
+
+def _curve(rs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Accuracy against completions generated, by evaluation point over the seeds."""
+    n = min((len(r["evals"]) for r in rs), default=0)
+    out = []
+    for k in range(n):
+        pts = [r["evals"][k] for r in rs]
+        out.append(
+            {
+                "generated": sum(p["generated"] for p in pts) / len(pts),
+                "accuracy": stats.mean_ci([100 * p["accuracy"] for p in pts]),
+            }
+        )
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# ablate
+
+
+def ablate(preset: str | AblatePreset = "quick", setup: Setup | None = None, **kw: Any) -> dict:
+    """Run the AVSPO ablation arms over the seeds; write the folder; return the doc."""
+    setup = setup or Setup(**kw)
+    name, p = _preset("ablate", preset)
+    started = time.perf_counter()
+    base = _base(setup, p.run)
+    runs = [
+        _run_args(
+            setup,
+            p.run,
+            name=f"{v.name}-s{s}",
+            level=p.level,
+            method=v.method,
+            estimator_config=dict(v.config),
+            seed=s,
+        )
+        for v in p.variants
+        for s in _seeds(p.seeds, setup)
+    ]
+    results = _execute("ablate", setup, runs, base)
+    groups = {
+        v.name: [r for r in results if r["args"]["name"].rsplit("-s", 1)[0] == v.name]
+        for v in p.variants
+    }
+    default = next((v.name for v in p.variants if v.axis == "default"), p.variants[0].name)
+    analysis = analyse_arms(groups, default)
+    analysis["variants"] = [dataclasses.asdict(v) for v in p.variants]
+    return _finish("ablate", name, p, setup, base, results, analysis, started)
+
+
+def _preset(kind: str, preset: Any) -> tuple[str, Any]:
+    table = EXPERIMENTS[kind]
+    if isinstance(preset, str):
+        if preset not in table:
+            raise ValueError(f"unknown {kind} preset {preset!r}; valid: {', '.join(table)}")
+        return preset, table[preset]
+    return "custom", preset
+
+
+class _StatusBar:
+    """Progress of the base policy's preparation (warm start, measurement) on stderr."""
+
+    def __init__(self, label: str, show: bool | None):
+        from rlvitals.progress import progress_enabled
+
+        self.show = progress_enabled(show)
+        self.label = label
+        self._p: Any = None
+        self._tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> _StatusBar:
+        if self.show:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            self._p = Progress(
+                TextColumn(f"{self.label}: " + "{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                console=Console(file=sys.stderr),
+            )
+            self._p.start()
+        return self
+
+    def update(self, phase: str, done: int, total: int) -> None:
+        if self._p is None:
+            return
+        if phase not in self._tasks:
+            self._tasks[phase] = self._p.add_task(phase, total=total)
+        self._p.update(self._tasks[phase], completed=done)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._p is not None:
+            self._p.stop()

@@ -1,0 +1,475 @@
+"""Write an experiment's folder: ``<exp>.json``, ``<exp>.md``, ``<exp>_*.png`` and ``<exp>.html``.
+
+The Markdown is the summary a person reads (the paper's numbers beside ours, with intervals and
+a verdict computed from them); the HTML is the same page with the plots inline (SVG); the PNGs
+are for docs. Plots need matplotlib (``pip install 'rlvitals[lab]'``); without it the JSON and
+Markdown are still written and the page says what is missing.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from rlvitals.lab.plots import draw
+from rlvitals.lab.presets import PAPER
+from rlvitals.lab.tasks import LEVEL_TARGETS
+
+__all__ = ["MIN_N", "fmt_ci", "verdict", "write"]
+
+MIN_N = 5
+"""Fewest paired seeds (or runs) for a verdict; below it the tables show numbers only."""
+
+
+# --------------------------------------------------------------------------------------------
+# Numbers
+
+
+def _n(x: Any, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "–"
+    if isinstance(x, int):
+        return str(x)
+    return f"{x:.{digits}f}"
+
+
+def fmt_ci(ci: dict[str, Any] | None, digits: int = 3, pct: bool = False) -> str:
+    """``0.412 [0.380, 0.441]`` (``pct``: as percentages).
+
+    >>> fmt_ci({"mean": 0.5, "lo": 0.4, "hi": 0.6}, 2)
+    '0.50 [0.40, 0.60]'
+    """
+    if not ci:
+        return "–"
+    key = "mean" if "mean" in ci else "diff" if "diff" in ci else "r"
+    k = 100.0 if pct else 1.0
+    m, lo, hi = (ci.get(key), ci.get("lo"), ci.get("hi"))
+
+    def s(v: Any) -> str:
+        return _n(None if v is None else k * v, digits) + ("%" if pct and v is not None else "")
+
+    if lo is None or hi is None:
+        return s(m)
+    return f"{s(m)} [{s(lo)}, {s(hi)}]"
+
+
+def verdict(ci: dict[str, Any] | None, higher: str = "higher", lower: str = "lower") -> str:
+    """``higher`` when the interval lies above 0, ``lower`` below, else no detectable difference.
+
+    >>> verdict({"diff": 1.0, "lo": 0.2, "hi": 1.8, "n": 8})
+    'higher'
+    >>> verdict({"diff": 0.1, "lo": -1, "hi": 1, "n": 8}), verdict({"diff": 1, "lo": 1, "hi": 1, "n": 2})
+    ('no detectable difference', 'too few seeds to judge (n = 2 < 5)')
+    """
+    if not ci or ci.get("lo") is None or ci.get("hi") is None:
+        return "not measurable"
+    if ci.get("n", MIN_N) < MIN_N:
+        return f"too few seeds to judge (n = {ci['n']} < {MIN_N})"
+    if ci["lo"] > 0:
+        return higher
+    if ci["hi"] < 0:
+        return lower
+    return "no detectable difference"
+
+
+def _p(x: Any) -> str:
+    if x is None:
+        return "–"
+    return f"{x:.3f}" if x >= 0.001 else f"{x:.1e}"
+
+
+# --------------------------------------------------------------------------------------------
+# Markdown
+
+
+def _header(doc: dict[str, Any]) -> list[str]:
+    return [f"# rlvitals lab: {doc['experiment']} (preset `{doc['preset']}`)", ""]
+
+
+def _setup(doc: dict[str, Any]) -> list[str]:
+    base = doc["base_policy"]
+    m = doc["machine"]
+    rates = ", ".join(
+        f"L{i} {100 * r:.1f}% (target {100 * t:.0f}%)"
+        for i, (r, t) in enumerate(zip(base["level_rates"], LEVEL_TARGETS))
+    )
+    meta = base.get("meta", {})
+    lines = [
+        "## Set-up",
+        "",
+        f"- task `{base['task']}`; base policy `{Path(base['path']).parent.name}`"
+        + (" (the lab's tiny Qwen2, warm-started)" if base.get("tiny") else ""),
+        f"- base pass rate per level on held-out prompts: {rates}",
+        f"- base policy built in {meta.get('seconds', '–')} s "
+        f"(warm start {meta.get('warm_start_seconds', '–')} s; read from cache when built before)",
+        f"- {len(doc['runs'])} runs, {doc['setup'].get('workers')} at a time; wall time "
+        f"{doc['timing']['wall_seconds']:.0f} s when every run was trained "
+        f"({doc['timing'].get('run_cpu_seconds', 0):.0f} CPU-seconds in the runs; "
+        f"load average at the end {doc['timing'].get('load_average_end')})"
+        + (
+            f" (this invocation {doc['wall_seconds']:.0f} s, {doc['runs_read_back']} runs "
+            "read back from their result.json)"
+            if doc.get("runs_read_back")
+            else ""
+        ),
+        f"- machine: {m['cpus']} CPUs ({m['processor']}), {m['platform']}, "
+        f"Python {m['python']}, torch {m['torch']}",
+        f"- command: `{m['argv']}`",
+        "",
+    ]
+    return lines
+
+
+def _predict_md(doc: dict[str, Any]) -> list[str]:
+    a = doc["analysis"]
+    paper = PAPER["predict"]
+    pr, ols = a["pearson"], a["ols"]
+    inside = pr["lo"] is not None and pr["lo"] <= paper["r"] <= pr["hi"] if pr.get("lo") else False
+    line = (
+        f"{_n(ols['intercept'], 1)} {'-' if (ols['slope'] or 0) < 0 else '+'} "
+        f"{_n(abs(ols['slope'] or 0), 1)} · ACR_100"
+        if ols["slope"] is not None
+        else "–"
+    )
+    out = [
+        *_header(doc),
+        "Claim (He et al., ICML 2026): the mean ACR of the first 100 steps predicts final "
+        "accuracy across runs, r = −0.785, R² = 0.617, accuracy ≈ 51.4 − 29.6 · ACR_100 "
+        "(accuracy in points).",
+        "",
+        "| | paper | this lab |",
+        "|---|---|---|",
+        f"| Pearson r (ACR_100, final accuracy) | −0.785 | {fmt_ci(pr)} (n = {pr['n']}) |",
+        f"| R² | 0.617 | {_n(pr['r2'])} |",
+        f"| OLS line (accuracy, points) | 51.4 − 29.6 · ACR_100 | {line} |",
+        f"| mean r within a level | – | {_n(a['within_level_mean_r'])} |",
+        f"| r of ACR_100 with the accuracy *gain* (final − base) | – | {fmt_ci(a['pearson_gain'])} |",
+        "",
+        (
+            f"**Verdict.** Across the grid r = {fmt_ci(pr, 2)}: the paper's −0.785 lies "
+            f"{'inside' if inside else 'outside'} our 95% interval. " + _within_text(a)
+            if pr["n"] >= MIN_N
+            else f"**Verdict.** Too few runs to judge (n = {pr['n']} < {MIN_N})."
+        ),
+        "",
+        "## Per level",
+        "",
+        "| level | target | runs | ACR_100 | final accuracy (points) | r within the level |",
+        "|---|---|---|---|---|---|",
+    ]
+    for lvl, v in a["by_level"].items():
+        out.append(
+            f"| L{lvl} | {100 * LEVEL_TARGETS[int(lvl)]:.0f}% | {v['n']} | {fmt_ci(v['acr_100'])} "
+            f"| {fmt_ci(v['accuracy'], 1)} | {fmt_ci(v['pearson'], 2)} |"
+        )
+    out += ["", "![ACR_100 against final accuracy](predict_scatter.png)", ""]
+    return out
+
+
+def _within_text(a: dict[str, Any]) -> str:
+    rs = [v["pearson"] for v in a["by_level"].values() if v["pearson"]["r"] is not None]
+    if not rs:
+        return "No level has enough runs for a within-level r."
+    neg = sum(1 for r in rs if r["hi"] is not None and r["hi"] < 0)
+    return (
+        f"Within a level (the difficulty held fixed) the mean r is {_n(a['within_level_mean_r'], 2)}; "
+        f"{neg} of {len(rs)} levels have an interval entirely below 0."
+    )
+
+
+def _arms_table(a: dict[str, Any], names: list[str], labels: dict[str, str]) -> list[str]:
+    cols = [
+        ("final_accuracy", 1),
+        ("final_greedy_accuracy", 1),
+        ("acr_mean", 3),
+        ("acr_residual_mean", 3),
+        ("wasted_fraction", 3),
+        ("entropy_final", 3),
+        ("steps", 0),
+        ("generated", 0),
+        ("cpu_seconds", 1),
+        ("wall_seconds", 1),
+    ]
+    head = (
+        "| method | accuracy | greedy accuracy | raw ACR | residual ACR | wasted | entropy "
+        "| steps | completions | CPU s | wall s |"
+    )
+    out = [head, "|" + "---|" * (len(cols) + 1)]
+    for m in names:
+        arm = a["arms"][m]
+        out.append(
+            f"| {labels.get(m, m)} | "
+            + " | ".join(fmt_ci(arm[k], d) if d else _n(arm[k]["mean"], 0) for k, d in cols)
+            + " |"
+        )
+    return out
+
+
+def _paired_table(a: dict[str, Any], names: list[str], labels: dict[str, str]) -> list[str]:
+    ref = a["reference"]
+    out = [
+        f"| method | Δ accuracy vs {ref} (points) | wins | t-test p (Holm) | Wilcoxon p (Holm) "
+        "| Δ accuracy over the budget (curve mean) | raw ACR change | residual ACR change |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for m in names:
+        if m not in a["vs_reference"]:
+            continue
+        v = a["vs_reference"][m]
+        acc = v["final_accuracy"]
+        raw = v["acr_mean_reduction"]
+        res = v["acr_residual_mean_reduction"]
+        out.append(
+            f"| {labels.get(m, m)} | {fmt_ci(acc, 2)} | {acc['wins']}/{acc['n']} "
+            f"| {_p(acc['t_p'])} ({_p(acc.get('t_p_holm'))}) "
+            f"| {_p(acc['wilcoxon_p'])} ({_p(acc.get('wilcoxon_p_holm'))}) "
+            f"| {fmt_ci(v['auc_accuracy'], 2)} | {_neg_pct(raw)} | {_neg_pct(res)} |"
+        )
+    return out
+
+
+def _neg_pct(ci: dict[str, Any]) -> str:
+    """A reduction as a signed change: a 40% reduction reads −40%."""
+    if not ci or ci.get("mean") is None:
+        return "–"
+    flip = {k: (None if ci.get(k) is None else -ci[k]) for k in ("mean", "lo", "hi")}
+    flip["lo"], flip["hi"] = flip["hi"], flip["lo"]
+    return fmt_ci(flip, 0, pct=True)
+
+
+def _compare_md(doc: dict[str, Any]) -> list[str]:
+    a = doc["analysis"]
+    names = list(a["arms"])
+    settings = doc["preset_settings"]
+    run = settings["run"]
+    n_seeds = len({r["seed"] for r in _points(doc)})
+    out = _header(doc)
+    out += [
+        f"Every method trains level L{settings['level']} "
+        f"(base pass rate {100 * LEVEL_TARGETS[settings['level']]:.0f}% target) "
+        f"from the same base policy with the same budget of **{run['budget']} generated "
+        f"completions** ({run['prompts_per_step']} prompts × G = {run['group_size']} per plain "
+        f"step; dynamic sampling spends more per step and so takes fewer), over {n_seeds} seeds "
+        f"({_seed_list(doc)}; paired: seed s of every method starts from the same prompts and "
+        "sampler state). "
+        "Intervals are 95% bootstrap intervals over seeds.",
+        "",
+    ]
+    out += _claims(a)
+    out += ["", "## Methods at an equal budget", ""]
+    out += _arms_table(a, names, {})
+    out += ["", "## Each method against GRPO (paired over seeds)", ""]
+    out += _paired_table(a, names, {})
+    out += ["", "## AVSPO against every method (Δ accuracy, points, paired)", ""]
+    out += ["| AVSPO − | Δ accuracy | wins | Wilcoxon p | verdict |", "|---|---|---|---|---|"]
+    for key, v in a["pairs"].items():
+        m1, m2 = key.split(" - ")
+        if "avspo" not in (m1, m2):
+            continue
+        sign = 1 if m1 == "avspo" else -1
+        other = m2 if m1 == "avspo" else m1
+        d = _signed(v, sign)
+        wins = v["wins"] if sign == 1 else v["n"] - v["wins"]
+        out.append(
+            f"| {other} | {fmt_ci(d, 2)} | {wins}/{v['n']} | {_p(v['wilcoxon_p'])} "
+            f"| {verdict(d, 'AVSPO higher', 'AVSPO lower')} |"
+        )
+    out += [
+        "",
+        "![accuracy against completions generated](compare_accuracy.png)",
+        "",
+        "![raw ACR against completions generated](compare_acr.png)",
+        "",
+    ]
+    return out
+
+
+def _seed_list(doc: dict[str, Any]) -> str:
+    seeds = sorted({p["seed"] for p in _points(doc)})
+    return ", ".join(map(str, seeds))
+
+
+def _signed(v: dict[str, Any], sign: int) -> dict[str, Any]:
+    if sign == 1:
+        return v
+    return {**v, "diff": -v["diff"], "lo": -v["hi"], "hi": -v["lo"]} if v["diff"] is not None else v
+
+
+def _points(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for r in doc["runs"]:
+        name = r["name"]
+        out.append({"name": name, "seed": int(name.rsplit("-s", 1)[1])})
+    return out
+
+
+def _claims(a: dict[str, Any]) -> list[str]:
+    v = a["vs_reference"].get("avspo")
+    if v is None:
+        return []
+    acc, raw, res = v["final_accuracy"], v["acr_mean_reduction"], v["acr_residual_mean_reduction"]
+    paper = PAPER["compare"]
+    raw_v = verdict(raw, "ACR falls", "ACR rises")
+    res_v = verdict(res, "ACR falls", "ACR rises")
+    acc_v = verdict(acc, "AVSPO higher", "AVSPO lower")
+    in_range = (
+        raw.get("lo") is not None
+        and raw["lo"] <= paper["acr_reduction"][1]
+        and (raw["hi"] >= paper["acr_reduction"][0])
+    )
+    acc_range = (
+        acc.get("lo") is not None
+        and acc["lo"] <= paper["accuracy_gain_points"][1]
+        and (acc["hi"] >= paper["accuracy_gain_points"][0])
+    )
+    return [
+        "## The paper's claims beside ours",
+        "",
+        f"Paper (He et al., ICML 2026; {paper['setting']}): {paper['examples']}.",
+        "",
+        "| claim | paper | this lab (AVSPO vs GRPO, paired) | verdict |",
+        "|---|---|---|---|",
+        f"| ACR falls (raw: what the policy generated) | −58% to −63% | {_neg_pct(raw)} "
+        f"| {raw_v}; the paper's range is {'inside' if in_range else 'outside'} our interval |",
+        f"| ACR falls (residual: groups still without signal) | (not separated) | {_neg_pct(res)} | {res_v} |",
+        f"| accuracy rises | +4 to +6 points | {fmt_ci(acc, 2)} points "
+        f"(Wilcoxon p {_p(acc['wilcoxon_p'])}) | {acc_v}; the paper's range is "
+        f"{'inside' if acc_range else 'outside'} our interval |",
+    ]
+
+
+def _ablate_md(doc: dict[str, Any]) -> list[str]:
+    a = doc["analysis"]
+    variants = a["variants"]
+    labels = {v["name"]: v["label"] for v in variants}
+    default = a["reference"]
+    out = _header(doc)
+    settings = doc["preset_settings"]
+    out += [
+        f"AVSPO's design choices on level L{settings['level']}, each arm at the same budget "
+        f"({settings['run']['budget']} completions), seeds {_seed_list(doc)}, paired "
+        f"against the paper's default (`{default}`). 95% bootstrap intervals over seeds.",
+        "",
+    ]
+    for axis in ("virtual", "threshold", "alpha"):
+        names = [default] + [v["name"] for v in variants if v["axis"] == axis]
+        claim = PAPER["ablate"][axis]
+        out += [f"## {axis}", "", f"Paper: {claim}.", ""]
+        out += [
+            "| arm | accuracy (points) | raw ACR | residual ACR | Δ accuracy vs default | Wilcoxon p | verdict |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for m in names:
+            arm = a["arms"][m]
+            vs = a["vs_reference"].get(m, {}).get("final_accuracy")
+            out.append(
+                f"| {labels.get(m, m)} | {fmt_ci(arm['final_accuracy'], 1)} | "
+                f"{fmt_ci(arm['acr_mean'])} | {fmt_ci(arm['acr_residual_mean'])} | "
+                + (
+                    f"{fmt_ci(vs, 2)} | {_p(vs['wilcoxon_p'])} | "
+                    f"{verdict(vs, 'beats the default', 'loses to the default')} |"
+                    if vs
+                    else "– | – | (the paper's default) |"
+                )
+            )
+        out.append("")
+    out += ["## Every arm", ""]
+    out += _arms_table(a, [v["name"] for v in variants], labels)
+    out += ["", "![accuracy per ablation arm](ablate_bars.png)", ""]
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# HTML
+
+
+def _md_to_html(lines: list[str], svgs: dict[str, str]) -> str:
+    """The small Markdown subset the summaries use: headings, tables, images, lists, text."""
+    out: list[str] = []
+    table: list[list[str]] = []
+
+    def inline(s: str) -> str:
+        s = html.escape(s)
+        s = re.sub(r"`([^`]+)`", r"<code>\1</code>", s)
+        return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", s)
+
+    def flush() -> None:
+        if not table:
+            return
+        rows = [r for r in table if not re.fullmatch(r"\|?(\s*-+\s*\|)+\s*-*\s*", "|".join(r))]
+        out.append("<table>")
+        for i, r in enumerate(rows):
+            tag = "th" if i == 0 else "td"
+            out.append("<tr>" + "".join(f"<{tag}>{inline(c)}</{tag}>" for c in r) + "</tr>")
+        out.append("</table>")
+        table.clear()
+
+    for ln in lines:
+        if ln.startswith("|"):
+            cells = [c.strip() for c in ln.strip().strip("|").split("|")]
+            if all(re.fullmatch(r"-+", c) for c in cells):
+                continue
+            table.append(cells)
+            continue
+        flush()
+        m = re.match(r"!\[([^\]]*)\]\(([^)]+)\)", ln)
+        if m:
+            svg = svgs.get(m.group(2))
+            out.append(
+                f"<figure>{svg}<figcaption>{inline(m.group(1))}</figcaption></figure>"
+                if svg
+                else f"<p><i>plot not drawn: {inline(m.group(1))}</i></p>"
+            )
+        elif ln.startswith("#"):
+            level = len(ln) - len(ln.lstrip("#"))
+            out.append(f"<h{level}>{inline(ln.lstrip('#').strip())}</h{level}>")
+        elif ln.startswith("- "):
+            out.append(f"<ul><li>{inline(ln[2:])}</li></ul>")
+        elif ln.strip():
+            out.append(f"<p>{inline(ln)}</p>")
+    flush()
+    style = (
+        "body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}"
+        "table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0}"
+        "td,th{border:1px solid #ccc;padding:.2rem .4rem;text-align:left}"
+        "figure svg{max-width:100%;height:auto}code{background:#f3f3f3}"
+    )
+    title = html.escape(lines[0].lstrip("# ")) if lines else "rlvitals lab"
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
+        f"<style>{style}</style></head><body>\n" + "\n".join(out) + "\n</body></html>\n"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The folder
+
+
+def markdown(name: str, doc: dict[str, Any]) -> list[str]:
+    """The summary's lines."""
+    body = {"predict": _predict_md, "compare": _compare_md, "ablate": _ablate_md}[name](doc)
+    return body + _setup(doc)
+
+
+def write(name: str, doc: dict[str, Any], results: list[dict[str, Any]], out: Path) -> dict:
+    """Write the experiment's files into ``out``; returns their paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    files: dict[str, Any] = {"json": str(out / f"{name}.json"), "markdown": str(out / f"{name}.md")}
+    lines = markdown(name, doc)
+    try:
+        plots = draw(name, doc, results, out)
+    except ImportError:
+        plots = {"files": {}, "svg": {}}
+        lines += ["", "Plots need matplotlib: `pip install 'rlvitals[lab]'`.", ""]
+    files["png"] = plots["files"]
+    files["html"] = str(out / f"{name}.html")
+    (out / f"{name}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (out / f"{name}.html").write_text(_md_to_html(lines, plots["svg"]), encoding="utf-8")
+    (out / f"{name}.json").write_text(
+        json.dumps({**doc, "files": files}, indent=1), encoding="utf-8"
+    )
+    return files
