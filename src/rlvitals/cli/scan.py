@@ -1,0 +1,240 @@
+"""``rlvitals scan``: one row per run across a sweep, a tracking store or a shared disk.
+
+Exit codes as ``doctor``: 0 no run has a finding at or above ``--fail-on``; 1 some run has;
+2 bad usage, no run found, or (unless ``--allow-unjudged`` or ``--fail-on never``) a run that
+could not be read or judged. A run that cannot be read is a row with its error, never a crash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from rlvitals.errors import InputError
+
+__all__ = ["register", "run"]
+
+HELP = "scan many runs: one row per run (ACR, worst incident, final metric), cached, in parallel"
+EXAMPLE = """\
+PATH is a file, a folder (walked: every format rlvitals reads, stores of several runs
+expanded: an MLflow store, a W&B folder, a trackio database) or a quoted glob. Rows come from
+the cache when a run's files are unchanged (--no-cache reads everything again). The HTML page
+plots ACR_100 against the final metric with the paper's line. Exit codes: 0 = no run at or
+above --fail-on, 1 = some run is, 2 = usage, no run found, or a run not read or not judged
+(--allow-unjudged accepts those).
+
+examples:
+  rlvitals scan sweep/ mlruns/ --sort acr_100
+  rlvitals scan 'outputs/*/trainer_state.json' -o scan.html
+  rlvitals scan /shared/runs --engine ray --format csv -o runs.csv --fail-on never"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from rlvitals.cli.doctor import FAIL_ON
+    from rlvitals.scan import ENGINES, FORMATS, SORT_KEYS
+
+    p = sub.add_parser(
+        "scan",
+        help=HELP,
+        description=HELP + ".",
+        epilog=EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files, folders or quoted globs")
+    p.add_argument(
+        "--format",
+        dest="report_format",
+        choices=FORMATS,
+        help="output format (default: from the -o suffix, else text)",
+    )
+    p.add_argument("-o", "--output", metavar="FILE", help="write the table to FILE")
+    p.add_argument(
+        "--sort",
+        choices=sorted(SORT_KEYS),
+        metavar="KEY",
+        help=f"sort the rows by KEY ({', '.join(sorted(SORT_KEYS))}); default: walk order",
+    )
+    p.add_argument("--reverse", action="store_true", help="sort in descending order")
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="runs read at once (processes; Ray CPUs of a local Ray); default: the CPUs here",
+    )
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="process",
+        help="process (a process pool, default), serial, or ray (pip install 'rlvitals[ray]')",
+    )
+    p.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="Ray cluster to run on (default: $RAY_ADDRESS, else a local Ray instance)",
+    )
+    p.add_argument("--no-cache", action="store_true", help="read every run, use no cache")
+    p.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="where the cache lives (default: $XDG_CACHE_HOME/rlvitals, ~/.cache/rlvitals)",
+    )
+    p.add_argument(
+        "--eval-key",
+        metavar="KEY",
+        help="the eval series to report as the final metric (default: per run, an accuracy-"
+        "like eval key first, then a score, then a reward; the key is said)",
+    )
+    p.add_argument(
+        "--against",
+        choices=("auto", "eval", "reward"),
+        default="auto",
+        help="what ACR_100 is correlated with: the final eval metric, the final train reward, "
+        "or auto (eval when 3+ runs have one)",
+    )
+    p.add_argument(
+        "--fail-on",
+        choices=FAIL_ON,
+        default=None,
+        help="lowest severity that makes the exit code 1 (default: the config's, else warn)",
+    )
+    p.add_argument(
+        "--allow-unjudged",
+        action="store_true",
+        default=None,
+        help="runs that could not be read or judged do not make the exit code 2",
+    )
+    p.add_argument("--select", action="append", metavar="IDS", help="run only these detectors")
+    p.add_argument("--ignore", action="append", metavar="IDS", help="skip these detectors")
+    p.add_argument(
+        "--metric",
+        action="append",
+        metavar="KEY=NAME",
+        help="read every run's KEY as the rlvitals metric NAME (repeatable)",
+    )
+    p.add_argument("--config", metavar="FILE", help="rlvitals.toml or pyproject.toml to read")
+    bar = p.add_mutually_exclusive_group()
+    bar.add_argument(
+        "--progress",
+        dest="progress",
+        action="store_const",
+        const=True,
+        help="always show the progress counter on stderr",
+    )
+    bar.add_argument(
+        "--no-progress",
+        dest="progress",
+        action="store_const",
+        const=False,
+        help="never show it (default: only when stderr is a terminal)",
+    )
+    p.set_defaults(func=run, progress=None)
+
+
+def _config(args: argparse.Namespace):
+    from rlvitals.cli.doctor import _ids, _metric_args
+    from rlvitals.config import load_config
+
+    config = load_config(args.config, start_dir=".")
+    if args.select:
+        config.select = _ids(args.select)
+    if args.ignore:
+        config.ignore = [*config.ignore, *_ids(args.ignore)]
+    if args.fail_on:
+        config.fail_on = args.fail_on
+    if args.metric:
+        config.metrics = {**config.metrics, **_metric_args(args.metric)}
+    if args.allow_unjudged:
+        config.allow_unjudged = True
+    try:
+        config.validate()
+    except ValueError as e:
+        raise InputError(args.config or config.source, str(e)) from None
+    return config
+
+
+def _check_output(output: str, fmt: str | None, targets) -> None:
+    from rlvitals.scan import suffix_format
+
+    if fmt is None and suffix_format(output) is None:
+        raise InputError(
+            output, "-o: no format for this file name (.txt, .csv, .json, .md, .html; or --format)"
+        )
+    out = os.path.realpath(output)
+    for t in targets:
+        real = os.path.realpath(t.path)
+        if out == real or (t.is_dir and out.startswith(real + os.sep)):
+            raise InputError(output, f"-o lies in the run {t.path}; the scan never modifies a run")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rlvitals.cli import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
+    from rlvitals.report._common import one_line
+    from rlvitals.scan import discover, render_scan, scan, suffix_format
+    from rlvitals.scan._cache import default_cache_dir
+    from rlvitals.scan._progress import Counter
+
+    fmt = args.report_format or (suffix_format(args.output) if args.output else None) or "text"
+    if args.jobs is not None and args.jobs < 1:
+        raise InputError(None, f"--jobs must be 1 or more, got {args.jobs}")
+    config = _config(args)
+    cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+    with Counter(force=args.progress) as counter:
+        found = discover(args.paths, skip=[cache_dir], on_entry=counter.finding)
+        if not found.targets:
+            raise InputError(
+                " ".join(args.paths), f"no run found ({found.skipped} file(s) looked at)"
+            )
+        if args.output:
+            _check_output(args.output, args.report_format, found.targets)
+        result = scan(
+            args.paths,
+            jobs=args.jobs,
+            engine=args.engine,
+            config=config,
+            cache=not args.no_cache,
+            cache_dir=cache_dir,
+            eval_key=args.eval_key,
+            progress=counter.reading,
+            ray_address=args.ray_address,
+            discovery=found,
+        )
+    allow = bool(config.allow_unjudged)
+    to_terminal = args.output is None and sys.stdout.isatty()
+    text = render_scan(
+        result,
+        fmt,
+        sort=args.sort,
+        reverse=args.reverse,
+        fail_on=config.fail_on,
+        allow_unjudged=allow,
+        width=shutil.get_terminal_size().columns if to_terminal else None,
+        against=args.against,
+    )
+    if args.output:
+        try:
+            Path(args.output).write_text(text, encoding="utf-8")
+        except OSError as e:
+            raise InputError(args.output, f"cannot write: {e.strerror or e}") from None
+        print(
+            f"rlvitals: wrote {one_line(args.output)} ({len(result.rows)} run(s), "
+            f"{len(result.errors)} unreadable)",
+            file=sys.stderr,
+        )
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    if config.fail_on == "never":
+        return EXIT_OK
+    if not allow and any(r.error or r.not_judged for r in result.rows):
+        bad = sum(1 for r in result.rows if r.error or r.not_judged)
+        print(
+            f"rlvitals: {bad} run(s) could not be read or judged (exit 2; --allow-unjudged "
+            "accepts them)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    return EXIT_FINDINGS if result.failing(config.fail_on, allow) else EXIT_OK

@@ -1,0 +1,325 @@
+"""One row of a scan: what ``rlvitals scan`` says about one run, and the task that makes it.
+
+:func:`scan_one` is the unit of work every engine runs (in-process, a process pool, a Ray
+task): it reads and diagnoses one run with the library's own verbs (:func:`rlvitals.doctor.
+diagnose_path`) and returns a :class:`ScanRow`, small and picklable. A run that cannot be read
+is a row with its read error, never an exception: the scan goes on.
+
+>>> from rlvitals.recording import RunBuilder
+>>> from rlvitals.doctor import diagnose
+>>> b = RunBuilder()
+>>> for s in range(1, 121):
+...     b.add_row(s, {"reward": s / 200, "frac_reward_zero_std": 0.2})
+>>> b.add_row(100, {"eval/accuracy": 0.31}); b.add_row(120, {"eval/accuracy": 0.42})
+>>> row = row_from_diagnosis(diagnose(b.build()), Job(0, 0, "run.jsonl", "jsonl"))
+>>> row.acr_100, row.eval_key, row.eval_final, row.eval_step, row.reward_final
+(0.2, 'eval/accuracy', 0.42, 120, 0.5775)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rlvitals.errors import InputError
+
+if TYPE_CHECKING:
+    from rlvitals.doctor import Diagnosis, DoctorConfig
+
+__all__ = [
+    "FINAL_WINDOW",
+    "Job",
+    "ScanRow",
+    "choose_eval_key",
+    "row_from_diagnosis",
+    "scan_one",
+]
+
+FINAL_WINDOW = 10
+"""The final train reward is the mean of the last this many logged values (one value is noise)."""
+
+_EVAL_TIERS = (
+    re.compile(r"acc|pass@|pass_at|exact_match|correct|solve|success|win_rate", re.I),
+    re.compile(r"score", re.I),
+    re.compile(r"reward", re.I),
+)
+"""Eval keys in order of preference for "the final metric": accuracy-like first (what the paper
+regresses on ACR_100), then scores, then rewards."""
+_EVAL_NOT = re.compile(
+    r"loss|runtime|per_second|length|entropy|(^|/)kl|time|(^|/)lr|learning_rate|std|min\b|max\b"
+    r"|clip|grad|tokens|epoch|_steps",
+    re.I,
+)
+"""Eval keys that are never "the final metric" (costs, spreads and bookkeeping)."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run to read: ``path`` in format ``fmt``; ``run`` selects one run of a store.
+
+    Attributes:
+        target: index of the discovered target (a file, folder or store) it belongs to.
+        position: its place in the target's list of runs (0 for a single-run target).
+        path: the file or folder to read.
+        fmt: the importer that claimed it.
+        run: the run to read from a store (its id, else its name), or None.
+        name: the run's display name within its store, or None.
+        probe: read the store's default run and report the store's list of runs (for stores
+            whose importer cannot list them without reading one).
+        config: the doctor's configuration.
+        eval_key: the eval series to report as the final metric (None: chosen per run).
+    """
+
+    target: int
+    position: int
+    path: str
+    fmt: str | None
+    run: str | None = None
+    name: str | None = None
+    probe: bool = False
+    config: DoctorConfig | None = None
+    eval_key: str | None = None
+
+
+@dataclass
+class ScanRow:
+    """What a scan says about one run (every field JSON-ready; None = not known / not logged).
+
+    Attributes:
+        path: the file or folder the run was found as; ``run``: its name within a store.
+        run_id: what selects it in the store (``--run``), or None.
+        format, source, trainer, step_key: the importer, the file actually read, the trainer,
+            and where the step numbers came from (the step axis).
+        steps, first_step, last_step: logged training steps.
+        group_size: completions per prompt (G); ``evidence``: the collapse evidence tier.
+        acr_100, acr_mean, acr_last: ACR over the first 100 steps, over the run, and the
+            windowed ACR at the end (DESIGN.md 3.2).
+        wasted: mean share of completions whose advantage was zero (wasted rollouts).
+        reward_final: mean train reward over the last :data:`FINAL_WINDOW` logged values.
+        eval_key, eval_final, eval_step: the final eval metric, which key, at which step.
+        worst: the highest severity found; ``findings``: how many; ``severities``: per severity.
+        finding_ids: the detectors that fired, sorted.
+        incident, incident_root, incident_severity, incident_onset: the worst incident (its
+            title, root-cause detector, severity and onset step).
+        not_judged: why the collapse family could not judge the run, or None.
+        error: why the run could not be read, or None (then the numbers are None).
+    """
+
+    path: str
+    run: str | None = None
+    run_id: str | None = None
+    format: str | None = None
+    source: str | None = None
+    trainer: str | None = None
+    step_key: str | None = None
+    steps: int | None = None
+    first_step: int | None = None
+    last_step: int | None = None
+    group_size: int | None = None
+    evidence: str | None = None
+    acr_100: float | None = None
+    acr_mean: float | None = None
+    acr_last: float | None = None
+    wasted: float | None = None
+    reward_final: float | None = None
+    eval_key: str | None = None
+    eval_final: float | None = None
+    eval_step: int | None = None
+    worst: str | None = None
+    findings: int = 0
+    severities: dict[str, int] = field(default_factory=dict)
+    finding_ids: list[str] = field(default_factory=list)
+    incident: str | None = None
+    incident_root: str | None = None
+    incident_severity: str | None = None
+    incident_onset: int | None = None
+    not_judged: str | None = None
+    error: str | None = None
+
+    @property
+    def label(self) -> str:
+        """``path`` and, for a run of a store, ``[run]``."""
+        return f"{self.path} [{self.run}]" if self.run else self.path
+
+    @property
+    def status(self) -> str:
+        """``error``, ``not judged``, the worst severity, or ``ok``."""
+        if self.error:
+            return "error"
+        if self.not_judged:
+            return "not judged"
+        return self.worst or "ok"
+
+    def fails(self, fail_on: str, allow_unjudged: bool = False) -> bool:
+        """As :meth:`rlvitals.doctor.Diagnosis.fails`: a finding at or above ``fail_on``, or
+        (unless ``allow_unjudged``) a run not judged or not read. ``never`` never fails."""
+        from rlvitals.detectors import Severity
+
+        if fail_on == "never":
+            return False
+        if (self.error or self.not_judged) and not allow_unjudged:
+            return True
+        bar = Severity.parse(fail_on).rank
+        return any(Severity(s).rank >= bar for s, n in self.severities.items() if n)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ScanRow:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def _r(x: Any, digits: int = 6) -> float | None:
+    if x is None:
+        return None
+    x = float(x)
+    return round(x, digits) if math.isfinite(x) else None
+
+
+def _last_finite(steps: np.ndarray, values: np.ndarray) -> tuple[float | None, int | None]:
+    ok = np.flatnonzero(np.isfinite(values))
+    if not ok.size:
+        return None, None
+    i = int(ok[-1])
+    return float(values[i]), int(steps[i])
+
+
+def choose_eval_key(eval_series: dict[str, np.ndarray]) -> str | None:
+    """The eval series that stands for "the final metric": accuracy-like keys first, then
+    scores, then rewards (never a loss, a length or a time); ties by name. None when the run
+    has no such series.
+
+    >>> nan = float("nan")
+    >>> choose_eval_key({"eval/loss": np.ones(2), "eval/reward_mean": np.ones(2),
+    ...                  "eval/math/acc": np.array([nan, 0.4])})
+    'eval/math/acc'
+    >>> choose_eval_key({"eval/loss": np.ones(2)}) is None
+    True
+    """
+    for tier in _EVAL_TIERS:
+        hits = sorted(
+            k
+            for k, v in eval_series.items()
+            if tier.search(k.removeprefix("eval/"))
+            and not _EVAL_NOT.search(k.removeprefix("eval/"))
+            and np.isfinite(v).any()
+        )
+        if hits:
+            return hits[0]
+    return None
+
+
+def row_from_diagnosis(d: Diagnosis, job: Job) -> ScanRow:
+    """The row of a diagnosed run (see :class:`ScanRow`)."""
+    run, v = d.run, d.vitals
+    m = run.manifest
+    summary = v.summary()
+    reward = run.series.get("reward_mean")
+    reward_final = None
+    if reward is not None:
+        finite = reward[np.isfinite(reward)]
+        if finite.size:
+            reward_final = float(np.mean(finite[-FINAL_WINDOW:]))
+    key = job.eval_key if job.eval_key is not None else choose_eval_key(run.eval_series)
+    eval_final = eval_step = None
+    if key is not None and key in run.eval_series:
+        eval_final, eval_step = _last_finite(run.eval_steps, run.eval_series[key])
+    elif key is not None and key in run.series:  # --eval-key may name a train series too
+        eval_final, eval_step = _last_finite(run.steps, run.series[key])
+    if eval_final is None and job.eval_key is None:
+        key = None
+    severities: dict[str, int] = {}
+    for f in d.findings:
+        sev = getattr(f.severity, "value", f.severity)
+        severities[sev] = severities.get(sev, 0) + 1
+    worst = d.worst()
+    inc = d.incidents[0] if d.incidents else None
+    return ScanRow(
+        path=job.path,
+        run=job.name,
+        run_id=job.run,
+        format=m.format,
+        source=m.source,
+        trainer=m.trainer,
+        step_key=m.step_key,
+        steps=v.n_steps,
+        first_step=summary.get("first_step"),
+        last_step=summary.get("last_step"),
+        group_size=v.group_size,
+        evidence=v.evidence,
+        acr_100=_r(summary.get("acr_100")),
+        acr_mean=_r(summary.get("acr_mean")),
+        acr_last=_r(summary.get("acr_windowed_last")),
+        wasted=_r(summary.get("wasted_frac_mean")),
+        reward_final=_r(reward_final),
+        eval_key=key,
+        eval_final=_r(eval_final),
+        eval_step=eval_step,
+        worst=worst.value if worst else None,
+        findings=len(d.findings),
+        severities=severities,
+        finding_ids=sorted({f.id for f in d.findings}),
+        incident=inc.title if inc else None,
+        incident_root=inc.root if inc else None,
+        incident_severity=getattr(inc.severity, "value", inc.severity) if inc else None,
+        incident_onset=inc.onset_step if inc else None,
+        not_judged=d.not_judged(),
+    )
+
+
+def error_row(job: Job, error: str) -> ScanRow:
+    """The row of a run that could not be read."""
+    return ScanRow(path=job.path, run=job.name, run_id=job.run, format=job.fmt, error=error)
+
+
+def scan_one(job: Job) -> tuple[ScanRow, list[dict] | None]:
+    """Read and diagnose the run ``job`` names: ``(row, runs)``.
+
+    ``runs`` is the store's list of runs when ``job.probe`` (``[]`` for a single run), else
+    None. Bad input is a row with its error (the file and the problem, one line); so is an
+    unexpected exception (a bug, named with its type): the scan never stops on one run.
+    """
+    from rlvitals.doctor import diagnose_path
+    from rlvitals.importers import runs_of
+
+    try:
+        d = diagnose_path(job.path, job.fmt, job.config, run=job.run)
+    except InputError as e:
+        return error_row(job, _one_line(str(e))), None
+    except MemoryError:
+        return error_row(job, f"{job.path}: out of memory reading it"), None
+    except RecursionError:
+        return error_row(job, f"{job.path}: input nested too deeply to read"), None
+    except Exception as e:  # a bug in a reader or detector: said, and the scan goes on
+        return error_row(job, f"{job.path}: internal error: {type(e).__name__}: {e}"), None
+    listing = None
+    if job.probe:
+        listing = [dict(r) for r in runs_of(d.run)] if len(runs_of(d.run)) > 1 else []
+        read = next((r for r in listing if r.get("read")), None)
+        if read is not None:
+            job = Job(
+                job.target,
+                listing.index(read),
+                job.path,
+                job.fmt,
+                run=_selector(read),
+                name=str(read.get("name")),
+                config=job.config,
+                eval_key=job.eval_key,
+            )
+    return row_from_diagnosis(d, job), listing
+
+
+def _selector(entry: dict) -> str:
+    """What ``load(path, run=...)`` takes for a listed run: its id, else its name."""
+    return str(entry.get("id") or entry.get("name"))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
