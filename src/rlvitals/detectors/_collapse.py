@@ -275,7 +275,19 @@ class RewardState:
 
 
 def reward_state(vitals: Vitals, ep: CollapseEpisode) -> RewardState:
-    """The :class:`RewardState` of ``ep`` from ``pass_rate``, the ACR split and excess ACR."""
+    """The :class:`RewardState` of ``ep`` from ``pass_rate``, the ACR split and excess ACR.
+
+    Several detectors ask it of the same stretch; the answer is kept on the vitals (which do not
+    change once computed), keyed by the stretch's steps.
+    """
+    memo = vitals.__dict__.setdefault("_reward_states", {})
+    key = (ep.onset, ep.last_step, ep.pre_first_step)
+    if key not in memo:
+        memo[key] = _reward_state(vitals, ep)
+    return memo[key]
+
+
+def _reward_state(vitals: Vitals, ep: CollapseEpisode) -> RewardState:
     last = ep.last_step
     steps = vitals.steps
     inside = (steps >= ep.onset) & (steps <= last)

@@ -208,7 +208,7 @@ class ExcessCollapse(Detector):
             f"ACR {fmt(acr)} but only {fmt(exp)} expected {how} with G = "
             f"{vitals.group_size} {episode_text(ep)}: the excess "
             f"{fmt(acr - exp)} fills {ep.level:.0%} of the room above the expected ACR "
-            f"(>= {k.excess_above:.0%}; before: {ep.pre:.0%})"
+            f"(>= {k.excess_above:.0%}; before: {_share(ep.pre)})"
         )
         metrics = episode_metrics(ep)
         metrics.update(
@@ -256,3 +256,11 @@ def _plumbing_possible(vitals: Vitals) -> bool:
 def _pre_first(vitals: Vitals, first: int) -> int:
     i = int(vitals.steps.searchsorted(first))
     return int(vitals.steps[max(0, i - 25)])
+
+
+def _share(x: float) -> str:
+    """The share of the room above the expected ACR, or what a negative one means (the ACR
+    was under what the pass rate predicts: groups varied more than chance)."""
+    if x != x:
+        return "unknown"
+    return f"{x:.0%}" if x >= 0 else "under the expected ACR"

@@ -151,7 +151,8 @@ class RewardStdDeath(Detector):
         if not any(ep.total for ep in eps) and not vitals.too_short:
             f = self._intermittent(vitals, src, eps)
             if f is not None:
-                out.append(f)
+                # One phenomenon, one finding: the short stretches are part of the dead steps.
+                return [f]
         return out
 
     def _intermittent(self, vitals: Vitals, src: str, eps: list[CollapseEpisode]) -> Finding | None:
@@ -186,6 +187,12 @@ class RewardStdDeath(Detector):
             f"{k.dead_share:.0%}) since step {int(steps[0])}: on each every group's rewards "
             "agreed, so the step taught nothing"
         )
+        if eps:
+            longest = max(eps, key=lambda ep: ep.last_step - ep.onset)
+            msg += (
+                f"; {len(eps)} stretch(es) of low spread, the longest from step {longest.onset} "
+                f"to {longest.last_step}"
+            )
         if at_ceiling:
             msg += f"; pass rate there {fmt(level)}: the prompts are solved (saturation)"
         elif vitals.group_size and vitals.group_size <= SMALL_G:
@@ -206,6 +213,7 @@ class RewardStdDeath(Detector):
                 "dead_share": rnd(share),
                 "dead_share_threshold": k.dead_share,
                 "pass_rate": rnd(level) if level is not None else None,
+                "stretches": len(eps),
             },
             series=[src, "reward_mean"],
             actions=[

@@ -28,8 +28,8 @@ It reads the best evidence the run has:
   the same gates; the finding says it is an estimate (for binary rewards a lower bound: prompts
   of unequal difficulty collapse more often than alike ones). Partial-credit rewards (a step's
   reward min or max inside the range) break the formula and fall to the next mode.
-- **reward at the ceiling** (no ACR and no G, or an estimator with a critic such as PPO): the
-  median pass rate over the tail at or above :knob:`ceiling`.
+- **reward at the ceiling** (no ACR and no G, G = 1, or an estimator with a critic such as
+  PPO): the median pass rate over the tail at or above :knob:`ceiling`.
 
 Without a measured ACR, the pass rate must come from a known reward range (stated, the
 per-group rewards, the logged reward min and max, or [0, 1] when the rewards stay in it): a
@@ -52,7 +52,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlvitals import advice
+from rlvitals import advice, vocabulary
 from rlvitals.detectors._collapse import EXCESS_JUMP, P_FLOOR, STD_RATIO_MIN
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.detectors.kit import compare, compress, rnd
@@ -199,10 +199,13 @@ def _mode(vitals: Vitals) -> tuple[str, str]:
     ``ceiling`` (the pass rate alone)."""
     if vitals.has("acr") and vitals.evidence in ("groups", "zero_std_frac"):
         return "acr", "acr"
+    est = vocabulary.info(vitals.estimator)
     if (
         vitals.expected_acr_from == "estimate"
         and vitals.has("expected_acr")
         and vitals.binary_rewards is not False
+        and (vitals.group_size or 0) >= 2  # P0 with G = 1 is 1 whatever the pass rate
+        and (est is None or est.group_baseline)  # a critic's advantages ignore the groups
     ):
         return "estimate", "expected_acr"
     return "ceiling", "pass_rate"
