@@ -156,6 +156,15 @@ def make_seeds(root: Path, which: str) -> list[Seed]:
         d = root / name
         writer(d, run)
         seeds.append(Seed(name, fmt, d, target))
+    F.write_prime_rl_traces(root / "prime_rl_out", run[:8])
+    seeds.append(
+        Seed(
+            "prime_rl_out",
+            "prime_rl_traces",
+            root / "prime_rl_out",
+            "traces/step_2/train/traces.jsonl",
+        )
+    )
     seeds.append(_recording_seed(root / "recording"))
     seeds.append(_tensorboardx_seed(root / "tbx"))
     if which == "all":

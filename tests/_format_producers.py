@@ -304,6 +304,84 @@ def write_prime_rl(path: Path, run: list[Step]) -> Path:
     return path
 
 
+def write_prime_rl_traces(
+    out: Path, run: list[Step], metrics: bool = True, seed: int = 0, failed: int = 0
+) -> Path:
+    """A prime-rl output folder: ``traces/step_<n>/train/traces.jsonl`` (``FileMonitor.log_episodes``,
+    ``monitors/file.py`` @ 0b77f237: ``orjson.dumps(episode.to_record(), option=
+    OPT_APPEND_NEWLINE)`` per episode, compact separators, as each completes: groups interleave),
+    with the record fields prime-rl's reader uses (``monitors/file/traces/index.py`` @ 13e96a12,
+    ``summarize_episode``), the shipped traces' ``annotations/orchestrator.jsonl`` updates
+    (``utils/trace_updates.py`` @ 0b77f237, ``make_update``), eval episodes, and ``metrics.jsonl``
+    (:func:`write_prime_rl`; the same 0-based orchestrator step). Advantages are prime-rl's
+    ``reward - group mean``. ``failed`` episodes per step have no rewards (a failed rollout)."""
+    rng = random.Random(seed)
+
+    def dumps(obj: Any) -> str:
+        return json.dumps(obj, separators=(",", ":")) + "\n"
+
+    for st in run:
+        n = st.step - 1
+        kind_dir = out / "traces" / f"step_{n}" / "train"
+        kind_dir.mkdir(parents=True, exist_ok=True)
+        episodes, updates = [], []
+        for k, grp in enumerate(st.rewards):
+            mean = sum(grp) / len(grp)
+            for j, r in enumerate(grp):
+                tid = f"tr-{n}-{k}-{j}"
+                adv = r - mean
+                trace = {
+                    "id": tid,
+                    "rewards": {"correct": {"score": r, "weight": 1.0}},
+                    "metrics": {"num_turns": 1},
+                    "info": {"kind": "train", "advantage": adv, "train": {"logged_at_step": n}},
+                    "stop_condition": None,
+                    "nodes": [{"message": {"role": "assistant"}, "parent": None}],
+                    "calls": [{"finish_reason": "stop", "error": None}],
+                }
+                judge = {"id": f"{tid}-judge", "rewards": {}, "info": {"kind": "train"}}
+                episodes.append(
+                    {
+                        "id": f"ep-{n}-{k}-{j}",
+                        "env": {"name": "gsm8k"},
+                        "group": {"id": f"grp-{n}-{k}"},
+                        "ok": True,
+                        "errors": [],
+                        "num_input_tokens": 40,
+                        "num_output_tokens": 12,
+                        "traces": [trace, judge] if j == 0 else [trace],
+                        "run": {"work": {"type": "train"}},
+                    }
+                )
+                if adv != 0:
+                    info = {
+                        "train": {"effective": True, "trained_at_step": n + 1},
+                        "advantage": adv,
+                    }
+                    updates.append({"version": 1, "trace_id": tid, "info": info, "branches": []})
+        for i in range(failed):
+            episodes.append(
+                {"id": f"ep-{n}-fail-{i}", "group": {"id": f"grp-{n}-fail"}, "ok": False,
+                 "errors": [{"type": "Timeout"}], "traces": [], "run": {"work": {"type": "train"}}}
+            )  # fmt: skip
+        rng.shuffle(episodes)  # asynchronous completion order
+        with open(kind_dir / "traces.jsonl", "w") as f:
+            f.writelines(dumps(e) for e in episodes)
+        (kind_dir / "annotations").mkdir(exist_ok=True)
+        with open(kind_dir / "annotations" / "orchestrator.jsonl", "w") as f:
+            f.writelines(dumps(u) for u in updates)
+        ev = out / "traces" / f"step_{n}" / "eval"
+        ev.mkdir(parents=True, exist_ok=True)
+        (ev / "traces.jsonl").write_text(
+            dumps({"id": f"ev-{n}", "group": {"id": f"eg-{n}"}, "traces": [
+                {"id": f"et-{n}", "rewards": {"correct": {"score": 0.0, "weight": 1.0}},
+                 "info": {"kind": "eval"}}]})
+        )  # fmt: skip
+    if metrics:
+        write_prime_rl(out / "metrics.jsonl", run)
+    return out
+
+
 # --- SkyRL ------------------------------------------------------------------------------------
 
 

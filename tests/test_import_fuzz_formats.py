@@ -38,6 +38,7 @@ FORMATS = (
     "ms_swift_completions",
     "nemo_rl",
     "prime_rl",
+    "prime_rl_traces",
     "skyrl_console",
     "slime_console",
     "wandb_chart",
@@ -61,6 +62,9 @@ def seeds() -> dict[str, bytes]:
             "ms_swift_completions": (d / "swift" / "completions.jsonl").read_bytes(),
             "nemo_rl": (F.write_nemo_rl(d / "e", run[:2]) / "train_data_step1.jsonl").read_bytes(),
             "prime_rl": F.write_prime_rl(d / "m.jsonl", run).read_bytes(),
+            "prime_rl_traces": (
+                F.write_prime_rl_traces(d / "pt", run[:3]) / "traces/step_1/train/traces.jsonl"
+            ).read_bytes(),
             "skyrl_console": F.write_skyrl(d / "s.log", run, ansi=True).read_bytes(),
             "slime_console": F.write_slime(d / "sl.log", run).read_bytes(),
             "wandb_chart": F.write_wandb_chart(d / "c.csv", run, runs=("a", "b")).read_bytes(),

@@ -39,6 +39,7 @@ TEXT_FORMATS = (
     "ms_swift_completions",
     "nemo_rl",
     "prime_rl",
+    "prime_rl_traces",
     "skyrl_console",
     "slime_console",
     "wandb_chart",
@@ -78,6 +79,9 @@ def _text_fixture(d, fmt):
         return F.write_nemo_rl(d / "exp_001", RUN[:3]) / "train_data_step2.jsonl"
     if fmt == "prime_rl":
         return F.write_prime_rl(d / "metrics.jsonl", RUN)
+    if fmt == "prime_rl_traces":
+        out = F.write_prime_rl_traces(d / "out", RUN[:4])
+        return out / "traces" / "step_2" / "train" / "traces.jsonl"
     if fmt == "skyrl_console":
         return F.write_skyrl(d / "sky.log", RUN)
     if fmt == "slime_console":
@@ -189,6 +193,7 @@ INSPECT = {
     "ms_swift_completions": ("step", "ms_swift", 4, "per-group rewards", (1, 60)),
     "nemo_rl": ("train_data_step{N}", "nemo_rl", 4, "per-group rewards", (2, 2)),
     "prime_rl": ("step", "prime_rl", None, "solve_all_frac", (0, 59)),
+    "prime_rl_traces": ("traces/step_<n>", "prime_rl", 4, "per-group rewards", (2, 2)),
     "skyrl_console": ("Step N", "skyrl", 4, "filtered_groups", (1, 60)),
     "slime_console": ("rollout/step", "slime", 4, "rollout/zero_std/count_", (0, 59)),
     "wandb_chart": ("x axis 'Step'", None, None, "zero_std_frac", (1, 60)),

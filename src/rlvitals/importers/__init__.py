@@ -146,6 +146,9 @@ _FORMATS: dict[str, _Format] = {
         "nemo_rl", lambda p, h: _text_json(h) and b'"content": [' in h[:8192], dirs=True
     ),
     "prime_rl": _Format("prime_rl", lambda p, h: _text_json(h) and b'"time": ' in h[:256]),
+    "prime_rl_traces": _Format(
+        "prime_rl_traces", lambda p, h: _text_json(h) and b'"traces":' in h[:65536], dirs=True
+    ),
     "skyrl_console": _Format(
         "skyrl_console", lambda p, h: _text(h) and (b"Step " in h or b"skyrl" in h)
     ),

@@ -33,7 +33,7 @@ from rlvitals.recording.run import Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts
 from rlvitals.trainers import prime_rl as prime_facts
 
-__all__ = ["load_prime_rl"]
+__all__ = ["load_prime_rl", "read_metric_rows"]
 
 CONF = 0.9
 _HEAD = re.compile(rb'\A\s*\{"step": (?:-?[0-9]+|null), "time": [0-9]')
@@ -54,9 +54,9 @@ def _sniff(path: Path, head: bytes) -> float:
     return CONF if any(m in head for m in _MARKS) else 0.5
 
 
-def load_prime_rl(path: Path, progress: Progress | None = None) -> Run:
-    """Read a prime-rl FileMonitor ``metrics.jsonl`` into a ``Run`` (module docstring)."""
-    builder = RunBuilder(Manifest(source=str(path), trainer="prime_rl", step_key="step"))
+def read_metric_rows(builder: RunBuilder, path: Path, progress: Progress | None = None) -> int:
+    """Add the rows of a FileMonitor ``metrics.jsonl`` to ``builder``; returns how many rows had
+    a step (shared with :mod:`rlvitals.importers.prime_rl_traces`)."""
     n = untimed = 0
     producers: dict[str, None] = {}
     for lineno, obj in iter_json_lines(path, builder.warnings, progress):
@@ -75,16 +75,22 @@ def load_prime_rl(path: Path, progress: Progress | None = None) -> Run:
             producers[obj["producer"]] = None
         builder.add_row(step, {k: v for k, v in obj.items() if k not in _NOT_METRICS})
         n += 1
-    if n == 0:
-        raise InputError(path, "no prime-rl metric rows with a step found")
     if untimed:
         builder.warn(f'{path}: {untimed} rows with "step": null (time-keyed metrics) were skipped')
     if producers:
         builder.manifest.config["producers"] = list(producers)
-    apply_facts(builder.manifest, prime_facts.facts({"rollouts_per_example": None}))
-    builder.manifest.group_size = None
     if builder.skipped_values:
         builder.warn(f"{path}: {builder.skipped_values} non-numeric values ignored")
+    return n
+
+
+def load_prime_rl(path: Path, progress: Progress | None = None) -> Run:
+    """Read a prime-rl FileMonitor ``metrics.jsonl`` into a ``Run`` (module docstring)."""
+    builder = RunBuilder(Manifest(source=str(path), trainer="prime_rl", step_key="step"))
+    if read_metric_rows(builder, path, progress) == 0:
+        raise InputError(path, "no prime-rl metric rows with a step found")
+    apply_facts(builder.manifest, prime_facts.facts({"rollouts_per_example": None}))
+    builder.manifest.group_size = None
     return builder.build()
 
 
