@@ -1,0 +1,77 @@
+"""Start-up: whole ``rlvitals doctor`` processes on a small log, against ``import numpy``.
+
+    python benchmarks/bench_startup.py [--rounds 20] [--tree NAME=SRC ...]
+
+Writes a 200-step JSONL log of TRL keys (deleted at the end), then times, in alternating rounds,
+``python -m rlvitals doctor LOG --format json`` and ``python -c "import rlvitals.cli"`` for
+each tree (``--tree NAME=SRC`` puts ``SRC`` first on ``PYTHONPATH``; default: this checkout),
+and ``python -c "import numpy"`` (the floor every numpy program pays). Prints medians and
+minima of wall time; the machine's load moves them, the ratios between trees less so. Used to
+compare a checkout with an older one (``git worktree add /tmp/old REV``;
+``--tree old=/tmp/old/src --tree now=src``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def write_log(path: Path, steps: int = 200) -> None:
+    with open(path, "w") as f:
+        for s in range(1, steps + 1):
+            row = {"step": s, "reward": 0.5 + 0.001 * s, "reward_std": 0.3,
+                   "frac_reward_zero_std": 0.1, "kl": 0.01, "loss": 0.01, "grad_norm": 0.3,
+                   "entropy": 0.5, "completions/mean_length": 120.0}  # fmt: skip
+            f.write(json.dumps(row) + "\n")
+
+
+def _time(cmd: list[str], env: dict[str, str]) -> float:
+    t = time.perf_counter()
+    subprocess.run(cmd, env=env, check=True, capture_output=True)
+    return time.perf_counter() - t
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--tree", action="append", default=[], metavar="NAME=SRC")
+    a = ap.parse_args(argv)
+    trees = dict(t.split("=", 1) for t in a.tree) or {"this checkout": str(ROOT / "src")}
+    py = sys.executable
+    doctor: dict[str, list[float]] = {k: [] for k in trees}
+    cli: dict[str, list[float]] = {k: [] for k in trees}
+    numpy: list[float] = []
+    with tempfile.TemporaryDirectory() as d:
+        log = Path(d) / "small.jsonl"
+        write_log(log)
+        for _ in range(a.rounds):
+            numpy.append(_time([py, "-c", "import numpy"], dict(os.environ)))
+            for name, src in trees.items():
+                env = dict(os.environ, PYTHONPATH=f"{src}:{ROOT / 'dev'}")
+                cmd = [py, "-m", "rlvitals", "doctor", str(log), "--format", "json",
+                       "--fail-on", "never"]  # fmt: skip
+                doctor[name].append(_time(cmd, env))
+                cli[name].append(_time([py, "-c", "import rlvitals.cli"], env))
+    floor = statistics.median(numpy)
+    print(f"{a.rounds} alternating rounds, wall time; python -c 'import numpy': median "
+          f"{floor * 1000:.0f} ms")  # fmt: skip
+    for name in trees:
+        md = statistics.median(doctor[name])
+        print(f"{name:20s} doctor process median {md * 1000:.0f} ms (min "
+              f"{min(doctor[name]) * 1000:.0f}; numpy floor + {(md - floor) * 1000:.0f} ms), "
+              f"'import rlvitals.cli' median {statistics.median(cli[name]) * 1000:.0f} ms")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
