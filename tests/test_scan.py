@@ -239,6 +239,20 @@ def test_other_settings_are_not_served_from_the_cache(tree, tmp_path):
     assert all("DEGENERATE_GROUPS" not in r.finding_ids for r in only.rows)
 
 
+def test_the_cli_and_another_fail_on_are_served_from_the_library_cache(tree, tmp_path, capsys):
+    """What sets the exit code is not part of a row: ``rlvitals scan --fail-on never`` after a
+    library scan with the defaults reads nothing again (the benchmark's warm CLI process read
+    every run before)."""
+    from rlvitals.cli import main
+
+    cache = tmp_path / "cache"
+    first = scan([tree / "corpus"], jobs=1, cache_dir=cache)
+    argv = ["scan", str(tree / "corpus"), "--cache-dir", str(cache), "--jobs", "1"]
+    assert main([*argv, "--fail-on", "never", "--no-progress", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["summary"]["read"] == 0 and out["summary"]["cached"] == len(first.rows)
+
+
 def test_unreadable_runs_are_rows_and_the_scan_goes_on(tmp_path):
     F.write_generic(tmp_path / "good.jsonl", F.simulate(40))
     (tmp_path / "torn").mkdir()

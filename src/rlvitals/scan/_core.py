@@ -84,7 +84,10 @@ def _settings(config: DoctorConfig | None, eval_key: str | None) -> str:
     from rlvitals.doctor import DoctorConfig
 
     d = asdict(config if config is not None else DoctorConfig())
-    d.pop("source", None)
+    # What decides the exit code, not the rows: a re-scan with another --fail-on is served
+    # from the cache (the rows are judged against it when rendered).
+    for k in ("source", "fail_on", "allow_unjudged", "group_size_source"):
+        d.pop(k, None)
     return repr(sorted(d.items())) + f"|eval_key={eval_key!r}"
 
 
