@@ -6,7 +6,8 @@ subprocesses, alternately (``--repeat`` rounds; medians printed):
 
 - **baseline**: the least any importer must do on that input — split it into records and parse
   each one, keeping nothing: ``json.loads`` per line for JSONL formats (every file of the folder
-  for NeMo-RL), ``ast.literal_eval`` per dict for console formats, ``csv.reader`` plus
+  for NeMo-RL; every train ``traces.jsonl`` and the ``metrics.jsonl`` for prime-rl rollouts),
+  ``ast.literal_eval`` per dict for console formats, ``csv.reader`` plus
   ``float()`` of every non-empty cell for CSV, ``json.load`` of the whole list for
   ``log_history``;
 - **import**: ``rlvitals.importers.load`` on the same input, sniffing included. The importer
@@ -64,6 +65,15 @@ if kind == "jsonl":
             for line in f:
                 if line.strip():
                     json.loads(line)
+elif kind == "jsonl_tree":  # every JSONL file an importer of a folder reads, at any depth
+    for root, dirs, files in os.walk(path):
+        dirs[:] = sorted(x for x in dirs if x not in ("annotations", "eval"))
+        for name in sorted(files):
+            if name.endswith(".jsonl"):
+                with open(os.path.join(root, name), "rb") as f:
+                    for line in f:
+                        if line.strip():
+                            json.loads(line)
 elif kind == "json":
     with open(path, "rb") as f:
         json.load(f)
@@ -149,12 +159,13 @@ def write_all(d: Path, steps: int) -> dict[str, tuple[str, Path]]:
         "wandb_chart": ("csv", F.write_wandb_chart(d / "chart.csv", run)),
         "wandb_history": ("csv", d / "hist.csv"),
         "nemo_rl": ("jsonl", nemo),
+        "prime_rl_traces": ("jsonl_tree", F.write_prime_rl_traces(d / "prime", run[::NEMO_EVERY])),
     }
 
 
 def _size(path: Path) -> float:
     if path.is_dir():
-        return sum(p.stat().st_size for p in path.iterdir() if p.suffix == ".jsonl") / 2**20
+        return sum(p.stat().st_size for p in path.rglob("*.jsonl") if p.suffix == ".jsonl") / 2**20
     return os.path.getsize(path) / 2**20
 
 
