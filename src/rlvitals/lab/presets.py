@@ -3,7 +3,8 @@
 ``smoke`` runs in seconds (the tests), ``quick`` in under 3 minutes on 2 cores, ``full`` in under
 45 minutes on 2 uncontended cores (docs/lab.md has the measured times). The compare and ablate
 presets train level L5 (base pass rate 5%): the level where GRPO's early ACR on this set-up is
-closest to the paper's GRPO runs (0.45 for Qwen2.5-0.5B), and it stays high (docs/lab.md).
+closest to the paper's GRPO runs (0.45 for Qwen2.5-0.5B); it starts near 0.6 and settles near
+0.3 as GRPO learns (docs/lab.md).
 """
 
 from __future__ import annotations
