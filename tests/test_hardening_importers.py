@@ -345,6 +345,38 @@ def test_peak_memory_of_a_dense_line_is_bounded(tmp_path):
     assert peak_kib / 1024 < 10 * size_mib + 200, (peak_kib, size_mib)
 
 
+def _dense_history_csv(path: Path, cells: int, rows: int = 1) -> Path:
+    """A W&B run-history CSV export whose middle row(s) hold ``cells`` one-character cells."""
+    with open(path, "w") as f:
+        f.write("_step,_runtime,_timestamp,train/reward\n0,1.0,1.7e9,0.5\n")
+        for _ in range(rows):
+            f.write(",".join(["1"] * cells) + "\n")
+        f.write("2,3.0,1.7e9,0.5\n")
+    return path
+
+
+def test_a_csv_row_of_many_tiny_cells_is_refused_before_it_is_split(tmp_path, capsys):
+    """The fuzzer's worst case: 16 MiB of W&B history CSV with a dense row peaked at 387 MiB
+    (every one-character cell a Python string) before the row was refused for its width."""
+    p = _dense_history_csv(tmp_path / "history.csv", 4 << 20)
+    with pytest.raises(InputError, match=r"line 3: memory limit: a row of 4,194,304 cells"):
+        load(p)
+    proc = subprocess.run(
+        [sys.executable, "-c", _PEAK, str(p)], capture_output=True, text=True, timeout=300
+    )
+    code, peak_kib = map(int, proc.stdout.split())
+    assert code == 2 and "memory limit" in proc.stderr
+    size_mib = p.stat().st_size / (1 << 20)
+    assert peak_kib / 1024 < 10 * size_mib + 200, (peak_kib, size_mib)
+
+
+def test_rows_just_wider_than_the_header_still_say_their_width(tmp_path):
+    """Under the cap a row of the wrong width is the usual one-line error, not a memory one."""
+    p = _dense_history_csv(tmp_path / "history.csv", 9)
+    with pytest.raises(InputError, match="9 cells, but the header has 4"):
+        load(p)
+
+
 def test_out_of_memory_says_so(tmp_path, monkeypatch):
     from rlvitals.importers import IMPORTERS, Importer, _import
 

@@ -19,7 +19,14 @@ from typing import NamedTuple
 from rlvitals.errors import InputError
 from rlvitals.importers._source import input_size, open_input
 
-__all__ = ["BATCH_ROWS", "Batch", "checked_rows", "iter_csv_batches", "iter_csv_rows"]
+__all__ = [
+    "BATCH_ROWS",
+    "MAX_BATCH_CELLS",
+    "Batch",
+    "checked_rows",
+    "iter_csv_batches",
+    "iter_csv_rows",
+]
 
 _CHUNK = 1 << 20
 BATCH_ROWS = 1024
@@ -27,6 +34,32 @@ BATCH_ROWS = 1024
 that many containers alive at once, and the cyclic garbage collector's passes over them grow
 with it (8,192-row batches made splitting twice as slow as 1,024-row ones)."""
 _PROGRESS_EVERY = 8 << 20
+MAX_BATCH_CELLS = 1 << 20
+"""A batch ends early once it holds this many cells: a cell is a Python string (~50 bytes
+however short its text), so rows of many tiny cells would otherwise hold ~30x their bytes."""
+_EXTRA_CELLS = 4096
+"""A row may hold this many cells more than four times the header's before it is refused
+unparsed (quoted commas in text cells stay well inside that)."""
+
+
+def _bounded_lines(text, path: Path, cap: list[int | None]) -> Iterator[str]:
+    """The lines of ``text``; a line longer than ``cap[0]`` characters holding more than
+    ``cap[0]`` commas is refused before the C parser splits it (``cap`` is set once the header
+    is known: ``[None]`` until then)."""
+    for n, line in enumerate(text, 1):
+        limit = cap[0]
+        if limit is not None and len(line) > limit and line.count(",") > limit:
+            raise InputError(
+                path,
+                f"memory limit: a row of {line.count(',') + 1:,} cells, over {limit:,} for a "
+                f"header of {cap[1]} columns",
+                f"line {n}",
+            )
+        yield line
+
+
+def _set_cap(cap: list, width: int) -> None:
+    cap[0], cap[1] = 4 * max(width, 1) + _EXTRA_CELLS, width
 
 
 class _Counting(io.RawIOBase):
@@ -69,11 +102,14 @@ def iter_csv_rows(path: Path, progress=None) -> Iterator[tuple[int, list[str], b
         text = io.TextIOWrapper(
             io.BufferedReader(counting, _CHUNK), encoding="utf-8-sig", newline=""
         )
-        reader = csv.reader(text, strict=True)
+        cap: list = [None, 0]
+        reader = csv.reader(_bounded_lines(text, path, cap), strict=True)
         held: tuple[int, list[str]] | None = None
         while True:
             try:
                 cells = next(reader)
+                if cap[0] is None and cells:
+                    _set_cap(cap, len(cells))
             except StopIteration:
                 break
             except csv.Error as e:
@@ -122,12 +158,24 @@ def iter_csv_batches(path: Path, progress=None, size: int = BATCH_ROWS) -> Itera
         text = io.TextIOWrapper(
             io.BufferedReader(counting, _CHUNK), encoding="utf-8-sig", newline=""
         )
-        reader = csv.reader(text, strict=True)
+        cap: list = [None, 0]
+        reader = csv.reader(_bounded_lines(text, path, cap), strict=True)
         pending: Batch | None = None
         while True:
             before = reader.line_num
+            rows: list[list[str]] = []
             try:
-                rows = list(islice(reader, size))
+                if cap[0] is None:  # the header alone first: it sets the bound of the rows
+                    rows = list(islice(reader, 1))
+                    if rows and rows[0]:
+                        _set_cap(cap, len(rows[0]))
+                else:
+                    cells = 0
+                    for row in islice(reader, size):
+                        rows.append(row)
+                        cells += len(row)
+                        if cells > MAX_BATCH_CELLS:
+                            break
             except csv.Error as e:
                 raise InputError(path, f"bad CSV: {e}", f"line {reader.line_num}") from None
             except UnicodeDecodeError:
