@@ -72,6 +72,7 @@ EXPECTED = {
     "text/plain.jsonl": ("jsonl", None, 60),
     "text/plain_copy.jsonl.gz": ("jsonl", None, 60),
     "text/prime_rl.jsonl": ("prime_rl", "prime_rl", 60),
+    "text/prime_out": ("prime_rl_traces", "prime_rl", 20),
     "text/skyrl.log": ("skyrl_console", "skyrl", 60),
     "text/slime.log": ("slime_console", "slime", 60),
     "text/trl_console.log": ("trl_console", "trl", 30),
@@ -106,6 +107,7 @@ def _build(root: Path) -> Path:
     F.write_nemo_rl(t / "nemo" / "exp_001", run)
     F.write_nemo_rl(t / "nemo" / "exp_002", F.simulate(45, seed=2))
     F.write_prime_rl(t / "prime_rl.jsonl", run)
+    F.write_prime_rl_traces(t / "prime_out", run[:20])  # its metrics.jsonl is not a run apart
     F.write_skyrl(t / "skyrl.log", run)
     F.write_slime(t / "slime.log", run)
     (t / "rollouts").mkdir()
