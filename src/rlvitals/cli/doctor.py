@@ -170,35 +170,49 @@ def _metric_args(values: list[str]) -> dict[str, str]:
         raise InputError(None, f"--metric: {e}") from None
 
 
+def config_from_args(args: argparse.Namespace):
+    """The doctor's configuration: the config file (``--config``, else found from here), then
+    the flags a command has (``select``, ``ignore``, ``fail_on``, ``metric``, ``allow_unjudged``,
+    ``group_size``, ``reward_range``: an absent attribute is not given); validated. Shared by
+    ``doctor``, ``scan`` and ``watch``."""
+    from rlvitals.config import load_config
+
+    config = load_config(args.config, start_dir=".")
+
+    def flag(name: str):
+        return getattr(args, name, None)
+
+    if flag("select"):
+        config.select = _ids(args.select)
+    if flag("ignore"):
+        config.ignore = [*config.ignore, *_ids(args.ignore)]
+    if flag("fail_on"):
+        config.fail_on = args.fail_on
+    if flag("metric"):
+        config.metrics = {**config.metrics, **_metric_args(args.metric)}
+    if flag("allow_unjudged"):
+        config.allow_unjudged = True
+    if flag("group_size") is not None:
+        config.group_size, config.group_size_source = args.group_size, "--group-size"
+    if flag("reward_range") is not None:
+        config.reward_range = _reward_range(args.reward_range)
+    where = "command line" if flag("group_size") is not None else (args.config or config.source)
+    try:
+        config.validate()
+    except ValueError as e:
+        raise InputError(where, str(e)) from None
+    return config
+
+
 def run(args: argparse.Namespace) -> int:
     from rlvitals.cli import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
-    from rlvitals.config import load_config
     from rlvitals.doctor import diagnose_path
     from rlvitals.examples import example_path
     from rlvitals.progress import ProgressBar
     from rlvitals.report import RenderOptions, render, suffix_format
 
     fmt = args.report_format or (suffix_format(args.output) if args.output else None) or "text"
-    config = load_config(args.config, start_dir=".")
-    if args.select:
-        config.select = _ids(args.select)
-    if args.ignore:
-        config.ignore = [*config.ignore, *_ids(args.ignore)]
-    if args.fail_on:
-        config.fail_on = args.fail_on
-    if args.metric:
-        config.metrics = {**config.metrics, **_metric_args(args.metric)}
-    if args.allow_unjudged:
-        config.allow_unjudged = True
-    if args.group_size is not None:
-        config.group_size, config.group_size_source = args.group_size, "--group-size"
-    if args.reward_range is not None:
-        config.reward_range = _reward_range(args.reward_range)
-    where = "command line" if args.group_size is not None else (args.config or config.source)
-    try:
-        config.validate()
-    except ValueError as e:
-        raise InputError(where, str(e)) from None
+    config = config_from_args(args)
     path = example_path(args.example) if args.example else Path(args.path)
     if args.output:
         _check_output(args.output, args.report_format, path)

@@ -134,28 +134,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run, progress=None)
 
 
-def _config(args: argparse.Namespace):
-    from rlvitals.cli.doctor import _ids, _metric_args
-    from rlvitals.config import load_config
-
-    config = load_config(args.config, start_dir=".")
-    if args.select:
-        config.select = _ids(args.select)
-    if args.ignore:
-        config.ignore = [*config.ignore, *_ids(args.ignore)]
-    if args.fail_on:
-        config.fail_on = args.fail_on
-    if args.metric:
-        config.metrics = {**config.metrics, **_metric_args(args.metric)}
-    if args.allow_unjudged:
-        config.allow_unjudged = True
-    try:
-        config.validate()
-    except ValueError as e:
-        raise InputError(args.config or config.source, str(e)) from None
-    return config
-
-
 def _check_output(output: str, fmt: str | None, targets) -> None:
     from rlvitals.scan import suffix_format
 
@@ -172,6 +150,7 @@ def _check_output(output: str, fmt: str | None, targets) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rlvitals.cli import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
+    from rlvitals.cli.doctor import config_from_args
     from rlvitals.report._common import one_line
     from rlvitals.scan import discover, render_scan, scan, suffix_format
     from rlvitals.scan._cache import default_cache_dir
@@ -180,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
     fmt = args.report_format or (suffix_format(args.output) if args.output else None) or "text"
     if args.jobs is not None and args.jobs < 1:
         raise InputError(None, f"--jobs must be 1 or more, got {args.jobs}")
-    config = _config(args)
+    config = config_from_args(args)
     cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
     with Counter(force=args.progress) as counter:
         found = discover(args.paths, skip=[cache_dir], on_entry=counter.finding)

@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from rlvitals.cli import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
-    from rlvitals.config import load_config
+    from rlvitals.cli.doctor import config_from_args
     from rlvitals.doctor import diagnose
     from rlvitals.guard.follow import RunFollower
     from rlvitals.guard.tracker import IncidentTracker
@@ -94,15 +94,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.interval <= 0 or (args.idle_exit is not None and args.idle_exit <= 0):
         raise InputError(None, "--interval and --idle-exit must be positive seconds")
-    config = load_config(args.config, start_dir=".")
-    if args.fail_on:
-        config.fail_on = args.fail_on
-    if args.allow_unjudged:
-        config.allow_unjudged = True
-    try:
-        config.validate()
-    except ValueError as e:
-        raise InputError(args.config or config.source, str(e)) from None
+    config = config_from_args(args)
 
     follower = RunFollower(args.path, args.input_format, args.run)
     tracker = IncidentTracker(alert_on="info")

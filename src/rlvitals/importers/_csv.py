@@ -25,7 +25,6 @@ __all__ = [
     "Batch",
     "checked_rows",
     "iter_csv_batches",
-    "iter_csv_rows",
 ]
 
 _CHUNK = 1 << 20
@@ -87,46 +86,6 @@ class _Counting(io.RawIOBase):
         return n
 
 
-def iter_csv_rows(path: Path, progress=None) -> Iterator[tuple[int, list[str], bool]]:
-    """Yield ``(line number, cells, complete)`` for every row of a CSV input.
-
-    ``line number`` is the physical line the row ends on; ``complete`` is False only for a last
-    row the input does not end with a newline after. A UTF-8 BOM is skipped.
-
-    Raises:
-        InputError: not UTF-8 text, or bad CSV (naming the line).
-    """
-    total = input_size(path) or 0
-    with open_input(path) as raw:
-        counting = _Counting(raw, progress, total)
-        text = io.TextIOWrapper(
-            io.BufferedReader(counting, _CHUNK), encoding="utf-8-sig", newline=""
-        )
-        cap: list = [None, 0]
-        reader = csv.reader(_bounded_lines(text, path, cap), strict=True)
-        held: tuple[int, list[str]] | None = None
-        while True:
-            try:
-                cells = next(reader)
-                if cap[0] is None and cells:
-                    _set_cap(cap, len(cells))
-            except StopIteration:
-                break
-            except csv.Error as e:
-                raise InputError(path, f"bad CSV: {e}", f"line {reader.line_num}") from None
-            except UnicodeDecodeError:
-                raise InputError(
-                    path, "not UTF-8 text", f"near line {reader.line_num + 1}"
-                ) from None
-            if held is not None:
-                yield held[0], held[1], True
-            held = (reader.line_num, cells)
-        if held is not None:
-            yield held[0], held[1], counting.last in (b"\n", b"\r")
-    if progress is not None:
-        progress(max(total, counting.done), max(total, counting.done))
-
-
 class Batch(NamedTuple):
     """Rows of a CSV input read at once (:func:`iter_csv_batches`)."""
 
@@ -146,8 +105,7 @@ class Batch(NamedTuple):
 
 def iter_csv_batches(path: Path, progress=None, size: int = BATCH_ROWS) -> Iterator[Batch]:
     """Yield the rows of a CSV input in :class:`Batch` es of up to ``size``, split by the C
-    parser with no Python step per row (:func:`iter_csv_rows` yields them one at a time).
-    Blank lines come as empty rows; a UTF-8 BOM is skipped.
+    parser with no Python step per row beyond counting cells. Blank lines come as empty rows; a UTF-8 BOM is skipped.
 
     Raises:
         InputError: not UTF-8 text, or bad CSV (naming the line).

@@ -7,6 +7,7 @@ it is dropped with a warning. Any other bad line is an :class:`InputError` namin
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ __all__ = [
     "iter_json_array",
     "iter_json_lines",
     "iter_lines",
+    "json_float",
     "json_step",
 ]
 
@@ -106,6 +108,21 @@ def iter_json_lines(path: Path, warnings: list[str], progress=None) -> Iterator[
         warnings.append(
             f"{path}: {skipped} invalid JSON line(s) skipped (--lenient); the first: {first_bad}"
         )
+
+
+def json_float(v: Any) -> float | None:
+    """A JSON number as float (an integer beyond float range is ±inf, as JSON allows any size);
+    None for anything else, booleans included.
+
+    >>> json_float(10**400), json_float(2), json_float(True), json_float("1")
+    (inf, 2.0, None, None)
+    """
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf
 
 
 def json_step(path: Path, obj: dict[str, Any], key: str, where: str) -> int:

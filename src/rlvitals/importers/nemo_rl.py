@@ -38,7 +38,7 @@ import numpy as np
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Progress, note_runs, register
 from rlvitals.importers._groups import Samples
-from rlvitals.importers._lines import iter_json_lines
+from rlvitals.importers._lines import iter_json_lines, json_float
 from rlvitals.importers._source import is_regular, is_stream
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts
@@ -100,14 +100,7 @@ def _first(v: Any) -> Any:
 
 def _number(v: Any) -> float | None:
     v = _first(v)
-    if v is None:
-        return math.nan
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    try:
-        return float(v)
-    except OverflowError:
-        return math.inf if v > 0 else -math.inf
+    return math.nan if v is None else json_float(v)
 
 
 def _advantage(row: dict[str, Any]) -> float | None:

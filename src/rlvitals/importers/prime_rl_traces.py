@@ -45,7 +45,7 @@ import numpy as np
 
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Progress, register
-from rlvitals.importers._lines import iter_json_lines
+from rlvitals.importers._lines import iter_json_lines, json_float
 from rlvitals.importers._source import is_regular, is_stream
 from rlvitals.importers.prime_rl import read_metric_rows
 from rlvitals.recording.run import GroupTable, Manifest, Run, RunBuilder
@@ -152,25 +152,16 @@ def _episode(rec: Any) -> tuple[Any, float, float | None] | None:
             for r in parts.values():
                 if not isinstance(r, dict):
                     continue
-                score, weight = _num(r.get("score")), _num(r.get("weight"))
+                score, weight = json_float(r.get("score")), json_float(r.get("weight"))
                 total += (score or 0.0) * (1.0 if weight is None else weight)
             rewards.append(total)
         info = t.get("info")
-        a = _num(info.get("advantage")) if isinstance(info, dict) else None
+        a = json_float(info.get("advantage")) if isinstance(info, dict) else None
         if a is not None:
             advs.append(a)
     reward = sum(rewards) / len(rewards) if rewards else math.nan
     adv = sum(advs) / len(advs) if advs else None
     return gid, reward, adv
-
-
-def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    try:
-        return float(v)
-    except OverflowError:
-        return math.inf if v > 0 else -math.inf
 
 
 def load_prime_rl_traces(path: Path, progress: Progress | None = None) -> Run:

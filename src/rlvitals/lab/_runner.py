@@ -142,3 +142,43 @@ class _Bar:
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:
             self._progress.stop()
+
+
+class PhaseBar:
+    """Progress of one or more phases on stderr, one bar per phase (``update(phase, done,
+    total)``): the base policy's preparation (warm start, measurement), a run's completions."""
+
+    def __init__(self, label: str, show: bool | None, transient: bool = False):
+        from rlvitals.progress import progress_enabled
+
+        self.show = progress_enabled(show)
+        self.label = label
+        self.transient = transient
+        self._p: Any = None
+        self._tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> PhaseBar:
+        if self.show:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            self._p = Progress(
+                TextColumn(f"{self.label}: " + "{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                console=Console(file=sys.stderr),
+                transient=self.transient,
+            )
+            self._p.start()
+        return self
+
+    def update(self, phase: str, done: int, total: int) -> None:
+        if self._p is None:
+            return
+        if phase not in self._tasks:
+            self._tasks[phase] = self._p.add_task(phase, total=total)
+        self._p.update(self._tasks[phase], completed=done)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._p is not None:
+            self._p.stop()

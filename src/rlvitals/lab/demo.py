@@ -17,12 +17,13 @@ from __future__ import annotations
 import dataclasses
 import html
 import json
-import sys
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from rlvitals.lab._runner import PhaseBar
 from rlvitals.lab.train import PRESETS, Args
 
 __all__ = ["DEMO", "DemoPreset", "acr_crossing", "demo"]
@@ -149,8 +150,8 @@ def demo(
             f"== {method}: level L{args.level}, G = {args.group_size}, lr {args.learning_rate:g}, "
             f"{args.budget} completions"
         )
-        with _StepBar(method, show) as bar:
-            result = train(args, base=base, progress=bar.update)
+        with PhaseBar(f"   {method}", show, transient=True) as bar:
+            result = train(args, base=base, progress=partial(bar.update, "completions"))
         diagnosis = rlvitals.diagnose(rlvitals.load(result["recording"]))
         findings = _collapse_findings(diagnosis, result["steps"])
         report = Path(result["recording"]).parent / "report.html"
@@ -259,45 +260,3 @@ def _html(results: dict[str, Any], summary: str) -> str:
         f"<table><tr><th></th><th>GRPO</th><th>AVSPO</th></tr>{rows}</table>{finds}"
         "</body></html>\n"
     )
-
-
-class _StepBar:
-    """A per-run progress bar over completions generated (stderr)."""
-
-    def __init__(self, label: str, show: bool | None):
-        from rlvitals.progress import progress_enabled
-
-        self.label = label
-        self.show = progress_enabled(show)
-        self._p: Any = None
-
-    def __enter__(self) -> _StepBar:
-        if self.show:
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-            )
-
-            self._p = Progress(
-                TextColumn(f"   {self.label} completions"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=Console(file=sys.stderr),
-                transient=True,
-            )
-            self._p.start()
-            self._task = self._p.add_task(self.label, total=None)
-        return self
-
-    def update(self, done: int, total: int) -> None:
-        if self._p is not None:
-            self._p.update(self._task, completed=done, total=total)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._p is not None:
-            self._p.stop()

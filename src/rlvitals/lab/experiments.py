@@ -95,9 +95,10 @@ class Setup:
 
 
 def _base(setup: Setup, run: Args) -> Any:
+    from rlvitals.lab._runner import PhaseBar
     from rlvitals.lab.policy import WarmStart, prepare_base
 
-    with _StatusBar("base policy", setup.show) as bar:
+    with PhaseBar("base policy", setup.show) as bar:
         return prepare_base(
             setup.task,
             model=setup.model,
@@ -430,40 +431,3 @@ def _preset(kind: str, preset: Any) -> tuple[str, Any]:
             raise ValueError(f"unknown {kind} preset {preset!r}; valid: {', '.join(table)}")
         return preset, table[preset]
     return "custom", preset
-
-
-class _StatusBar:
-    """Progress of the base policy's preparation (warm start, measurement) on stderr."""
-
-    def __init__(self, label: str, show: bool | None):
-        from rlvitals.progress import progress_enabled
-
-        self.show = progress_enabled(show)
-        self.label = label
-        self._p: Any = None
-        self._tasks: dict[str, Any] = {}
-
-    def __enter__(self) -> _StatusBar:
-        if self.show:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-            self._p = Progress(
-                TextColumn(f"{self.label}: " + "{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                console=Console(file=sys.stderr),
-            )
-            self._p.start()
-        return self
-
-    def update(self, phase: str, done: int, total: int) -> None:
-        if self._p is None:
-            return
-        if phase not in self._tasks:
-            self._tasks[phase] = self._p.add_task(phase, total=total)
-        self._p.update(self._tasks[phase], completed=done)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._p is not None:
-            self._p.stop()
