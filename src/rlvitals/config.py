@@ -39,11 +39,6 @@ from typing import Any
 
 from rlvitals.errors import InputError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
-
 __all__ = ["CONFIG_NAMES", "TOP_KEYS", "config_from_dict", "find_config", "load_config"]
 
 CONFIG_NAMES = ("rlvitals.toml", ".rlvitals.toml")
@@ -85,6 +80,11 @@ def find_config(start_dir: str | os.PathLike = ".") -> Path | None:
 
 
 def _has_tool_table(path: Path) -> bool:
+    try:  # a file that never says "rlvitals" has no [tool.rlvitals]: no TOML parser needed
+        if path.stat().st_size > _MAX_CONFIG_BYTES or b"rlvitals" not in path.read_bytes():
+            return False
+    except OSError:
+        return False
     try:
         data = _read_toml(path)
     except InputError:
@@ -93,6 +93,12 @@ def _has_tool_table(path: Path) -> bool:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    # Imported here, not at the top: most runs have no config file, and every start-up paid it.
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on Python 3.10 only
+        import tomli as tomllib
+
     try:
         size = path.stat().st_size
         if size > _MAX_CONFIG_BYTES:

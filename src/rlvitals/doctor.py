@@ -18,12 +18,13 @@ import math
 import os
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import numpy as np
 
 from rlvitals._array import quiet_numerics
+from rlvitals._record import record
 from rlvitals.detectors import DETECTORS, Detector, Finding, Severity, catalogue, load_all
 from rlvitals.errors import InputError
 from rlvitals.incidents import Incident, group_findings
@@ -48,7 +49,7 @@ JSON_SCHEMA = 1
 FAIL_ON_CHOICES = ("info", "warn", "critical", "never")
 
 
-@dataclass
+@record
 class DoctorConfig:
     """What the doctor runs and how.
 
@@ -107,7 +108,7 @@ class DoctorConfig:
                 )
 
 
-@dataclass
+@record
 class Diagnosis:
     """What the doctor found in one run.
 

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
+from rlvitals._record import record
 from rlvitals.detectors.base import Finding, Severity
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ _PLUMBING_OK = ("DEGENERATE_GROUPS", "REWARD_STD_DEATH", "SATURATION")
 advantages)."""
 
 
-@dataclass
+@record
 class Incident:
     """Findings that share a cause and a time.
 

@@ -34,7 +34,8 @@ Each trainer's names: TRL (``scale_rewards``, ``multi_objective_aggregation``; r
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+
+from rlvitals._record import record
 
 __all__ = [
     "ESTIMATOR_INFO",
@@ -59,7 +60,7 @@ class Scale(str, enum.Enum):
     VIRTUAL = "virtual"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class EstimatorInfo:
     """One estimator of the vocabulary.
 

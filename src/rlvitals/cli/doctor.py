@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -228,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
     to_terminal = args.output is None and sys.stdout.isatty()
     options = RenderOptions(
         color=fmt == "text" and to_terminal and not os.environ.get("NO_COLOR"),
-        width=shutil.get_terminal_size().columns if to_terminal else None,
+        width=_terminal_columns() if to_terminal else None,
     )
     report = render(diagnosis, fmt, options)
     if args.output:
@@ -286,3 +285,9 @@ def _check_output(output: str, report_format: str | None, source: Path) -> None:
             out,
             "-o: no report format for this file name (.txt, .json, .md or .html; or pass --format)",
         )
+
+
+def _terminal_columns() -> int:
+    import shutil  # only for a report to the terminal: shutil is ~1 ms of every start-up
+
+    return shutil.get_terminal_size().columns

@@ -9,11 +9,12 @@ collapsed is one episode from its first step, however short the run.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from rlvitals import advice
+from rlvitals._median import median
+from rlvitals._record import record
 from rlvitals._text import rnd
 from rlvitals._text import span_text as _span_text
 from rlvitals.detectors.kit import (
@@ -72,7 +73,7 @@ SMOOTH_ONSET = 3
 """Running-median window used when walking a gradual onset back to its midpoint."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CollapseEpisode:
     """One collapse episode of a series.
 
@@ -143,7 +144,7 @@ def collapse_episodes(
         return []
     if total_test is not None and bool(np.all(total_test(xs))):
         span = Span(0, n - 1, int(steps[0]), None, n)
-        return [CollapseEpisode(span, steps, xs, float(np.median(xs)), math.nan, total=True)]
+        return [CollapseEpisode(span, steps, xs, float(median(xs)), math.nan, total=True)]
     if vitals.too_short or n < sustain + MIN_PRE:
         return []
     sustain = long_run_sustain(sustain, n)
@@ -166,9 +167,9 @@ def collapse_episodes(
         if int(good.sum()) < MIN_PRE:
             continue
         best = float(sm.max() if low else sm.min())
-        level = float(np.median(xs[sp.first : sp.last + 1]))
+        level = float(median(xs[sp.first : sp.last + 1]))
         sp = _refine_onset(sp, steps, xs, lo, (best + level) / 2.0, low)
-        pre = float(np.median(sm[good]))  # the healthy stretch's level
+        pre = float(median(sm[good]))  # the healthy stretch's level
         out.append(CollapseEpisode(sp, steps, xs, level, pre))
         if len(out) >= MAX_EPISODES:
             break
@@ -204,7 +205,7 @@ def _refine_onset(
     return Span(i0, sp.last, int(steps[i0]), sp.end, sp.hits)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RewardState:
     """Where the reward sat during an episode, relative to its range and to before the onset.
 
@@ -297,7 +298,7 @@ def _reward_state(vitals: Vitals, ep: CollapseEpisode) -> RewardState:
         if x is None:
             return math.nan
         w = where & np.isfinite(x)
-        return float(np.median(x[w])) if w.any() else math.nan
+        return float(median(x[w])) if w.any() else math.nan
 
     p = vitals.get("pass_rate")
     p_span, p_pre = med(p, inside), med(p, before)
@@ -342,8 +343,8 @@ def stretch(vitals: Vitals, name: str, first: int, last: int) -> CollapseEpisode
         sp,
         steps,
         xs,
-        float(np.median(xs[i0 : i1 + 1])),
-        float(np.median(pre)) if pre.size else math.nan,
+        float(median(xs[i0 : i1 + 1])),
+        float(median(pre)) if pre.size else math.nan,
     )
 
 

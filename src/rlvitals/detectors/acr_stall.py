@@ -48,10 +48,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
+from rlvitals._median import median
+from rlvitals._record import record
 from rlvitals.detectors._collapse import mitigations, reward_state, stretch
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.detectors.kit import bool_runs, compare, compress, fmt, rnd, rolling_mean
@@ -86,7 +87,7 @@ class AcrStall(Detector):
     family = "collapse"
     key_metrics = ("acr", "reward_mean")
 
-    @dataclass(frozen=True)
+    @record(frozen=True)
     class Knobs:
         #: ACR above this counts toward a stall (paper: 0.35).
         stall_acr: float = STALL_ACR
@@ -155,7 +156,7 @@ class AcrStall(Detector):
                     i0 -= 1
                 lo, hi = max(0, i0 - JUMP_LOOKBACK), i0 - JUMP_SKIP
                 before = smooth[lo:hi] if hi - lo >= MIN_PRE_POINTS else smooth[lo:i0]
-                ref = float(np.median(before)) if before.size >= MIN_PRE_POINTS else math.nan
+                ref = float(median(before)) if before.size >= MIN_PRE_POINTS else math.nan
             prev_last = int(np.searchsorted(steps, last))
             f = self._judge(vitals, name, steps, acr, ref, first, last, n)
             if f is not None:
@@ -167,7 +168,7 @@ class AcrStall(Detector):
     def _judge(self, vitals, name, steps, acr, ref, first, last, n) -> Finding | None:
         k = self.knobs
         inside = (steps >= first) & (steps <= last)
-        level = float(np.median(acr[inside]))
+        level = float(median(acr[inside]))
         if level <= k.stall_acr:
             return None  # the hysteresis stretch hovered around the threshold, not above it
         ongoing = last >= int(steps[max(0, n - 1 - k.smooth // 2)])
@@ -290,4 +291,4 @@ def _reward_gain(vitals: Vitals, first: int, last: int) -> tuple[float, float]:
     t = vitals.steps[keep].astype(np.float64)
     t = t - t.mean()
     slope = float((t * (v - v.mean())).sum() / (t * t).sum())
-    return slope * float(t[-1] - t[0]), float(np.median(v))
+    return slope * float(t[-1] - t[0]), float(median(v))

@@ -37,11 +37,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
 from rlvitals import advice
+from rlvitals._median import median
+from rlvitals._record import record
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.detectors.kit import (
     LONG_RUN_POINTS,
@@ -76,7 +77,7 @@ class AcrVolatile(Detector):
     family = "collapse"
     key_metrics = ("acr", "acr_volatility")
 
-    @dataclass(frozen=True)
+    @record(frozen=True)
     class Knobs:
         #: Volatility (std of the ACR over the window) above this is volatile (paper: 0.15).
         volatility_above: float = VOLATILITY_ABOVE
@@ -189,7 +190,7 @@ def _noise_var(
             how = f"binomial, N = {g} from the fraction's granularity"
         else:
             d = np.diff(acr)
-            v = float(np.median(d * d) / (2 * CHI2_1_MEDIAN)) if d.size else 0.0
+            v = float(median(d * d) / (2 * CHI2_1_MEDIAN)) if d.size else 0.0
             return np.full(acr.shape, v), "from step-to-step differences"
     per = acr * (1.0 - acr) / n
     per = np.where(np.isfinite(per), per, 0.0)
@@ -246,7 +247,8 @@ def _residual_std(x: np.ndarray, idx: np.ndarray, window: int) -> np.ndarray:
 
 def _granularity(x: np.ndarray) -> int | None:
     """Smallest N <= 1024 such that every value is a multiple of 1/N, or None."""
-    u = np.unique(x)
+    u = np.sort(x)  # np.unique without its first-call import of numpy.ma (6 ms of start-up)
+    u = u[np.r_[True, u[1:] != u[:-1]]]
     if u.size < 3:
         return None
     if u.size > GRANULARITY_SAMPLE:
@@ -259,7 +261,7 @@ def _granularity(x: np.ndarray) -> int | None:
 
 
 def _row_nanmedian(a: np.ndarray) -> np.ndarray:
-    """``np.nanmedian(a, axis=1)`` for a small ``(c, W)`` array, NaN for all-NaN rows, without
+    """``nanmedian(a, axis=1)`` for a small ``(c, W)`` array, NaN for all-NaN rows, without
     numpy's masked-array path (10x slower at W = 25) or its warnings: sort (NaNs go last) and
     average the middle one or two of each row's finite values."""
     srt = np.sort(a, axis=1)

@@ -51,10 +51,10 @@ is; other runs under 30 steps are not judged.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
+from rlvitals._record import record
 from rlvitals.detectors._collapse import (
     CollapseEpisode,
     collapse_episodes,
@@ -102,7 +102,7 @@ class AdvCollapse(Detector):
     family = "collapse"
     key_metrics = ("adv_std", "adv_zero_frac")
 
-    @dataclass(frozen=True)
+    @record(frozen=True)
     class Knobs:
         #: adv_std below this (times the run's level for non-GRPO estimators) is collapsed.
         collapse_below: float = COLLAPSE_BELOW

@@ -29,11 +29,11 @@ episode ends when it stays below :knob:`release_below` for as long. Runs with fe
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
 from rlvitals import advice
+from rlvitals._record import record
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.detectors.kit import (
     Points,
@@ -60,7 +60,7 @@ class ClipSaturation(Detector):
     family = "clip"
     key_metrics = ("clip_frac", "clip_frac_low", "clip_frac_high")
 
-    @dataclass(frozen=True)
+    @record(frozen=True)
     class Knobs:
         #: Smoothed clip fraction above this starts an episode.
         saturated_above: float = SATURATED_ABOVE

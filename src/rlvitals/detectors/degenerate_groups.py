@@ -40,9 +40,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from rlvitals import advice
+from rlvitals._record import record
 from rlvitals.detectors._collapse import (
     CollapseEpisode,
     collapse_episodes,
@@ -75,7 +75,7 @@ class DegenerateGroups(Detector):
     family = "collapse"
     key_metrics = ("acr", "acr_solve_all", "acr_solve_none", "acr_flat", "zero_std_frac")
 
-    @dataclass(frozen=True)
+    @record(frozen=True)
     class Knobs:
         #: ACR at or above this is a collapsed step.
         acr_above: float = ACR_ABOVE

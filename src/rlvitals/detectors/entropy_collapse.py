@@ -35,11 +35,10 @@ are not judged.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-
-import numpy as np
 
 from rlvitals import advice
+from rlvitals._median import median
+from rlvitals._record import record
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.detectors.kit import (
     confidence,
@@ -68,7 +67,7 @@ class EntropyCollapse(Detector):
     family = "entropy"
     key_metrics = ("entropy", "reward_mean")
 
-    @dataclass(frozen=True)
+    @record(frozen=True)
     class Knobs:
         #: Logged points at the start of the run whose median is the early entropy level.
         early_points: int = EARLY_POINTS
@@ -96,7 +95,7 @@ class EntropyCollapse(Detector):
         if ent is None or ent.n < max(k.min_points, k.early_points + k.sustain):
             return []
         values = ent.values
-        early = float(np.median(values[: k.early_points]))
+        early = float(median(values[: k.early_points]))
         if early < 0 and (values <= 0).all():  # logged as a loss (-entropy)
             values, early = -values, -early
         if early <= 0:
@@ -171,4 +170,4 @@ def _reward_gain(reward, first_step: int, last_step: int, n: int) -> float | Non
     if r.shape[0] < 2:
         return None
     m = min(n, max(1, r.shape[0] // 2))
-    return float(np.median(r[-m:]) - np.median(r[:m]))
+    return float(median(r[-m:]) - median(r[:m]))

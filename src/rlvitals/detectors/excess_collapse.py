@@ -45,11 +45,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
 from rlvitals import advice
+from rlvitals._record import record
 from rlvitals.detectors._collapse import (
     CollapseEpisode,
     collapse_episodes,
@@ -80,7 +80,7 @@ class ExcessCollapse(Detector):
     key_metrics = ("adv_std", "reward_std", "excess_acr", "expected_acr")
     requires = ("ADV_COLLAPSE",)
 
-    @dataclass(frozen=True)
+    @record(frozen=True)
     class Knobs:
         #: Reward variance at or above this fraction of its pre-onset level is alive.
         alive_ratio: float = ALIVE_RATIO

@@ -31,11 +31,11 @@ which `grad_norm` and the loss are both missing, after `grad_norm` had been logg
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
 from rlvitals import advice
+from rlvitals._record import record
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.detectors.kit import compare, rnd, runs
 
@@ -52,7 +52,7 @@ class GradNonfinite(Detector):
     family = "gradient"
     key_metrics = ("grad_norm", "loss")
 
-    @dataclass(frozen=True)
+    @record(frozen=True)
     class Knobs:
         #: Consecutive heartbeat rows with grad_norm and loss missing that count as a NaN block.
         nan_block: int = NAN_BLOCK

@@ -34,11 +34,12 @@ logged values, informational otherwise: real runs have heavy-tailed gradient nor
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
 from rlvitals import advice
+from rlvitals._median import median
+from rlvitals._record import record
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.detectors.kit import fmt, needs, points, rnd, trailing_median
 
@@ -60,7 +61,7 @@ class GradSpike(Detector):
     family = "gradient"
     key_metrics = ("grad_norm",)
 
-    @dataclass(frozen=True)
+    @record(frozen=True)
     class Knobs:
         #: Logged points before each point whose median is its baseline gradient norm.
         baseline_points: int = BASELINE_POINTS
@@ -83,7 +84,7 @@ class GradSpike(Detector):
         g = points(vitals, "grad_norm")
         if g is None or g.n <= k.min_history:
             return []
-        floor = k.baseline_floor * float(np.median(g.values))
+        floor = k.baseline_floor * float(median(g.values))
         base = np.maximum(trailing_median(g.values, k.baseline_points), floor)
         ratio = np.divide(g.values, base, out=np.zeros_like(g.values), where=base > 0)
         spike = ratio > k.spike_ratio

@@ -31,9 +31,9 @@ and is not reported.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from rlvitals import advice, vocabulary
+from rlvitals._record import record
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.detectors.kit import needs
 
@@ -48,7 +48,7 @@ class GroupSizeOne(Detector):
     family = "setup"
     key_metrics = ("adv_max", "reward_max")
 
-    @dataclass(frozen=True)
+    @record(frozen=True)
     class Knobs:
         #: Fewest logged steps needed to judge a run.
         min_steps: int = MIN_STEPS

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rlvitals._median import median
+from rlvitals._record import record
 from rlvitals._text import compare, fmt, rnd, span_text
 from rlvitals.signal import bool_runs
 
@@ -67,7 +68,7 @@ LONG_RUN_POINTS = 2000
 # Reading series
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Points:
     """The finite values of one series.
 
@@ -144,7 +145,7 @@ def median_in(vitals: Vitals, name: str, first: int, last: int) -> float:
     if x is None:
         return math.nan
     keep = (vitals.steps >= first) & (vitals.steps <= last) & np.isfinite(x)
-    return float(np.median(x[keep])) if keep.any() else math.nan
+    return float(median(x[keep])) if keep.any() else math.nan
 
 
 def needs(vitals: Vitals, names: Iterable[str], min_points: int) -> str | None:
@@ -201,14 +202,14 @@ def rolling_median(x: np.ndarray, k: int, *, edges: str = "shrink") -> np.ndarra
     if edges == "pad":
         half = k // 2
         padded = np.pad(x, (half, half), mode="edge")
-        return np.median(np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1), axis=1)
+        return median(np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1), axis=1)
     k = min(k | 1, n if n % 2 else n - 1) if n > 1 else 1
     if k <= 1:
         return x.astype(np.float64, copy=True)
     h = k // 2
     win = np.lib.stride_tricks.sliding_window_view(x, k)
     out = np.empty(n, dtype=np.float64)
-    out[h : n - h] = np.median(win, axis=1)
+    out[h : n - h] = median(win, axis=1)
     # Edges: shrunken windows, computed together as NaN-padded rows.
     xf = x.astype(np.float64, copy=False)
     head = np.concatenate((np.full(h, np.nan), xf[: 2 * h]))
@@ -256,10 +257,10 @@ def trailing_median(x: np.ndarray, window: int) -> np.ndarray:
         return x.copy()
     padded = np.concatenate([np.full(window, x[0]), x[:-1]])
     view = np.lib.stride_tricks.sliding_window_view(padded, window)
-    out = np.median(view, axis=1)
+    out = median(view, axis=1)
     # Early points have less history than `window`: use only what exists (padding repeats x[0]).
     # Row i - 1 holds x[:i] padded with NaN; its median is read off the sorted row (NaN last),
-    # and is NaN where x[:i] holds a NaN, as np.median(x[:i]) would be.
+    # and is NaN where x[:i] holds a NaN, as median(x[:i]) would be.
     m = min(window, n)
     if m > 1:
         i = np.arange(1, m)
@@ -297,14 +298,14 @@ def segment_median(x: np.ndarray, i0: int, i1: int) -> float:
     i1 = min(i1, x.shape[0])
     if i1 <= i0:
         return float("nan")
-    return float(np.median(x[i0:i1]))
+    return float(median(x[i0:i1]))
 
 
 # --------------------------------------------------------------------------------------------
 # Where a condition held
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Span:
     """A stretch of logged points where a condition held.
 
@@ -330,7 +331,7 @@ class Span:
 
     def median(self, x: np.ndarray) -> float:
         """The median of ``x`` (``(n,)``, aligned with the series' points) over the stretch."""
-        return float(np.median(x[self.first : self.last + 1]))
+        return float(median(x[self.first : self.last + 1]))
 
 
 def runs(mask: np.ndarray, min_len: int = 1, merge_gap: int = 0) -> list[tuple[int, int]]:

@@ -35,11 +35,11 @@ Slow, steady KL growth never fires: the baseline moves with it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
 from rlvitals import advice
+from rlvitals._record import record
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.detectors.kit import (
     confidence,
@@ -70,7 +70,7 @@ class KlBlowup(Detector):
     family = "kl"
     key_metrics = ("kl",)
 
-    @dataclass(frozen=True)
+    @record(frozen=True)
     class Knobs:
         #: Logged points of history a point needs before it can start an episode.
         min_history: int = MIN_HISTORY

@@ -36,11 +36,12 @@ the truncation fraction are reported beside the numbers when the run logs them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
 from rlvitals import advice
+from rlvitals._median import median
+from rlvitals._record import record
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.detectors.kit import (
     confidence,
@@ -69,7 +70,7 @@ class LengthExplosion(Detector):
     family = "length"
     key_metrics = ("length_mean", "truncation_frac", "length_max")
 
-    @dataclass(frozen=True)
+    @record(frozen=True)
     class Knobs:
         #: Logged points of history a point needs before it can start an episode.
         min_history: int = MIN_HISTORY
@@ -154,4 +155,4 @@ def _median_between(p, first_step: int, last_step: int) -> float | None:
     if p is None:
         return None
     inside = p.between(first_step, last_step)
-    return float(np.median(inside)) if inside.size else None
+    return float(median(inside)) if inside.size else None

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from rlvitals._record import record
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 
 MIN_RECORDS = 1
@@ -45,7 +45,7 @@ class RecordingLoss(Detector):
     family = "recording"
     key_metrics = ()
 
-    @dataclass(frozen=True)
+    @record(frozen=True)
     class Knobs:
         #: Fewest lost records that make a finding.
         min_records: int = MIN_RECORDS

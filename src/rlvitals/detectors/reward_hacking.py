@@ -41,10 +41,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
+from rlvitals._median import median
+from rlvitals._record import record
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.detectors.kit import (
     Points,
@@ -83,7 +84,7 @@ class RewardHacking(Detector):
     family = "reward"
     key_metrics = ("reward_mean", "eval/reward_mean")
 
-    @dataclass(frozen=True)
+    @record(frozen=True)
     class Knobs:
         #: Evaluation series to compare with (e.g. ``eval/reward_mean``); empty = every
         #: reward-, accuracy- or score-like evaluation series.
@@ -141,7 +142,7 @@ class RewardHacking(Detector):
         # the median can move a sharp peak by one point: take the raw maximum next to it
         near = slice(max(0, peak - 1), min(ev.n - k.min_after, peak + 2))
         peak = near.start + int(np.argmax(ev.values[near]))
-        end_level = float(np.median(ev.values[-k.min_after :]))
+        end_level = float(median(ev.values[-k.min_after :]))
         drop = float(es[peak]) - end_level
         gain = (tr[-1] - tr[peak]) / span
         if (
@@ -245,7 +246,7 @@ def _noise(x: np.ndarray) -> float:
     if x.shape[0] < 3:
         return 0.0
     d = np.diff(x)
-    return float(np.median(np.abs(d - np.median(d))) * NOISE_SCALE)
+    return float(median(np.abs(d - median(d))) * NOISE_SCALE)
 
 
 def _train_at(train: Points, step: int, window: int) -> float:
@@ -253,7 +254,7 @@ def _train_at(train: Points, step: int, window: int) -> float:
     lo = np.searchsorted(train.steps, step - window, side="right")
     hi = np.searchsorted(train.steps, step, side="right")
     if hi > lo:
-        return float(np.median(train.values[lo:hi]))
+        return float(median(train.values[lo:hi]))
     if hi > 0:
         return float(train.values[hi - 1])
     return float(train.values[0])

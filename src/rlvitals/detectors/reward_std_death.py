@@ -50,11 +50,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
 from rlvitals import advice
+from rlvitals._median import nanmedian
+from rlvitals._record import record
 from rlvitals.detectors._collapse import (
     CollapseEpisode,
     RewardState,
@@ -93,7 +94,7 @@ class RewardStdDeath(Detector):
     family = "collapse"
     key_metrics = ("reward_std", "reward_mean")
 
-    @dataclass(frozen=True)
+    @record(frozen=True)
     class Knobs:
         #: Reward variance below this fraction of the run's healthy level is dead.
         die_below: float = DIE_BELOW
@@ -174,9 +175,7 @@ class RewardStdDeath(Detector):
         if inside.mean() >= 0.5:
             return None  # the dead steps are the episodes' own: they say it already
         p = vitals.get("pass_rate")
-        level = (
-            float(np.nanmedian(p[dead])) if p is not None and np.isfinite(p[dead]).any() else None
-        )
+        level = float(nanmedian(p[dead])) if p is not None and np.isfinite(p[dead]).any() else None
         at_ceiling = level is not None and level >= k.ceiling
         label = {
             "reward_range": "reward max - min",

@@ -48,11 +48,12 @@ steps, informational when shorter.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
 from rlvitals import advice, vocabulary
+from rlvitals._median import median
+from rlvitals._record import record
 from rlvitals.detectors._collapse import EXCESS_JUMP, P_FLOOR, STD_RATIO_MIN
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.detectors.kit import compare, compress, rnd
@@ -80,7 +81,7 @@ class Saturation(Detector):
     family = "collapse"
     key_metrics = ("acr", "acr_solve_all", "reward_mean")
 
-    @dataclass(frozen=True)
+    @record(frozen=True)
     class Knobs:
         #: Share of the run's logged points (its end) that is judged.
         tail: float = TAIL
@@ -128,8 +129,8 @@ class Saturation(Detector):
         p = p[np.isfinite(p)]
         if p.size == 0:
             return []
-        p_tail = float(np.median(p))
-        x_tail = float(np.median(x[n - m :]))
+        p_tail = float(median(p))
+        x_tail = float(median(x[n - m :]))
         metrics: dict = {"pass_rate": rnd(p_tail), "mode": mode}
         easy_txt = ""
         if mode == "ceiling":
@@ -236,7 +237,7 @@ def _explained(vitals: Vitals, tail: np.ndarray, early_end: int, at_ceiling: boo
         if x is None:
             return float("nan")
         w = where & np.isfinite(x)
-        return float(np.median(x[w])) if w.any() else float("nan")
+        return float(median(x[w])) if w.any() else float("nan")
 
     ex = vitals.get("excess_acr")
     jump = med(ex, tail) - med(ex, early)

@@ -34,10 +34,9 @@ it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
-import numpy as np
-
+from rlvitals._median import median
+from rlvitals._record import record
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.detectors.kit import (
     confidence,
@@ -66,7 +65,7 @@ class ThroughputRot(Detector):
     family = "throughput"
     key_metrics = ("throughput", "step_time")
 
-    @dataclass(frozen=True)
+    @record(frozen=True)
     class Knobs:
         #: Logged values at the start skipped as warm-up.
         warmup_points: int = WARMUP_POINTS
@@ -100,7 +99,7 @@ class ThroughputRot(Detector):
         need = k.warmup_points + k.early_points + k.sustain
         if p is None or p.n < need or (p.values <= 0).any():
             return []
-        early = float(np.median(p.values[k.warmup_points : k.warmup_points + k.early_points]))
+        early = float(median(p.values[k.warmup_points : k.warmup_points + k.early_points]))
         # "slowness" is 1 at the early level and grows as the run slows down
         slow = rolling_median(
             early / p.values if per_token else p.values / early, k.smooth, edges="pad"
@@ -184,6 +183,6 @@ def _length_growth(vitals, early_end: int, first: int, last: int) -> float | Non
         return None
     early = length.values[length.steps <= early_end]
     during = length.between(first, last)
-    if early.size == 0 or during.size == 0 or np.median(early) <= 0:
+    if early.size == 0 or during.size == 0 or median(early) <= 0:
         return None
-    return float(np.median(during) / np.median(early))
+    return float(median(during) / median(early))

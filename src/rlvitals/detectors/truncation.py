@@ -30,11 +30,11 @@ Runs with fewer than :knob:`min_points` values are not judged.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
 from rlvitals import advice
+from rlvitals._record import record
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.detectors.kit import (
     confidence,
@@ -61,7 +61,7 @@ class Truncation(Detector):
     family = "length"
     key_metrics = ("truncation_frac", "length_max")
 
-    @dataclass(frozen=True)
+    @record(frozen=True)
     class Knobs:
         #: Smoothed truncation fraction above this starts an episode.
         max_frac: float = MAX_FRAC

@@ -34,11 +34,12 @@ zero step, end the last one (open when it is the last logged step).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
 from rlvitals import advice
+from rlvitals._median import median
+from rlvitals._record import record
 from rlvitals.detectors.base import Detector, Finding, Severity, register
 from rlvitals.detectors.kit import fmt, rnd
 
@@ -56,7 +57,7 @@ class ZeroGradSteps(Detector):
     family = "gradient"
     key_metrics = ("grad_norm", "loss", "pg_loss")
 
-    @dataclass(frozen=True)
+    @record(frozen=True)
     class Knobs:
         #: Fewest zero-gradient steps that make a finding.
         min_steps: int = MIN_STEPS
@@ -96,7 +97,7 @@ class ZeroGradSteps(Detector):
         if (
             quantum is not None
             and nonzero.size
-            and np.median(np.abs(nonzero)) < k.rounding_margin * quantum
+            and median(np.abs(nonzero)) < k.rounding_margin * quantum
         ):
             return []  # printed zeros are indistinguishable from small rounded values
         steps = np.asarray(vitals.steps)
@@ -158,7 +159,7 @@ def _reward_level(vitals, mask: np.ndarray) -> float | None:
     span = float(vitals.reward_max - vitals.reward_min)
     if vals.size == 0 or span <= 0:
         return None
-    return float((np.median(vals) - vitals.reward_min) / span)
+    return float((median(vals) - vitals.reward_min) / span)
 
 
 def _quantum(x: np.ndarray) -> float | None:

@@ -14,12 +14,11 @@ the others (a ``runs`` event lists them all (:func:`runs_of`)).
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
+from rlvitals._record import record
 from rlvitals.errors import InputError
 from rlvitals.importers._source import (
     decompress_errors,
@@ -45,7 +44,6 @@ __all__ = [
     "sniff",
 ]
 
-_log = logging.getLogger(__name__)
 
 SNIFF_BYTES = 65536
 """How much of a file sniffers see."""
@@ -54,7 +52,7 @@ Progress = Callable[[int, int], None]
 """``progress(done_bytes, total_bytes)``; importers call it now and then on long inputs."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Importer:
     """A foreign format.
 
@@ -95,7 +93,7 @@ def _text(head: bytes) -> bool:
     return bool(head) and not _binary(head)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Format:
     """Where a format's importer lives and a cheap test of whether a file could be one.
 
@@ -127,7 +125,11 @@ _FORMATS: dict[str, _Format] = {
         "openrlhf",
         lambda p, h: _text(h) and (b"Global step" in h or b"openrlhf" in h or b"OpenRLHF" in h),
     ),
-    "trl_state": _Format("trl_state", lambda p, h: _text_json(h), dirs=True),
+    "trl_state": _Format(
+        "trl_state",
+        lambda p, h: _text_json(h) and (b'"log_history"' in h or p.name == "trainer_state.json"),
+        dirs=True,
+    ),
     "trl_log_history": _Format(
         "trl_log_history", lambda p, h: _text_json(h) and b'"step"' in h and b"[" in h[:64]
     ),
@@ -274,7 +276,9 @@ def _sniff(p: Path) -> Importer:
         try:
             s = imp.sniff(p, head)
         except Exception as e:  # a sniffer is a guess: one that cannot decide says "not mine"
-            _log.debug("sniffer %s failed on %s: %r", name, p, e)
+            import logging  # only when a sniffer fails: logging is ~2 ms of start-up
+
+            logging.getLogger(__name__).debug("sniffer %s failed on %s: %r", name, p, e)
             continue
         if s > score:
             best, score = imp, s

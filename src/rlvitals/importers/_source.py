@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import gzip
 import io
 import os
 import select
@@ -99,6 +98,8 @@ def _zstd_reader(raw: BinaryIO, path: Path) -> BinaryIO:
 
 def _decompress(raw: BinaryIO, kind: str | None, path: Path) -> BinaryIO:
     if kind == "gzip":
+        import gzip  # on first use: the compression modules are ~1 ms of every start-up
+
         return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
     if kind == "zstd":
         return _zstd_reader(raw, path)
@@ -109,7 +110,10 @@ def decompress_errors() -> tuple[type[BaseException], ...]:
     """What a damaged compressed file raises while it is read (truncated, bad data)."""
     import zlib
 
-    errors: list[type[BaseException]] = [EOFError, zlib.error, gzip.BadGzipFile]
+    errors: list[type[BaseException]] = [EOFError, zlib.error]
+    gzip = sys.modules.get("gzip")  # imported by the first gzip file opened, if any
+    if gzip is not None:
+        errors.append(gzip.BadGzipFile)
     zstandard = sys.modules.get("zstandard")
     if zstandard is not None:
         errors.append(zstandard.ZstdError)

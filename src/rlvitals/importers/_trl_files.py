@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlvitals._record import record
 from rlvitals.errors import InputError
 from rlvitals.importers._source import is_stream, open_input
 from rlvitals.recording._memory import check_json
@@ -199,7 +199,7 @@ def apply_args(manifest: Manifest, args: dict[str, Any]) -> None:
     apply_facts(manifest, trl_facts.facts(args), overwrite=True)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StateHints:
     """What a ``trainer_state.json`` (and its sibling config) tells the completions reader.
 

@@ -17,7 +17,6 @@ CSV: comma- or tab-separated, a header row naming the columns; an empty cell is 
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import re
@@ -251,6 +250,8 @@ def _sniff_csv(path: Path, head: bytes) -> float:
     if not lines:
         return 0.0
     delim = _delimiter(lines[0])
+    import csv  # here, not at the top: a JSONL log need not pay for it
+
     try:
         rows = list(csv.reader(lines, delimiter=delim))
     except csv.Error:
@@ -340,6 +341,8 @@ def load_csv(path: Path, progress: Progress | None = None) -> Run:
 
 
 def _parse_csv_line(path: Path, lineno: int, text: str, delim: str) -> list[str]:
+    import csv
+
     try:
         return next(csv.reader([text], delimiter=delim, strict=True), [])
     except csv.Error as e:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from rlvitals._median import median
 from rlvitals.recording.metrics import canonical_key
 from rlvitals.signal import (
     DEFAULT_TAU,
@@ -392,7 +393,7 @@ class StepWindow:
         """The median group size of the window's steps with groups, or None."""
         if not self.groups:
             return None
-        return round(float(np.median([sg.size_mean for sg in self.groups.values()])))
+        return round(float(median([sg.size_mean for sg in self.groups.values()])))
 
 
 def _advantage_stats(adv: np.ndarray, rewards: np.ndarray) -> tuple[float, float]:

@@ -8,7 +8,8 @@ names only. A key that is neither canonical nor an alias is kept under its raw n
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from rlvitals._record import record
 
 __all__ = [
     "ALIASES",
@@ -21,7 +22,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Metric:
     name: str
     description: str

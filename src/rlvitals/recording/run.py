@@ -15,11 +15,12 @@ import dataclasses
 import math
 import numbers
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import numpy as np
 
+from rlvitals._record import record
 from rlvitals.errors import InputError
 from rlvitals.recording import _memory
 from rlvitals.recording.metrics import canonical_key, dialect_of
@@ -35,7 +36,7 @@ _BYTES_PER_KEY = 700
 """A distinct raw key: its cache entry, canonical name, column arrays and dict slots."""
 
 
-@dataclass
+@record
 class Manifest:
     """What is known about a run besides its series.
 
@@ -139,7 +140,7 @@ MANIFEST_FIELDS: dict[str, type] = {
 writer and reader alike."""
 
 
-@dataclass
+@record
 class Event:
     """Something that happened at a step: an alert, a halt, dropped data, a note."""
 
@@ -149,7 +150,7 @@ class Event:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
+@record
 class GroupTable:
     """Per-group rewards of many steps, in CSR layout.
 
@@ -227,7 +228,7 @@ class GroupTable:
         )
 
 
-@dataclass
+@record
 class Run:
     """A training run: per-step series, optional per-group rewards, manifest, events.
 
@@ -395,13 +396,19 @@ class RunBuilder:
             col[1].append(x)
 
     def add_columns(
-        self, steps: np.ndarray, columns: dict[str, tuple[np.ndarray, np.ndarray]]
+        self,
+        steps: np.ndarray,
+        columns: dict[str, tuple[np.ndarray, np.ndarray]],
+        *,
+        count: bool = False,
     ) -> None:
         """Add ``len(steps)`` rows at once, column by column (what ``add_row`` per row would do).
 
         ``steps``: ``(n,)`` int64, one per row. ``columns``: raw key → ``(rows, values)``, the
         increasing positions ``(k,)`` in ``steps`` of the rows that logged the key and their
-        ``(k,)`` float64 values. For importers of columnar text (CSV exports).
+        ``(k,)`` float64 values. For importers of columnar text (CSV exports). ``count``: count
+        the values against the memory budget as ``add_row`` counts its own (for rows that
+        ``add_row`` would otherwise have taken).
 
         >>> b = RunBuilder()
         >>> b.add_columns(np.array([1, 2]), {"reward": (np.array([0, 1]), np.array([0.5, 0.7])),
@@ -411,6 +418,10 @@ class RunBuilder:
         ([1, 2], [2], [0.5, 0.7])
         """
         steps = np.asarray(steps, dtype=np.int64)
+        if count:
+            self._n_values += sum(len(rows) for rows, _ in columns.values())
+            if self._n_values > self._next_check:
+                self._check_memory()
         if not self._dialect_known and any(k[:4].lower() == "val/" for k in columns):
             self._dialect_known = True
             self.dialect = self.dialect or dialect_of(columns)

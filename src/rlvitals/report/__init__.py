@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rlvitals._array import quiet_numerics
+from rlvitals._record import record
 from rlvitals.registry import Plugins, Registry, import_module
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class ReportFormat(str, enum.Enum):
     HTML = "html"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RenderOptions:
     """How to render.
 
@@ -55,7 +55,7 @@ class RenderOptions:
     width: int | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Renderer:
     """A report format.
 

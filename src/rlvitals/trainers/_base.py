@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from typing import Any
+
+from rlvitals._record import record
 
 __all__ = [
     "TrainerFacts",
@@ -38,7 +40,7 @@ _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no"}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TrainerFacts:
     """What a configuration states about a run; None = not stated.
 

@@ -26,12 +26,14 @@ exactly 0), ``wasted_frac``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 import numpy as np
 
 from rlvitals import vocabulary
+from rlvitals._median import median, nanmedian
+from rlvitals._record import record
 from rlvitals.recording.metrics import CANONICAL
 from rlvitals.recording.run import Run
 from rlvitals.signal import (
@@ -128,7 +130,7 @@ def is_known_series(name: str) -> bool:
     return base in CANONICAL or base in _KNOWN or base.startswith("reward/")
 
 
-@dataclass
+@record
 class Vitals:
     """Series derived from a :class:`Run`; what every detector reads.
 
@@ -246,7 +248,7 @@ class Vitals:
         """Median gap between logged steps (1 when every step logged)."""
         if self.steps.size < 2:
             return 1
-        return max(1, int(np.median(np.diff(self.steps))))
+        return max(1, int(median(np.diff(self.steps))))
 
     def window(self, first_step: int, last_step: int) -> Vitals:
         """The same vitals restricted to ``first_step <= step <= last_step`` (inclusive).
@@ -385,7 +387,7 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
         if group_size is None:
             sizes = gs.group_size[np.isfinite(gs.group_size)]
             if sizes.size:
-                group_size = round(float(np.median(sizes)))
+                group_size = round(float(median(sizes)))
                 group_size_from = "per-group rewards"
         evidence = "groups"
         notes.append("collapse evidence: per-group rewards (exact ACR)")
@@ -496,7 +498,7 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
         notes.append(rr.note)  # "assumed [0, 1]", after what was read
     kl = m.kl_coef
     if kl is None and _finite_any(series.get("kl_coef")):
-        kl = float(np.nanmedian(series["kl_coef"]))
+        kl = float(nanmedian(series["kl_coef"]))
     acr_f = series.get("acr") if _finite_any(series.get("acr")) else None
     return Vitals(
         run=run,

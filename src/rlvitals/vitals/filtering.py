@@ -25,11 +25,11 @@ whatever the run logged:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from rlvitals._record import record
 from rlvitals.recording.run import Run
 
 __all__ = ["FilterInfo", "add_filtered_to_wasted", "prefilter", "reward_std_kind"]
@@ -42,7 +42,7 @@ _SLIME_DROP = re.compile(r"^(?:rollout/)?dynamic_filter/drop_")
 _SKYRL_PASS_AT = re.compile(r"^reward/avg_pass_at_([0-9]{1,6})$")
 
 
-@dataclass
+@record
 class FilterInfo:
     """What :func:`prefilter` found; :func:`add_filtered_to_wasted` reads it.
 

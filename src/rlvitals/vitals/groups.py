@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from rlvitals._record import record
 from rlvitals.recording.run import GroupTable
 from rlvitals.signal import (
     DEFAULT_TAU,
@@ -23,7 +22,7 @@ NEIGHBOURS = 2
 group's step and as many after (rows of groups, nearest first)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GroupSeries:
     """Per-step series derived from a :class:`GroupTable`; every array is ``(T,)``.
 

@@ -7,10 +7,10 @@ Every command that splits collapsed groups into solved / failed / flat reads the
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
+from rlvitals._record import record
 from rlvitals.recording.run import Run
 from rlvitals.signal import DEFAULT_TAU
 from rlvitals.vitals.groups import GroupSeries, group_series
@@ -18,7 +18,7 @@ from rlvitals.vitals.groups import GroupSeries, group_series
 __all__ = ["RewardRange", "acr_series", "reward_range"]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RewardRange:
     """The reward range a run is judged in, and where it came from.
 
