@@ -15,6 +15,10 @@ in the log's temporary folder (no project config file above it), and every tree 
 first: an installed package has its ``.pyc`` files, and with ``PYTHONDONTWRITEBYTECODE`` set a
 checkout would otherwise recompile every edited module at every start.
 
+``--instructions`` also counts the instructions each process executes under valgrind's
+callgrind (when ``valgrind`` is installed): unlike wall time, the count does not move with the
+machine's load, so it compares trees on a busy machine.
+
 Target (issue 14): the doctor's median at most the numpy floor + 60 ms. Exits 1 when missed.
 """
 
@@ -24,6 +28,8 @@ import argparse
 import compileall
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -55,11 +61,27 @@ def _time(cmd: list[str], env: dict[str, str], cwd: str) -> float:
     return time.perf_counter() - t
 
 
+def _instructions(cmd: list[str], env: dict[str, str], cwd: str) -> int:
+    """Instructions ``cmd`` executes (callgrind's "Collected"), one BLAS thread."""
+    out = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd],
+        env=dict(env, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(re.search(r"Collected : (\d+)", out.stderr).group(1))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--tree", action="append", default=[], metavar="NAME=SRC")
+    ap.add_argument("--instructions", action="store_true", help="also count instructions")
     a = ap.parse_args(argv)
+    if a.instructions and shutil.which("valgrind") is None:
+        ap.error("--instructions needs valgrind (apt-get install valgrind)")
     trees = dict(t.split("=", 1) for t in a.tree) or {"this checkout": str(ROOT / "src")}
     py = sys.executable
     doctor: dict[str, list[float]] = {k: [] for k in trees}
@@ -78,6 +100,15 @@ def main(argv: list[str] | None = None) -> int:
                        "--fail-on", "never"]  # fmt: skip
                 doctor[name].append(_time(cmd, env, d))
                 cli[name].append(_time([py, "-c", "import rlvitals.cli"], env, d))
+        if a.instructions:
+            base = _instructions([py, "-c", "import numpy"], dict(os.environ), d)
+            print(f"instructions (callgrind): python -c 'import numpy' {base / 1e6:.0f} M")
+            for name, src in trees.items():
+                env = dict(os.environ, PYTHONPATH=f"{src}:{ROOT / 'dev'}")
+                cmd = [py, "-c", SCRIPT, "doctor", str(log), "--format", "json",
+                       "--fail-on", "never"]  # fmt: skip
+                n = _instructions(cmd, env, d)
+                print(f"{name:20s} doctor {n / 1e6:.0f} M = numpy + {(n - base) / 1e6:.0f} M")
     floor = statistics.median(numpy)
     print(f"{a.rounds} alternating rounds, wall time; python -c 'import numpy': median "
           f"{floor * 1000:.0f} ms")  # fmt: skip
