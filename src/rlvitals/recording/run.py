@@ -338,7 +338,10 @@ class RunBuilder:
         """``ignore``: raw keys that are never series (e.g. ``"step"`` inside each row)."""
         self.manifest = manifest or Manifest()
         self._steps = {False: array("q"), True: array("q")}
-        self._cols: dict[bool, dict[str, tuple[array, array]]] = {False: {}, True: {}}
+        # Per column: sparse (row index, value) arrays from add_row, and dense pieces from
+        # add_columns (first row index, values of consecutive rows): 8 bytes a value, not 16.
+        self._cols: dict[bool, dict[str, tuple[array, array, list]]] = {False: {}, True: {}}
+        self._built = False
         self._key_cache: dict[str, list[Any]] = {}
         self.unknown: dict[str, None] = {}
         self.events: list[Event] = []
@@ -441,12 +444,16 @@ class RunBuilder:
             pos = np.empty(len(steps), dtype=np.int64)
             pos[used] = np.arange(len(self._steps[is_eval]), len(self._steps[is_eval]) + len(used))
             self._steps[is_eval].frombytes(steps[used].tobytes())
+            first = len(self._steps[is_eval]) - len(used)
             for entry, rows, vals in items:
                 col = entry[2]
                 if col is None:
                     col = entry[2] = self._column(entry[0], entry[1])
-                col[0].frombytes(pos[rows].tobytes())
-                col[1].frombytes(np.asarray(vals, dtype=np.float64).tobytes())
+                if len(rows) == len(used):  # logged in every row: consecutive row indexes
+                    col[2].append((first, np.array(vals, dtype=np.float64)))
+                else:
+                    col[0].frombytes(pos[rows].tobytes())
+                    col[1].frombytes(np.asarray(vals, dtype=np.float64).tobytes())
 
     def _learn_key(self, raw: str) -> list[Any]:
         """Cache entry ``[canonical name, is_eval, column or None]`` of a raw key."""
@@ -459,10 +466,10 @@ class RunBuilder:
             self._check_memory()
         return entry
 
-    def _column(self, name: str, is_eval: bool) -> tuple[array, array]:
+    def _column(self, name: str, is_eval: bool) -> tuple[array, array, list]:
         col = self._cols[is_eval].get(name)
         if col is None:
-            col = (array("q"), array("d"))
+            col = (array("q"), array("d"), [])
             self._cols[is_eval][name] = col
         return col
 
@@ -472,9 +479,15 @@ class RunBuilder:
     def warn(self, message: str) -> None:
         self.warnings.append(message)
 
-    def build(self) -> Run:
-        steps, series = self._finish(False)
-        esteps, eseries = self._finish(True)
+    def build(self, *, release: bool = False) -> Run:
+        """The run so far. ``release``: free each column as soon as it is built, so memory
+        peaks at the run plus one column rather than twice the values (an importer's last
+        step); the builder cannot be used afterwards."""
+        if self._built:
+            raise RuntimeError("RunBuilder.build(release=True) was called; use a new builder")
+        self._built = release
+        steps, series = self._finish(False, release)
+        esteps, eseries = self._finish(True, release)
         return Run(
             manifest=self.manifest,
             steps=steps,
@@ -513,7 +526,7 @@ class RunBuilder:
                 f"values under {keys} distinct keys{what}), more than {_memory.limit_text()}",
             )
 
-    def _finish(self, is_eval: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    def _finish(self, is_eval: bool, release: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         raw_steps = (
             np.frombuffer(self._steps[is_eval], dtype=np.int64)
             if self._steps[is_eval]
@@ -526,12 +539,27 @@ class RunBuilder:
             f"; {n_cols} series x {steps.shape[0]} steps as dense columns",
         )
         inv = inv.reshape(-1)
+        repeated = steps.shape[0] < raw_steps.shape[0]
         out: dict[str, np.ndarray] = {}
-        for name, (rows, vals) in self._cols[is_eval].items():
+        for name, (rows, vals, pieces) in self._cols[is_eval].items():
             col = np.full(steps.shape[0], np.nan)
             r = np.frombuffer(rows, dtype=np.int64)
-            # Row order is file order, so for repeated steps the later row wins.
-            col[inv[r]] = np.frombuffer(vals, dtype=np.float64)
+            v = np.frombuffer(vals, dtype=np.float64)
+            merge = repeated and bool(pieces) and (len(pieces) > 1 or len(r) > 0)
+            if merge:
+                # Row order is file order, so for a repeated step the later row wins: put the
+                # pieces and the sparse values back in row order before assigning.
+                r = np.concatenate([r, *(np.arange(a, a + len(p)) for a, p in pieces)])
+                v = np.concatenate([v, *(p for _, p in pieces)])
+                order = np.argsort(r, kind="stable")
+                r, v = r[order], v[order]
+            col[inv[r]] = v
+            if not merge:
+                for first, piece in pieces:
+                    col[inv[first : first + len(piece)]] = piece
+            del r, v
+            if release:
+                del rows[:], vals[:], pieces[:]
             out[name] = col
         return steps.astype(np.int64), out
 
