@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from rlvitals.errors import InputError
-from rlvitals.importers import generic
+from rlvitals.importers import _lines, generic
 from rlvitals.importers._lines import fast_loads
 from rlvitals.importers.generic import load_jsonl
 from rlvitals.recording.run import RunBuilder
@@ -115,7 +115,13 @@ def test_orjson_reads_what_json_reads(tmp_path, monkeypatch, seed):
     with path.open("a") as f:
         f.write("\n".join(extra) + "\n" + '{"step": 9006, "reward": 0.')  # and a torn last line
     monkeypatch.delenv("RLVITALS_JSON", raising=False)
+    monkeypatch.setattr(_lines, "FAST_JSON_BYTES", 0)  # orjson for a file this small too
+    calls = []
+    loads = _lines.fast_loads()
+    monkeypatch.setattr(_lines, "fast_loads", lambda: lambda b: calls.append(1) or loads(b))
     with_orjson = load_jsonl(path)
+    assert len(calls) > 2000  # orjson did parse the lines
+    monkeypatch.undo()
     monkeypatch.setenv("RLVITALS_JSON", "stdlib")
     assert fast_loads() is None
     with_json = load_jsonl(path)
@@ -136,6 +142,7 @@ def test_orjson_reads_what_json_reads(tmp_path, monkeypatch, seed):
 def test_bad_lines_give_the_same_error_under_both_parsers(
     tmp_path, monkeypatch, parser, line, message
 ):
+    monkeypatch.setattr(_lines, "FAST_JSON_BYTES", 0)
     if parser == "stdlib":
         monkeypatch.setenv("RLVITALS_JSON", "stdlib")
     path = tmp_path / "run.jsonl"
