@@ -137,6 +137,7 @@ def test_orjson_reads_what_json_reads(tmp_path, monkeypatch, seed):
         ('{"step": "x", "reward": 1}', "not an integer step"),
         ('{"step": 1, "reward": 1} trailing', "invalid JSON"),
         ("[1, 2]", "expected a JSON object"),
+        ('{"step": 1, "x": ' + "[" * 100_000 + "]" * 100_000 + "}", "invalid JSON"),
     ],
 )
 def test_bad_lines_give_the_same_error_under_both_parsers(

@@ -94,9 +94,6 @@ def iter_lines(path: Path, progress=None) -> Iterator[tuple[int, bytes, bool]]:
         progress(max(total, done), max(total, done))
 
 
-_NOT_PARSED = object()
-
-
 def iter_json_lines(path: Path, warnings: list[str], progress=None) -> Iterator[tuple[int, Any]]:
     """Yield ``(lineno, parsed)`` for each non-blank line of a JSONL file.
 
@@ -119,18 +116,20 @@ def iter_json_lines(path: Path, warnings: list[str], progress=None) -> Iterator[
             check_json(path, line, f"line {lineno}")
         try:
             obj = fast(line)
-        except ValueError:  # orjson's refusals (see fast_loads): Python's json decides
-            obj = _NOT_PARSED
-        if obj is _NOT_PARSED:
-            try:
-                obj = loads(line)
-            except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
+            err: BaseException | None = e
+            if fast is not loads:  # orjson's refusals (see fast_loads): Python's json decides
+                try:
+                    obj, err = loads(line), None
+                except (ValueError, UnicodeDecodeError, RecursionError) as e2:
+                    err = e2
+            if err is not None:
                 if not complete:
                     warnings.append(
                         f"{path}: line {lineno}: torn last line ignored (file still being written?)"
                     )
                     break
-                msg = e.msg if isinstance(e, json.JSONDecodeError) else type(e).__name__
+                msg = err.msg if isinstance(err, json.JSONDecodeError) else type(err).__name__
                 if not lenient:
                     raise InputError(path, f"invalid JSON: {msg}", f"line {lineno}") from None
                 skipped += 1

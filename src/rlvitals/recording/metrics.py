@@ -325,6 +325,21 @@ CANONICAL: dict[str, Metric] = {
             "length_min", "Shortest completion.", ("completions/min_length", "response_length/min")
         ),
         Metric(
+            "length_terminated_mean",
+            "Mean length of the completions that ended (EOS), not cut at the length limit.",
+            ("completions/mean_terminated_length",),
+        ),
+        Metric(
+            "length_terminated_max",
+            "Longest completion that ended (EOS).",
+            ("completions/max_terminated_length",),
+        ),
+        Metric(
+            "length_terminated_min",
+            "Shortest completion that ended (EOS).",
+            ("completions/min_terminated_length",),
+        ),
+        Metric(
             "truncation_frac",
             "Fraction of completions cut at the length limit.",
             (
