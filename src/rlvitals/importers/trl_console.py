@@ -73,7 +73,7 @@ def _sniff(path: Path, head: bytes) -> float:
         return 0.0
     if _LINE_BYTES.search(head):
         return CONF
-    if _MARKS.search(head) and scan_file(path, head, _LINE_BYTES):
+    if _MARKS.search(head) and scan_file(path, head, _LINE_BYTES, needle=b"{'"):
         return CONF
     return 0.0
 
