@@ -19,7 +19,8 @@ checkout would otherwise recompile every edited module at every start.
 callgrind (when ``valgrind`` is installed): unlike wall time, the count does not move with the
 machine's load, so it compares trees on a busy machine.
 
-Target (issue 14): the doctor's median at most the numpy floor + 60 ms. Exits 1 when missed.
+Target (issue 14): the doctor's median at most the numpy floor + 60 ms, judged on the last
+``--tree``. Exits 1 when missed.
 """
 
 from __future__ import annotations
@@ -113,10 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{a.rounds} alternating rounds, wall time; python -c 'import numpy': median "
           f"{floor * 1000:.0f} ms")  # fmt: skip
     ok = True
-    for name in trees:
+    for name in trees:  # the target is judged on the last tree (``--tree old=... --tree now=...``)
         md = statistics.median(doctor[name])
         over = (md - floor) * 1000
-        ok &= over <= TARGET_MS
+        ok = over <= TARGET_MS
         print(f"{name:20s} doctor process median {md * 1000:.0f} ms (min "
               f"{min(doctor[name]) * 1000:.0f}; numpy floor + {over:.0f} ms, target <= "
               f"+{TARGET_MS:.0f}), 'import rlvitals.cli' median "
