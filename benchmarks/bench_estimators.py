@@ -1,15 +1,25 @@
-"""Time per call of every built-in estimator on 4,096 groups x 16 rewards, as a ratio to ``grpo``.
+"""Time per call of every built-in estimator: a big step (ratio to ``grpo``) and a small one.
 
-Target (issue 5): ``avspo`` within 1.5x of ``grpo`` measured in the same run. The step is built
-so that AVSPO does its full work: about 60% of the groups are collapsed (solve-all or
-solve-none) and every ``avspo`` call starts from ``tau_adapt = 0.5``, so every call triggers and
-augments. Each estimator is timed as the best of ``--repeats`` rounds of ``--calls`` calls
-(``rlvitals.estimate``, config validation included); the estimators take turns within each
-round, and the time is the process's CPU time (one thread), so neighbours on a shared machine
-inflate it less than wall time. numpy float32 and torch float32 (CPU) are both measured. The share of a TRL step spent in the estimator is ``benchmarks/bench_trl_step.py``.
+Big step (issue 5): 4,096 groups x 16 rewards; target ``avspo`` within 1.5x of ``grpo``
+measured in the same run. The step is built so that AVSPO does its full work: about 60% of the
+groups are collapsed (solve-all or solve-none) and every ``avspo`` call starts from
+``tau_adapt = 0.5``, so every call triggers and augments. Each estimator is timed as the best of
+``--repeats`` rounds of ``--calls`` calls (``rlvitals.estimate``, config validation included);
+the estimators take turns within each round, and the time is the process's CPU time (one
+thread), so neighbours on a shared machine inflate it less than wall time. numpy float32 and
+torch float32 (CPU) are both measured.
 
-Run: ``python benchmarks/bench_estimators.py`` (``--groups``, ``--group-size``, ``--calls``,
-``--repeats``, ``--backend numpy|torch|both``). Exits 1 when avspo misses the target.
+Small step (issue 14, target 5): 8 groups x G=8 float32 rewards, TRL's tiny step as its
+trainer hands it over (numpy arrays on the host, the AVSPO state object of the previous step).
+Printed per call: in a tight loop ("hot", the fixed per-call cost) and with the CPU caches
+evicted before every call ("cold", 32 MiB written between calls, untimed: what a call costs
+inside a training loop, whose model step evicts them), next to a baseline measured the same
+way: the bare numpy GRPO formula ``(r - mean) / (std + eps)`` on the ``(8, 8)`` view. Target:
+0.2 ms per call, hot and cold. The share of a real TRL step is ``benchmarks/bench_trl_step.py``.
+
+Run: ``python benchmarks/bench_estimators.py`` (``--part big|small|both``, ``--groups``,
+``--group-size``, ``--calls``, ``--repeats``, ``--backend numpy|torch|both``,
+``--small-groups``, ``--small-group-size``). Exits 1 when a target is missed.
 """
 
 from __future__ import annotations
@@ -25,6 +35,10 @@ from rlvitals.estimators import EstimatorName
 
 AVSPO_TARGET = 1.5
 """avspo / grpo time per call must stay below this."""
+SMALL_TARGET = 0.2e-3
+"""Seconds per call of every estimator on the small step (hot and cold)."""
+EVICT_BYTES = 32 << 20
+"""Written between two cold calls: far more than this machine's L2 (2 MiB per core)."""
 METHODS = [e.value for e in EstimatorName]
 
 
@@ -74,15 +88,80 @@ def report(title: str, times: dict[str, float]) -> bool:
     return times["avspo"] / base <= AVSPO_TARGET
 
 
+def bare_grpo(view: np.ndarray, eps: float = 1e-4) -> np.ndarray:
+    """The baseline: GRPO advantages of a dense ``(k, G)`` view in three numpy expressions."""
+    return (view - view.mean(1, keepdims=True)) / (view.std(1, ddof=1, keepdims=True) + eps)
+
+
+def time_small(fns: dict, *, calls: int, repeats: int, cold: bool) -> dict[str, float]:
+    """Best-of-``repeats`` CPU seconds per call of each function (taking turns per round);
+    ``cold``: the caches evicted before every call, outside the timed region."""
+    junk = np.zeros(EVICT_BYTES // 8)
+    best = {name: float("inf") for name in fns}
+    for fn in fns.values():  # warm-up
+        fn()
+    for rnd in range(repeats):
+        names = list(fns)
+        names = names[rnd % len(names) :] + names[: rnd % len(names)]
+        for name in names:
+            fn, total = fns[name], 0.0
+            for _ in range(calls):
+                if cold:
+                    junk += 1.0  # reads and writes every cache line of 32 MiB
+                t0 = time.thread_time()
+                fn()
+                total += time.thread_time() - t0
+            best[name] = min(best[name], total / calls)
+    return best
+
+
+def small_section(args: argparse.Namespace) -> bool:
+    """The small-step table (module docstring); True when every estimator meets the target."""
+    from rlvitals.estimators import AvspoState
+
+    rewards, ids = make_step(args.small_groups, args.small_group_size)
+    view = rewards.reshape(args.small_groups, args.small_group_size)
+    fns = {"bare numpy grpo": lambda: bare_grpo(view)}
+    for m in METHODS:
+        state = AvspoState(tau_adapt=0.5) if m == "avspo" else None
+        fns[m] = lambda m=m, state=state: rlvitals.estimate(m, rewards, ids, state=state)
+    hot = time_small(fns, calls=args.small_calls, repeats=args.repeats, cold=False)
+    cold = time_small(fns, calls=args.small_calls // 10, repeats=args.repeats, cold=True)
+    print(
+        f"small step: {args.small_groups} groups x G={args.small_group_size} (float32), per call, "
+        f"best of {args.repeats} rounds; CPU time; target <= {SMALL_TARGET * 1e3:.1f} ms"
+    )
+    print(f"  {'':<16} {'hot':>9} {'x bare':>7} {'cold':>11} {'x bare':>7}")
+    ok = True
+    for name in fns:
+        h, c = hot[name], cold[name]
+        base_h, base_c = hot["bare numpy grpo"], cold["bare numpy grpo"]
+        if name != "bare numpy grpo":
+            ok &= max(h, c) <= SMALL_TARGET
+        print(
+            f"  {name:<16} {h * 1e6:7.1f} us {h / base_h:6.1f}x {c * 1e6:9.1f} us {c / base_c:6.1f}x"
+        )
+    return ok
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--part", choices=["big", "small", "both"], default="both")
     ap.add_argument("--groups", type=int, default=4096)
     ap.add_argument("--group-size", type=int, default=16)
     ap.add_argument("--calls", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--backend", choices=["numpy", "torch", "both"], default="both")
+    ap.add_argument("--small-groups", type=int, default=8)
+    ap.add_argument("--small-group-size", type=int, default=8)
+    ap.add_argument("--small-calls", type=int, default=200, help="hot calls per round")
     args = ap.parse_args(argv)
 
+    ok = True
+    if args.part in ("small", "both"):
+        ok &= small_section(args)
+    if args.part == "small":
+        return 0 if ok else 1
     rewards, ids = make_step(args.groups, args.group_size)
     _, m, _ = rlvitals.estimate("avspo", rewards, ids, state={"tau_adapt": 0.5})
     print(
@@ -90,7 +169,6 @@ def main(argv: list[str] | None = None) -> int:
         f"avspo K {m['avspo_k']:.0f}, {m['avspo_groups_augmented']:.0f} groups augmented; "
         f"best of {args.repeats} x {args.calls} calls"
     )
-    ok = True
     if args.backend in ("numpy", "both"):
         times = time_estimators(rewards, ids, calls=args.calls, repeats=args.repeats)
         ok &= report("numpy:", times)

@@ -1,4 +1,4 @@
-"""Share of a tiny-model TRL GRPO step spent in rlvitals: the estimator (target < 1%) and the
+"""Share of a tiny-model TRL GRPO step spent in rlvitals: the estimator (target < 0.5%) and the
 live guard's callback (target: the run within 2% of the same run without it).
 
 Trains the tiny Qwen2 of ``tests/trl_ddp_script.py`` (1 layer, hidden 16, char tokenizer; CPU)
@@ -35,8 +35,8 @@ import time
 import warnings
 from pathlib import Path
 
-SHARE_TARGET = 0.01
-"""Estimator time / training time must stay under this."""
+SHARE_TARGET = 0.005
+"""Estimator time / training time must stay under this (issue 14; it was 1%)."""
 GUARD_TARGET = 0.02
 """A run with the guard's callback may take at most this much longer than without it."""
 DOCTOR_EVERY = 10
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"rlvitals {est:<6} on {on:<6}: {r['runtime']:6.2f} s; estimator "
                 f"{1000 * r['estimator_cpu'] / r['steps']:.2f} ms CPU/step = {100 * share:.2f}% "
                 f"of CPU (wall {100 * r['estimator_s'] / r['runtime']:.2f}%; target < "
-                f"{100 * SHARE_TARGET:.0f}%: {'ok' if ok else 'over'}); callback "
+                f"{100 * SHARE_TARGET:.1f}%: {'ok' if ok else 'over'}); callback "
                 f"{1000 * r['callback_cpu'] / r['steps']:.2f} ms CPU/step = "
                 f"{100 * r['callback_cpu'] / r['cpu']:.2f}%; hook errors {r['errors']}"
             )

@@ -197,4 +197,25 @@ def estimate(
     ([0.5, -0.5, 0.0, 0.0], 0.5)
     """
     est = get_estimator(method)
-    return est(rewards, group_ids, est.make_config(**config), state)
+    return est(rewards, group_ids, _config(est, config), state)
+
+
+_CONFIGS: dict[Any, Any] = {}
+"""Validated configs by estimator and knobs (frozen, so shared): a step's config is checked once."""
+_CONFIGS_MAX = 256
+_PLAIN = (bool, int, float, str, type(None))
+
+
+def _config(est: Estimator, config: dict[str, Any]) -> Any:
+    """``est.make_config(**config)``, memoised for knobs of plain types (keyed by type and repr,
+    so ``1`` and ``True``, ``0.0`` and ``-0.0`` stay apart)."""
+    if not all(type(v) in _PLAIN for v in config.values()):
+        return est.make_config(**config)
+    key = (est.name, est.config_cls, *((k, type(v), repr(v)) for k, v in sorted(config.items())))
+    cfg = _CONFIGS.get(key)
+    if cfg is None:
+        cfg = est.make_config(**config)
+        if len(_CONFIGS) >= _CONFIGS_MAX:
+            _CONFIGS.clear()
+        _CONFIGS[key] = cfg
+    return cfg

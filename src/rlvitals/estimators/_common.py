@@ -8,7 +8,9 @@ from typing import Any
 import numpy as np
 
 from rlvitals import signal
+from rlvitals._array import check_tau
 from rlvitals.signal import ZERO_ATOL, GroupStats
+from rlvitals.signal.advantages import spread_and_zeros
 
 DEFAULT_R_MIN = 0.0
 """Minimum achievable reward (binary rewards: 0)."""
@@ -85,7 +87,13 @@ def check_range(r_min: Any, r_max: Any) -> None:
 
 
 def common_metrics(
-    stats: GroupStats, adv: Any, *, tau: float, r_min: float, r_max: float
+    stats: GroupStats,
+    adv: Any,
+    *,
+    tau: float,
+    r_min: float,
+    r_max: float,
+    masks: tuple[Any, Any] | None = None,
 ) -> dict[str, float]:
     """acr (raw, before mitigation) and its split, acr_residual, adv_std, adv_zero_frac.
 
@@ -96,7 +104,11 @@ def common_metrics(
     ``acr_residual`` is the share of scorable groups whose returned advantages are all
     ``|A| <= 1e-8`` (what is still wasted after mitigation). ``adv_std`` is the population std of
     the scorable completions' advantages. All fractions are NaN when no group is scorable.
+    ``masks``: the ``split_masks(stats, r_min=r_min, r_max=r_max, tau=tau)`` the caller has
+    already computed (same values), or None.
     """
+    if _plain(stats, adv):
+        return _plain_metrics(stats, adv, tau=tau, r_min=r_min, r_max=r_max, masks=masks)
     n_groups = int(stats.scorable.sum())
     adv_std, adv_zero = signal.advantage_stats(adv, stats.rewards if stats.has_nan else None)
     if n_groups == 0:
@@ -110,15 +122,63 @@ def common_metrics(
             "adv_std": adv_std,
             "adv_zero_frac": adv_zero,
         }
-    split = signal.collapse_split(None, None, tau, r_min=r_min, r_max=r_max, stats=stats)
+    # collapse_split's numbers, from the scorable count above
+    at_max, at_min = masks or signal.split_masks(
+        stats, r_min=r_min, r_max=r_max, tau=check_tau(tau)
+    )
+    n_col, n_all, n_none = int(stats.collapsed.sum()), int(at_max.sum()), int(at_min.sum())
     alive = stats.count_true(abs(adv) > ZERO_ATOL)
     residual = int(((alive == 0) & stats.scorable).sum()) / n_groups
     return {
-        "acr": split.acr,
+        "acr": n_col / n_groups,
         "acr_residual": residual,
-        "acr_solve_all": split.solve_all,
-        "acr_solve_none": split.solve_none,
-        "acr_flat": split.flat,
+        "acr_solve_all": n_all / n_groups,
+        "acr_solve_none": n_none / n_groups,
+        "acr_flat": (n_col - n_all - n_none) / n_groups,
+        "adv_std": adv_std,
+        "adv_zero_frac": adv_zero,
+    }
+
+
+def _plain(stats: GroupStats, adv: Any) -> bool:
+    """numpy float32/float64 advantages of a step without NaN: every group is scorable."""
+    return not stats.torch and not stats.has_nan and adv.dtype in (np.float32, np.float64)
+
+
+def _plain_metrics(
+    stats: GroupStats,
+    adv: np.ndarray,
+    *,
+    tau: float,
+    r_min: float,
+    r_max: float,
+    masks: tuple[Any, Any] | None = None,
+) -> dict[str, float]:
+    """:func:`common_metrics` of a :func:`_plain` step, from one zero mask of the advantages.
+
+    The same numbers as the general code: every group is scorable, and ``~zero`` is the mask
+    of "alive" rows whenever no advantage is NaN (:func:`rlvitals.signal.advantages.spread_and_zeros`).
+    """
+    adv_std, adv_zero, zero = spread_and_zeros(adv)
+    n = stats.n_groups
+    if math.isnan(adv_std):  # a NaN advantage (float64 overflow): the general code decides
+        alive = stats.count_true(abs(adv) > ZERO_ATOL)
+        dead = int(np.count_nonzero(alive == 0))
+    elif stats._ops.G is not None:
+        dead = int(np.count_nonzero(zero.reshape(n, -1).all(axis=1)))
+    else:
+        dead = int(np.count_nonzero(stats.count_true(~zero) == 0))
+    at_max, at_min = masks or signal.split_masks(
+        stats, r_min=r_min, r_max=r_max, tau=check_tau(tau)
+    )
+    n_col = int(np.count_nonzero(stats.collapsed))
+    n_all, n_none = int(np.count_nonzero(at_max)), int(np.count_nonzero(at_min))
+    return {
+        "acr": n_col / n,
+        "acr_residual": dead / n,
+        "acr_solve_all": n_all / n,
+        "acr_solve_none": n_none / n,
+        "acr_flat": (n_col - n_all - n_none) / n,
         "adv_std": adv_std,
         "adv_zero_frac": adv_zero,
     }

@@ -66,6 +66,7 @@ from rlvitals.estimators._common import (
 )
 from rlvitals.estimators.reference import reference_advantages
 from rlvitals.signal import DEFAULT_EPS, DEFAULT_TAU
+from rlvitals.signal._small import pairwise_sum, plan_for, r32, small_step
 
 __all__ = [
     "AvspoConfig",
@@ -389,6 +390,9 @@ def _sign(x: float) -> float:
 def avspo(rewards: Any, group_ids: Any, config: AvspoConfig, state: Any = None) -> tuple:
     """AVSPO advantages ``(n,)``, metrics and the next :class:`AvspoState` (see module doc)."""
     state = _coerce_state(state, config)
+    small = _avspo_small(rewards, group_ids, config, state)
+    if small is not None:
+        return small
     stats = signal.group_stats(rewards, group_ids, ddof=config.ddof, tau=config.tau)
     t = stats.torch
     n_groups = int(stats.scorable.sum())
@@ -410,11 +414,14 @@ def avspo(rewards: Any, group_ids: Any, config: AvspoConfig, state: Any = None) 
     # the reward range's bounds only, unless flat="stratify": see AvspoConfig.flat).
     k_mean = 0.0
     augment = stats.collapsed
+    masks = None
     if config.flat == "skip" and triggered:
         at_max, at_min = signal.split_masks(
             stats, r_min=config.r_min, r_max=config.r_max, tau=config.tau
         )
         augment = at_max | at_min
+        if type(config.tau) is float:  # what common_metrics computes again (tau as a float)
+            masks = (at_max, at_min)
     n_aug = int(augment.sum()) if triggered else 0
     if n_aug:
         c = stats.count
@@ -435,7 +442,9 @@ def avspo(rewards: Any, group_ids: Any, config: AvspoConfig, state: Any = None) 
         moved = tau_adapt + config.eta * _sign(delta_j) * (gate - tau_adapt)
         new_tau = min(config.tau_adapt_max, max(config.tau_adapt_min, moved))
 
-    metrics = common_metrics(stats, adv, tau=config.tau, r_min=config.r_min, r_max=config.r_max)
+    metrics = common_metrics(
+        stats, adv, tau=config.tau, r_min=config.r_min, r_max=config.r_max, masks=masks
+    )
     metrics.update(
         tau_adapt=float(tau_adapt),
         avspo_k=k_mean,
@@ -451,6 +460,67 @@ def avspo(rewards: Any, group_ids: Any, config: AvspoConfig, state: Any = None) 
     return adv, metrics, new_state
 
 
+def _avspo_small(rewards: Any, group_ids: Any, config: AvspoConfig, state: AvspoState) -> Any:
+    """:func:`avspo` by the plain-Python path of a small dense step, or None.
+
+    The same steps as :func:`avspo` on :class:`rlvitals.signal._small.SmallStep` lists, float32
+    operations rounded as numpy rounds them: the result is the numpy path's to the bit.
+    """
+    cfg = config
+    plan = plan_for(cfg, "grpo", cfg.eps, cfg.ddof, cfg.tau, cfg.alpha)
+    step = None if plan is None else small_step(rewards, group_ids, plan)
+    if step is None:
+        return None
+    n_groups = step.k
+    collapsed = step.collapsed
+    acr_t = sum(collapsed) / n_groups
+    history = (*state.acr_history, acr_t)[-cfg.acr_window :]
+    windowed = cfg.windowed_gate == "always" or (
+        cfg.windowed_gate == "auto" and n_groups < cfg.few_groups
+    )
+    gate = pairwise_sum(list(history)) / len(history) if windowed else acr_t  # np.mean
+    tau_adapt = state.tau_adapt
+    triggered = gate > tau_adapt
+    k_mean = 0.0
+    augment = collapsed
+    if cfg.flat == "skip" and triggered:
+        at_max, at_min = step.split(plan)  # split_masks with tau=config.tau: the same values
+        augment = [a or b for a, b in zip(at_max, at_min)]
+    n_aug = sum(augment) if triggered else 0
+    eps, key = plan.eps, plan.adv_key
+    if n_aug:
+        k, mean_v, ss_v = _small_virtuals(step.f32, float(step.G), gate, cfg)
+        vkey = ("virtual", k, mean_v, ss_v, eps)
+        adv = step.assemble(
+            [
+                (s.derived.get(vkey) or s.virtual(vkey, cfg.ddof))
+                if a
+                else (s.derived.get(key) or s.advantages(key))
+                for s, a in zip(step.stats, augment)
+            ]
+        )
+        k_mean = float(k * n_aug) / n_aug
+    else:
+        adv = step.advantages(plan)
+    delta_j, j_now = _next_j(cfg, state, step.batch_mean())
+    moved = tau_adapt + cfg.eta * _sign(delta_j) * (gate - tau_adapt)
+    new_tau = min(cfg.tau_adapt_max, max(cfg.tau_adapt_min, moved))
+    metrics = step.metrics(adv, plan)
+    metrics.update(
+        tau_adapt=float(tau_adapt),
+        avspo_k=k_mean,
+        avspo_groups_augmented=float(n_aug),
+        avspo_triggered=float(triggered),
+        avspo_acr_gate=float(gate),
+        avspo_windowed=float(windowed),
+        avspo_delta_j=float(delta_j),
+    )
+    new_state = AvspoState(
+        tau_adapt=float(new_tau), step=state.step + 1, acr_history=tuple(history), j_prev=j_now
+    )
+    return adv[1], metrics, new_state
+
+
 @register_estimator(
     EstimatorName.AVSPO_RELEASED.value,
     AvspoReleasedConfig,
@@ -460,6 +530,9 @@ def avspo_released(
     rewards: Any, group_ids: Any, config: AvspoReleasedConfig, state: Any = None
 ) -> tuple:
     """Released-code AVSPO: advantages ``(n,)``, metrics, ``None`` (stateless)."""
+    small = _released_small(rewards, group_ids, config)
+    if small is not None:
+        return small
     stats = signal.group_stats(rewards, group_ids, ddof=config.ddof, tau=config.tau)
     n_aug = int(stats.collapsed.sum())
     if n_aug:
@@ -472,3 +545,52 @@ def avspo_released(
     metrics = common_metrics(stats, adv, tau=config.tau, r_min=config.r_min, r_max=config.r_max)
     metrics.update(avspo_k=1.0 if n_aug else 0.0, avspo_groups_augmented=float(n_aug))
     return adv, metrics, None
+
+
+_VIRTUALS: dict[tuple, tuple[float, float, float]] = {}
+
+
+def _small_virtuals(f32: bool, g: float, gate: float, cfg: AvspoConfig) -> tuple:
+    """``(K, mean_v, ss_v)`` of the stratified virtual rewards of a dense step (every group has
+    ``g`` members), computed as numpy computes them in :func:`avspo`; memoised (a step's gate
+    takes few values)."""
+    key = (f32, g, gate, cfg.alpha, cfg.r_min, cfg.r_max)
+    out = _VIRTUALS.get(key)
+    if out is None:
+        rnd = r32 if f32 else float  # numpy's float32 arithmetic, one rounding per operation
+        k = float(math.ceil(rnd(rnd(g * rnd(gate**cfg.alpha)) - rnd(K_CEIL_TOL))))
+        k = min(g, max(1.0, k))
+        d = cfg.r_max - cfg.r_min
+        mean_v = rnd(rnd(cfg.r_min) + rnd(rnd(rnd(d) * rnd(k + 1)) / rnd(2 * k)))
+        ss_v = rnd(rnd(rnd(d * d) * rnd(rnd(k * k) - 1)) / rnd(12 * k))
+        if len(_VIRTUALS) >= 1024:
+            _VIRTUALS.clear()
+        out = _VIRTUALS[key] = (k, mean_v, ss_v)
+    return out
+
+
+def _released_small(rewards: Any, group_ids: Any, config: AvspoReleasedConfig) -> Any:
+    """:func:`avspo_released` by the plain-Python path of a small dense step, or None."""
+    cfg = config
+    plan = plan_for(cfg, "grpo", cfg.eps, cfg.ddof)
+    step = None if plan is None else small_step(rewards, group_ids, plan)
+    if step is None:
+        return None
+    eps, key = plan.eps, plan.adv_key
+    n_aug = sum(step.collapsed)
+    if n_aug:
+        rnd = r32 if step.f32 else float
+        both = rnd(cfg.r_min + cfg.r_max)  # the virtual reward r_min + r_max - c
+        adv = step.assemble(
+            [
+                s.virtual(("virtual", 1.0, rnd(both - s.mean), 0.0, eps), cfg.ddof)
+                if s.collapsed
+                else s.advantages(key)
+                for s in step.stats
+            ]
+        )
+    else:
+        adv = step.advantages(plan)
+    metrics = step.metrics(adv, plan)
+    metrics.update(avspo_k=1.0 if n_aug else 0.0, avspo_groups_augmented=float(n_aug))
+    return adv[1], metrics, None

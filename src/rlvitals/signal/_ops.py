@@ -5,6 +5,10 @@ increasing ids, viewed as ``(k, G)``; the usual trainer layout, reduced along ax
 *ragged* (any other: each row carries its group position and reductions bin by it, with
 ``np.bincount`` for compact integer ids and ``np.unique`` otherwise). Group order is sorted-id
 order either way. Sums accumulate in float64 (see :meth:`Ops.sum`).
+
+Large dense numpy batches are worked through in blocks of whole rows (:data:`BLOCK`), so the
+per-row temporaries (the centred rows, their squares) stay in cache: every group's reduction
+runs over its own row exactly as on the whole array, so blocking never changes a result.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ _COMPACT_SPAN = 4
 """Integer ids spanning at most this many slots per row are binned directly (no sort)."""
 _DENSE_PROBE = 4096
 """Rows of ids read first when deciding whether a batch is dense."""
+BLOCK = 1 << 15
+"""Elements per block of a large dense numpy batch (128 KiB of float32: well inside L2)."""
 
 
 class Ops:
@@ -63,10 +69,31 @@ class Ops:
             return None
         probe = ids[: max(1, _DENSE_PROBE // g) * g]
         for part in (probe, ids) if probe.shape[0] < n else (ids,):
-            rows = part.reshape(-1, g)
-            if not bool((rows == rows[:, :1]).all() and (rows[1:, 0] > rows[:-1, 0]).all()):
+            if not self._runs(part, g):
                 return None
         return g
+
+    def _runs(self, ids: Any, g: int) -> bool:
+        """Whether ``ids`` is g-sized runs of equal values, the runs strictly increasing.
+
+        numpy counts the changes between neighbours, block by block (a broadcast comparison
+        with each row's first id costs three times as much): the runs are equal and increasing
+        exactly when every run boundary is an increase and there is no other change.
+        """
+        if self.torch:
+            rows = ids.reshape(-1, g)
+            return bool((rows == rows[:, :1]).all() and (rows[1:, 0] > rows[:-1, 0]).all())
+        step = max(1, BLOCK // g) * g
+        for s in range(0, ids.shape[0], step):
+            a = ids[s : s + step]
+            rows = a.shape[0] // g
+            if np.count_nonzero(a[1:] != a[:-1]) != rows - 1:
+                return False
+            if rows > 1 and not (a[g::g] > a[g - 1 : -1 : g]).all():
+                return False
+            if s and not ids[s] > ids[s - 1]:
+                return False
+        return True
 
     def _first_run(self, ids: Any) -> int | None:
         """Length of the leading run of equal ids, or None when every id is the same."""
@@ -79,7 +106,10 @@ class Ops:
             lo, hi = int(ids.min()), int(ids.max())
             span = hi - lo + 1
             if span <= _COMPACT_SPAN * self.n + 1024:
-                slot = (ids - lo).astype(np.intp, copy=False)
+                if lo == 0 and ids.dtype == np.intp:
+                    slot = ids  # already the slots: no (n,) subtraction
+                else:
+                    slot = (ids - lo).astype(np.intp, copy=False)
                 counts = np.bincount(slot, minlength=span)
                 present = counts > 0
                 if present.all():
@@ -102,7 +132,54 @@ class Ops:
 
     def spread(self, per_group: Any) -> Any:
         """A ``(k,)`` per-group value, broadcastable against :meth:`view` arrays."""
-        return per_group[:, None] if self.G is not None else per_group[self.index]
+        if self.G is not None:
+            return per_group[:, None]
+        if self.torch:
+            return per_group[self.index]
+        return np.take(per_group, self.index)  # the same gather as indexing, ~15% faster
+
+    @property
+    def blocked(self) -> bool:
+        """A dense numpy batch larger than one :data:`BLOCK`: rows are worked in blocks."""
+        return self.G is not None and not self.torch and self.n > BLOCK
+
+    def blocks(self) -> range:
+        """Start rows (groups) of the blocks of a dense numpy batch; see :data:`BLOCK`."""
+        return range(0, self.k, max(1, BLOCK // self.G))
+
+    def group_means(self, rewards: np.ndarray) -> np.ndarray:
+        """``(k,)`` float64 group means of a dense numpy batch: :meth:`sum` / G."""
+        return np.einsum("ij->i", self.view(rewards), dtype=np.float64) / float(self.G)
+
+    def deviations(self, rewards: np.ndarray, mean: np.ndarray) -> tuple[Any, Any]:
+        """``(ss, centred)`` of a dense numpy batch: the float64 sums of squared deviations from
+        ``mean`` (:meth:`sum_squares`) and the centred rows ``(k, G)``, or None for them when
+        the batch is :attr:`blocked` (the rows are centred again block by block when needed).
+        """
+        r = self.view(rewards)
+        if not self.blocked:
+            dev = r - mean[:, None]
+            return np.einsum("ij,ij->i", dev, dev, dtype=np.float64), dev
+        ss = np.empty(self.k)
+        step = max(1, BLOCK // self.G)
+        buf = np.empty((step, self.G), dtype=rewards.dtype)
+        for s in self.blocks():
+            rb = r[s : s + step]
+            dev = buf[: rb.shape[0]]
+            np.subtract(rb, mean[s : s + step, None], out=dev)
+            np.einsum("ij,ij->i", dev, dev, dtype=np.float64, out=ss[s : s + step])
+        return ss, None
+
+    def centred_scaled(self, rewards: np.ndarray, mean: Any, scale: Any) -> np.ndarray:
+        """``(n,)`` rows ``(r - mean_j) * scale_j`` of a blocked dense batch, block by block."""
+        r = self.view(rewards)
+        out = np.empty(r.shape, dtype=np.result_type(rewards.dtype, mean.dtype, scale.dtype))
+        step = max(1, BLOCK // self.G)
+        for s in self.blocks():
+            ob = out[s : s + step]
+            np.subtract(r[s : s + step], mean[s : s + step, None], out=ob)
+            np.multiply(ob, scale[s : s + step, None], out=ob)
+        return out.reshape(-1)
 
     # -- reductions over views -------------------------------------------------------------------
     def sum(self, v: Any, *, wide: bool = False) -> Any:

@@ -89,9 +89,17 @@ def advantages_from_stats(stats: GroupStats, method: str = "grpo", eps: float = 
     ops = stats._ops
     t = ops.torch
     count = stats.count
-    members = count if stats.virtual is None else count + stats.virtual
-    teaches = (members > 1) & ~stats.equal  # lone members and equal rewards get 0
-    if method == "grpo":
+    if stats.virtual is None and ops.G is not None and not stats.has_nan:
+        # Dense without NaN: every group has G members, so only ``equal`` decides.
+        teaches = ~stats.equal if ops.G > 1 else stats.equal & False
+    else:
+        members = count if stats.virtual is None else count + stats.virtual
+        teaches = (members > 1) & ~stats.equal  # lone members and equal rewards get 0
+    if method == "grpo" and eps > 0 and not t:
+        # 1 / (std + eps) where the group teaches, 0 elsewhere: the where()s below, in one go.
+        scale = np.zeros_like(stats.std)
+        np.divide(1.0, stats.std + eps, out=scale, where=teaches)
+    elif method == "grpo":
         std = where(teaches, stats.std, 0.0, t)
         scale = 1.0 / (std + eps) if eps > 0 else 1.0 / where(std > 0, std, 1.0, t)
     elif method == "dr_grpo":
@@ -107,8 +115,12 @@ def advantages_from_stats(stats: GroupStats, method: str = "grpo", eps: float = 
         bstd = float((((v64 - v64.mean()) ** 2).sum() / (m - ddof)) ** 0.5) if m > ddof else 0.0
         denom = bstd + eps
         scale = full_like(count, 1.0 / denom if denom > 0 else 0.0)
-    scale = where(teaches, scale, 0.0, t)
-    adv = ops.flat(stats._centered * ops.spread(scale))
+    if method != "grpo" or eps == 0 or t:
+        scale = where(teaches, scale, 0.0, t)
+    if stats._centered is None:  # a blocked dense batch: centre and scale block by block
+        adv = ops.centred_scaled(stats.rewards, stats.mean, scale)
+    else:
+        adv = ops.flat(stats._centered * ops.spread(scale))
     if eps == 0 and method in ("grpo", "batch"):
         adv = _nan_to_zero(adv, t)  # TRL applies nan_to_num after its division as well
     return adv
@@ -141,11 +153,29 @@ def advantage_stats(adv: Any, rewards: Any = None) -> tuple[float, float]:
             a = a[~nan]
             if a.shape[0] == 0:
                 return math.nan, math.nan
-    a64 = a.double() if t else a.astype(np.float64)
+    if not t:
+        std, zero, _ = spread_and_zeros(a)
+        return std, zero
+    a64 = a.double()
     mu = a64.mean()
     std = float(((a64 - mu) ** 2).mean() ** 0.5)
     zero = float((abs(a64) <= ZERO_ATOL).sum()) / a64.shape[0]
     return std, zero
+
+
+def spread_and_zeros(adv: np.ndarray) -> tuple[float, float, np.ndarray]:
+    """``(adv_std, adv_zero_frac, zero)`` of numpy advantages ``(n,)``, every row counted.
+
+    ``zero`` ``(n,)`` bool: ``|A| <= ZERO_ATOL``. For float32 and float64 advantages without
+    NaN, ``~zero`` is exactly ``abs(adv) > ZERO_ATOL`` in the advantages' own dtype: no float32
+    lies between ``float32(1e-8)`` and ``1e-8``.
+    """
+    a64 = adv.astype(np.float64, copy=False)
+    mu = a64.mean()
+    sq = a64 - mu
+    np.multiply(sq, sq, out=sq)  # the ** 2 of advantage_stats
+    zero = np.abs(a64) <= ZERO_ATOL
+    return float(sq.mean() ** 0.5), int(np.count_nonzero(zero)) / a64.shape[0], zero
 
 
 def advantage_stats_by(

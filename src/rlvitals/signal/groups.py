@@ -191,11 +191,15 @@ class GroupStats:
 
 
 def _centre(ops: Ops, rewards: Any, mean: Any, has_nan: bool) -> Any:
-    """Rows minus their group mean, in the :meth:`Ops.view` shape; 0 on NaN rows."""
+    """Rows minus their group mean, in the :meth:`Ops.view` shape; 0 on NaN rows.
+
+    None for a :attr:`~Ops.blocked` batch without NaN: the advantages centre its rows on
+    ``GroupStats.mean`` block by block instead (:meth:`Ops.centred_scaled`).
+    """
     t = ops.torch
     r = ops.view(rewards)
     if not has_nan:
-        return r - ops.spread(mean)
+        return None if ops.blocked else r - ops.spread(mean)
     valid = ~isnan(r, t)
     return where(valid, where(valid, r, 0.0, t) - ops.spread(mean), 0.0, t)
 
@@ -230,6 +234,10 @@ def group_stats(
     if ddof not in (0, 1):
         raise ValueError(f"ddof must be 0 (population) or 1 (unbiased), got {ddof!r}")
     tau = check_tau(tau)
+    if _plain_numpy(rewards, group_ids):
+        stats = _finite_numpy_stats(rewards, group_ids, ddof, tau)
+        if stats is not None:
+            return stats
     rewards, group_ids, t, has_nan = validate(rewards, group_ids)
     ops = Ops(group_ids, t)
     r = ops.view(rewards)
@@ -273,6 +281,85 @@ def group_stats(
         rewards=rewards,
         ddof=ddof,
         has_nan=has_nan,
+        _ops=ops,
+        _centered=dev,
+    )
+
+
+_FAST_DTYPES = (np.float32, np.float64, np.float16)
+
+
+def _plain_numpy(rewards: Any, group_ids: Any) -> bool:
+    """Inputs :func:`validate` would pass unchanged: 1-D numpy floats, integer ids, same length."""
+    return (
+        type(rewards) is np.ndarray
+        and type(group_ids) is np.ndarray
+        and rewards.dtype in _FAST_DTYPES
+        and group_ids.dtype.kind in "iu"
+        and rewards.ndim == 1
+        and group_ids.shape == rewards.shape
+        and rewards.shape[0] > 0
+    )
+
+
+def _finite_numpy_stats(rewards: np.ndarray, group_ids: np.ndarray, ddof: int, tau: float) -> Any:
+    """:func:`group_stats` of valid numpy inputs, or None when a reward is not finite.
+
+    The general path with what "no NaN" makes constant left out: no validation pass over the
+    rewards (a NaN or an inf makes a group sum non-finite, and then the general path decides;
+    the sums raise no floating-point warning), every group scorable, ``count == size``; a dense
+    batch divides by the scalar G and is worked in blocks (:meth:`Ops.deviations`). Same
+    operations on the same values: bit for bit the same.
+    """
+    ops = Ops(group_ids, False)
+    if ops.G is not None:
+        mean_w = ops.group_means(rewards)
+        if not np.isfinite(mean_w).all():  # a NaN or inf reward, or an overflow: fall back
+            return None  # (before any operation that could warn about them)
+        mean = mean_w.astype(rewards.dtype)
+        ss, dev = ops.deviations(rewards, mean)
+        size = np.full(ops.k, float(ops.G), dtype=rewards.dtype)
+        lone: Any = ops.G <= 1  # one bool for every group
+        n1: Any = ops.G - 1.0 if ops.G > 1 else 1.0
+    else:
+        sums = ops.sum(rewards, wide=True)
+        if not np.isfinite(sums).all():
+            return None
+        size = ops.sizes(rewards)
+        cnt = size.astype(np.float64)
+        mean_w = sums / cnt
+        mean = mean_w.astype(rewards.dtype)
+        dev = rewards - ops.spread(mean)
+        ss = ops.sum_squares(dev)
+        lone = cnt <= 1
+        n1 = np.where(lone, 1.0, cnt - 1)
+    if ddof == 0:
+        std = np.sqrt(ss / size.astype(np.float64))
+    unbiased = np.divide(ss, n1, out=ss)  # ss is ours: in place, as (ss / n1) ** 0.5
+    np.sqrt(unbiased, out=unbiased)
+    # roundoff = 4 eps max(1, |mean_w|): mean_w is finite, so max() is where(|m| > 1, |m|, 1).
+    roundoff = np.abs(mean_w)
+    np.maximum(roundoff, 1.0, out=roundoff)
+    np.multiply(roundoff, ROUNDOFF_ULPS * _eps(rewards, False), out=roundoff)
+    equal = unbiased <= roundoff
+    if lone is not False:  # (a dense batch of G > 1 has no lone member: skip the pass)
+        equal |= lone
+    collapsed = unbiased <= tau
+    collapsed |= equal
+    if ddof == 1:
+        std = unbiased if lone is False else np.where(lone, math.nan, unbiased)
+    return GroupStats(
+        count=size,
+        size=size,
+        mean=mean,
+        std=std.astype(rewards.dtype, copy=False),
+        collapsed=collapsed,
+        equal=equal,
+        scorable=np.ones(ops.k, dtype=bool),
+        index=ops.index,
+        rewards=rewards,
+        ddof=ddof,
+        has_nan=False,
         _ops=ops,
         _centered=dev,
     )
