@@ -155,14 +155,11 @@ def test_torn_tail_is_a_warning(main_file, tmp_path):
 def test_torn_history_row(main_file, tmp_path):
     data = main_file.read_bytes()
     # cut inside the first record that holds the last step's reward (its summary or history):
-    # the value right after a train/reward key (the bare digits may also occur by chance in a
-    # timestamp or runtime written earlier, which made this test flaky)
-    needle = str(P.LONG_STEPS[-1] / 1000).encode()
-    cut = next(
-        m.start()
-        for m in re.finditer(rb"train/reward", data)
-        if needle in data[m.start() : m.start() + 64]
-    )
+    # the key and its value_json field exactly as wandb encodes them (field 16: 0x82 0x01, then
+    # the length). A looser match (the digits within 64 bytes of the key) also hit an earlier
+    # record whose timestamp happened to hold them, which made this test flaky.
+    value = str(P.LONG_STEPS[-1] / 1000).encode()
+    cut = data.index(b"train/reward\x82\x01" + bytes([len(value)]) + value)
     p = tmp_path / "run-torn.wandb"
     p.write_bytes(data[:cut])
     run = load(p)
