@@ -10,7 +10,6 @@ compare the importer's output with those values, and check damaged copies.
 from __future__ import annotations
 
 import math
-import re
 import shutil
 import struct
 import zlib
