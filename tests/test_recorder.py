@@ -643,21 +643,24 @@ def test_async_mode_round_trips(tmp_path):
 def test_async_queue_full_drops_are_counted_and_reported(tmp_path, monkeypatch):
     import threading
 
-    gate = threading.Event()
+    gate, stuck = threading.Event(), threading.Event()
     real = files_mod.write_all
 
     def slow(fd, data):
         if data.startswith(b'{"step":'):  # the scalars, not the manifest
+            stuck.set()
             gate.wait(5)
         real(fd, data)
 
     monkeypatch.setattr(files_mod, "write_all", slow)
     with Recorder(tmp_path, max_pending=2) as rec:
-        for step in range(10):  # the writer thread is stuck: the queue fills up
+        rec.log_scalars(0, {"x": 0})
+        assert stuck.wait(5)  # the writer thread is stuck on the first row
+        for step in range(1, 10):  # ... so the queue of 2 fills up and rows are dropped
             rec.log_scalars(step, {"x": step})
+        gate.set()  # the drops are counted by now (in log_scalars); reading stats may wait
         dropped = rec.stats["dropped_scalars"]
-        assert dropped >= 7  # one in the thread's hands, two queued
-        gate.set()
+        assert dropped == 7  # one row in the thread's hands, two queued
     run = read_recording(tmp_path)
     assert int(np.isfinite(run.series["x"]).sum()) == 10 - dropped
     reports = [e for e in run.events if e.kind == "dropped"]

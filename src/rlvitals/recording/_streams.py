@@ -74,6 +74,11 @@ class StreamWriter:
         self.path, self.rank, self.world_size = path, rank, world_size
         self.flush_every = flush_every
         self.lock = threading.RLock()
+        # The loss counters have their own lock: a record dropped because the queue is full
+        # must not wait for ``lock``, which the writer thread holds while a write is stuck
+        # (a stalled disk would otherwise stall the training loop that logs). Order: ``lock``
+        # then ``count_lock``, never the reverse.
+        self.count_lock = threading.Lock()
         self.streams: dict[str, _Stream] = {}
         self.counts = {"records": 0, "bytes": 0, "errors": 0, "skipped_values": 0}
         self.dropped = dict.fromkeys(KINDS, 0)
@@ -316,7 +321,7 @@ class StreamWriter:
     # -- losses ----------------------------------------------------------------------------
 
     def _drop(self, kind: str, reason: str, report: bool = True) -> None:
-        with self.lock:
+        with self.count_lock:
             self.dropped[kind] += 1
             if report:
                 self.unreported[kind] += 1
@@ -329,29 +334,31 @@ class StreamWriter:
 
     def _report_drops(self, force: bool = False) -> None:
         """Write one ``dropped`` event for losses not reported yet (caller holds the lock)."""
-        if not any(self.unreported.values()) or self.stopped is not None:
-            return
-        now = time.monotonic()
-        if not force and now - self.last_report < DROP_REPORT_EVERY_S:
-            return
-        self.last_report = now
-        n = sum(self.unreported.values())
-        reasons = "; ".join(self.drop_reasons)
-        data = {
-            "rank": self.rank,
-            "records": n,
-            **{k: v for k, v in self.unreported.items()},
-            "reasons": list(self.drop_reasons),
-        }
+        with self.count_lock:
+            if not any(self.unreported.values()) or self.stopped is not None:
+                return
+            now = time.monotonic()
+            if not force and now - self.last_report < DROP_REPORT_EVERY_S:
+                return
+            self.last_report = now
+            told = dict(self.unreported)
+            told_reasons = list(self.drop_reasons)
+        n = sum(told.values())
+        reasons = "; ".join(told_reasons)
+        data = {"rank": self.rank, "records": n, **told, "reasons": told_reasons}
         line = fmt.encode_event(
             None, "dropped", f"rank {self.rank} dropped {n} records ({reasons})", data
         )
-        if self._write("events", line):
-            self.unreported = dict.fromkeys(KINDS, 0)
-            self.drop_reasons = {}
-        else:  # the report itself was counted as a dropped event; do not count it twice
-            self.dropped["events"] -= 1
-            self.unreported["events"] -= 1
+        ok = self._write("events", line)
+        with self.count_lock:
+            if ok:  # losses counted while the report was written are told next time
+                for k, v in told.items():
+                    self.unreported[k] -= v
+                for r in told_reasons:
+                    self.drop_reasons.pop(r, None)
+            else:  # the report itself was counted as a dropped event; do not count it twice
+                self.dropped["events"] -= 1
+                self.unreported["events"] -= 1
 
     def skipped_value(self, key: object) -> None:
         with self.lock:
@@ -465,7 +472,7 @@ class StreamWriter:
         self.streams = {}
 
     def stats(self) -> dict[str, int]:
-        with self.lock:
+        with self.lock, self.count_lock:
             out = dict(self.counts)
             out["dropped"] = sum(self.dropped.values())
             for k, v in self.dropped.items():
