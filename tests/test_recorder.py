@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 import warnings
 from pathlib import Path
 
@@ -656,8 +657,12 @@ def test_async_queue_full_drops_are_counted_and_reported(tmp_path, monkeypatch):
     with Recorder(tmp_path, max_pending=2) as rec:
         rec.log_scalars(0, {"x": 0})
         assert stuck.wait(5)  # the writer thread is stuck on the first row
+        start = time.monotonic()
         for step in range(1, 10):  # ... so the queue of 2 fills up and rows are dropped
             rec.log_scalars(step, {"x": step})
+        # without waiting for the stuck write (the writer holds the stream lock: a drop that
+        # took it waited the whole 5 s gate, once per dropped row)
+        assert time.monotonic() - start < 2.5
         gate.set()  # the drops are counted by now (in log_scalars); reading stats may wait
         dropped = rec.stats["dropped_scalars"]
         assert dropped == 7  # one row in the thread's hands, two queued
