@@ -24,8 +24,6 @@ from array import array
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Progress, register
 from rlvitals.importers._lines import iter_json_lines, iter_lines
@@ -163,8 +161,8 @@ _SMALL_BLOCK = 16
 
 class _Block:
     """Consecutive rows with the same keys in the same order, every value a number: their
-    values row after row in one ``array('d')``, handed to :meth:`RunBuilder.add_columns` as
-    columns. What ``add_row`` per row would store, at a fraction of its per-value work."""
+    values row after row in one ``array('d')``, handed to :meth:`RunBuilder.add_block`. What
+    ``add_row`` per row would store, at a fraction of its per-value work."""
 
     __slots__ = ("builder", "keys", "steps", "values")
 
@@ -175,20 +173,8 @@ class _Block:
         self.values = array("d")
 
     def flush(self) -> None:
-        n = len(self.steps)
-        if 0 < n < _SMALL_BLOCK and self.keys:  # rows of alternating key sets: row by row
-            k, keys, vals, add_row = len(self.keys), self.keys, self.values, self.builder.add_row
-            for i, step in enumerate(self.steps):
-                add_row(step, dict(zip(keys, vals[i * k : (i + 1) * k])))
-            self.steps, self.values = array("q"), array("d")
-        elif n:
-            vals = np.frombuffer(self.values, dtype=np.float64).reshape(n, -1)
-            rows = np.arange(n)
-            self.builder.add_columns(
-                np.frombuffer(self.steps, dtype=np.int64),
-                {k: (rows, vals[:, j]) for j, k in enumerate(self.keys or ())},
-                count=True,
-            )
+        if self.steps:
+            self.builder.add_block(self.keys or (), self.steps, self.values, min_rows=_SMALL_BLOCK)
             self.steps, self.values = array("q"), array("d")
         self.keys = None
 
@@ -211,12 +197,7 @@ def load_jsonl(path: Path, progress: Progress | None = None) -> Run:
             raise InputError(path, "expected a JSON object per line", f"line {lineno}")
         n += 1
         if step_key is not None and step_key in obj:
-            raw = obj.pop(step_key)  # obj is ours: parsed from this line
-            step = raw if type(raw) is int and _INT64[0] <= raw < _INT64[1] else _as_step(raw)
-            if step is None:
-                raise InputError(
-                    path, f"'{step_key}' is not an integer step: {raw!r:.40}", f"line {lineno}"
-                )
+            step = _pop_step(path, obj, step_key, lineno)
             keys = tuple(obj)
             if keys != block.keys:
                 block.flush()
@@ -247,12 +228,7 @@ def load_jsonl(path: Path, progress: Progress | None = None) -> Run:
             no_step += 1
             step = lineno
         else:
-            raw = obj.pop(step_key)
-            step = raw if type(raw) is int and _INT64[0] <= raw < _INT64[1] else _as_step(raw)
-            if step is None:
-                raise InputError(
-                    path, f"'{step_key}' is not an integer step: {raw!r:.40}", f"line {lineno}"
-                )
+            step = _pop_step(path, obj, step_key, lineno)
         add_row(step, obj)
     block.flush()
     if n == 0:
@@ -260,6 +236,15 @@ def load_jsonl(path: Path, progress: Progress | None = None) -> Run:
     builder.manifest.step_key = step_key or "line number (no step key)"
     _finish_warnings(builder, path, no_step, deep)
     return builder.build(release=True)
+
+
+def _pop_step(path: Path, obj: dict[str, Any], key: str, lineno: int) -> int:
+    """Take the step out of a parsed row (the row is ours: parsed from this line)."""
+    raw = obj.pop(key)
+    step = raw if type(raw) is int and _INT64[0] <= raw < _INT64[1] else _as_step(raw)
+    if step is None:
+        raise InputError(path, f"'{key}' is not an integer step: {raw!r:.40}", f"line {lineno}")
+    return step
 
 
 def _finish_warnings(builder: RunBuilder, path: Path, no_step: int, deep: int) -> None:

@@ -18,7 +18,6 @@ The writer: ``verl/utils/tracking.py`` (``LocalLogger``) and ``verl/utils/logger
 from __future__ import annotations
 
 import re
-import struct
 from pathlib import Path
 
 from rlvitals.errors import InputError
@@ -145,7 +144,7 @@ def _numbers(vals: list[str]) -> list[float] | None:
 
 class _Batch:
     """Consecutive fast-path rows of one layout, handed to the builder column by column
-    (:meth:`RunBuilder.add_columns`, counted against the memory budget as ``add_row`` counts):
+    (:meth:`RunBuilder.add_block`, counted against the memory budget as ``add_row`` counts):
     per row two list appends instead of a dict and a loop over its keys."""
 
     def __init__(self, builder: RunBuilder) -> None:
@@ -165,24 +164,10 @@ class _Batch:
 
     def flush(self) -> None:
         """Hand the rows held to the builder (before any other row reaches it: file order)."""
-        if not self.steps:
-            return
-        import numpy as np
-
-        n, keys = len(self.steps), self.layout.keys  # type: ignore[union-attr]
-        if n < MIN_BATCH_ROWS:  # layouts taking turns (a validation line every few steps)
-            k = len(keys)
-            for r, step in enumerate(self.steps):
-                self.builder.add_row(step, dict(zip(keys, self.values[r * k : (r + 1) * k])))
+        if self.steps:
+            keys = self.layout.keys  # type: ignore[union-attr]
+            self.builder.add_block(keys, self.steps, self.values, min_rows=MIN_BATCH_ROWS)
             self.steps, self.values = [], []
-            return
-        # struct reads each float object in C, a third of what np.array(list) spends on one
-        packed = struct.pack(f"{len(self.values)}d", *self.values)
-        table = np.frombuffer(packed, dtype=np.float64).reshape(n, len(keys))
-        rows = np.arange(n)
-        columns = {k: (rows, table[:, j]) for j, k in enumerate(keys)}
-        self.builder.add_columns(np.array(self.steps, dtype=np.int64), columns, count=True)
-        self.steps, self.values = [], []
 
 
 def load_verl_console(path: Path, progress: Progress | None = None) -> Run:
