@@ -10,6 +10,7 @@ import numpy as np
 from rlvitals import signal
 from rlvitals._array import check_tau
 from rlvitals.signal import ZERO_ATOL, GroupStats
+from rlvitals.signal._small import split_metrics
 from rlvitals.signal.advantages import spread_and_zeros
 
 DEFAULT_R_MIN = 0.0
@@ -173,12 +174,4 @@ def _plain_metrics(
     )
     n_col = int(np.count_nonzero(stats.collapsed))
     n_all, n_none = int(np.count_nonzero(at_max)), int(np.count_nonzero(at_min))
-    return {
-        "acr": n_col / n,
-        "acr_residual": dead / n,
-        "acr_solve_all": n_all / n,
-        "acr_solve_none": n_none / n,
-        "acr_flat": (n_col - n_all - n_none) / n,
-        "adv_std": adv_std,
-        "adv_zero_frac": adv_zero,
-    }
+    return split_metrics(n, n_col, n_all, n_none, dead, adv_std, adv_zero)

@@ -445,15 +445,7 @@ def avspo(rewards: Any, group_ids: Any, config: AvspoConfig, state: Any = None) 
     metrics = common_metrics(
         stats, adv, tau=config.tau, r_min=config.r_min, r_max=config.r_max, masks=masks
     )
-    metrics.update(
-        tau_adapt=float(tau_adapt),
-        avspo_k=k_mean,
-        avspo_groups_augmented=float(n_aug),
-        avspo_triggered=float(triggered),
-        avspo_acr_gate=float(gate),
-        avspo_windowed=float(windowed),
-        avspo_delta_j=float(delta_j),
-    )
+    metrics.update(_own_metrics(tau_adapt, k_mean, n_aug, triggered, gate, windowed, delta_j))
     new_state = AvspoState(
         tau_adapt=float(new_tau), step=state.step + 1, acr_history=tuple(history), j_prev=j_now
     )
@@ -506,15 +498,7 @@ def _avspo_small(rewards: Any, group_ids: Any, config: AvspoConfig, state: Avspo
     moved = tau_adapt + cfg.eta * _sign(delta_j) * (gate - tau_adapt)
     new_tau = min(cfg.tau_adapt_max, max(cfg.tau_adapt_min, moved))
     metrics = step.metrics(adv, plan)
-    metrics.update(
-        tau_adapt=float(tau_adapt),
-        avspo_k=k_mean,
-        avspo_groups_augmented=float(n_aug),
-        avspo_triggered=float(triggered),
-        avspo_acr_gate=float(gate),
-        avspo_windowed=float(windowed),
-        avspo_delta_j=float(delta_j),
-    )
+    metrics.update(_own_metrics(tau_adapt, k_mean, n_aug, triggered, gate, windowed, delta_j))
     new_state = AvspoState(
         tau_adapt=float(new_tau), step=state.step + 1, acr_history=tuple(history), j_prev=j_now
     )
@@ -594,3 +578,24 @@ def _released_small(rewards: Any, group_ids: Any, config: AvspoReleasedConfig) -
     metrics = step.metrics(adv, plan)
     metrics.update(avspo_k=1.0 if n_aug else 0.0, avspo_groups_augmented=float(n_aug))
     return adv[1], metrics, None
+
+
+def _own_metrics(
+    tau_adapt: float,
+    k_mean: float,
+    n_aug: int,
+    triggered: bool,
+    gate: float,
+    windowed: bool,
+    delta_j: float,
+) -> dict[str, float]:
+    """AVSPO's metrics besides the common ones (the numpy and the small-step path)."""
+    return {
+        "tau_adapt": float(tau_adapt),
+        "avspo_k": k_mean,
+        "avspo_groups_augmented": float(n_aug),
+        "avspo_triggered": float(triggered),
+        "avspo_acr_gate": float(gate),
+        "avspo_windowed": float(windowed),
+        "avspo_delta_j": float(delta_j),
+    }

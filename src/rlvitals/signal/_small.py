@@ -50,6 +50,7 @@ __all__ = [
     "r32",
     "small_eps",
     "small_step",
+    "split_metrics",
 ]
 
 SMALL_MAX = 256
@@ -339,15 +340,7 @@ class SmallStep:
             n_col += s.collapsed
             n_all += at_max
             n_none += at_min
-        return {
-            "acr": n_col / k,
-            "acr_residual": dead / k,
-            "acr_solve_all": n_all / k,
-            "acr_solve_none": n_none / k,
-            "acr_flat": (n_col - n_all - n_none) / k,
-            "adv_std": var**0.5,
-            "adv_zero_frac": zeros / n,
-        }
+        return split_metrics(k, n_col, n_all, n_none, dead, var**0.5, zeros / n)
 
     def batch_mean(self) -> float:
         """``GroupStats.batch_mean``: the count-weighted mean of the group means.
@@ -462,3 +455,18 @@ def _has_negative_zero(rewards: np.ndarray, char: str) -> bool:
             return True
         i = raw.find(pattern, i + 1)
     return False
+
+
+def split_metrics(
+    k: int, n_col: int, n_all: int, n_none: int, dead: int, adv_std: float, adv_zero: float
+) -> dict[str, float]:
+    """The common estimator metrics from the counts of ``k`` groups (both paths end here)."""
+    return {
+        "acr": n_col / k,
+        "acr_residual": dead / k,
+        "acr_solve_all": n_all / k,
+        "acr_solve_none": n_none / k,
+        "acr_flat": (n_col - n_all - n_none) / k,
+        "adv_std": adv_std,
+        "adv_zero_frac": adv_zero,
+    }
