@@ -80,32 +80,40 @@ def find_config(start_dir: str | os.PathLike = ".") -> Path | None:
 
 
 def _has_tool_table(path: Path) -> bool:
-    try:  # a file that never says "rlvitals" has no [tool.rlvitals]: no TOML parser needed
-        if path.stat().st_size > _MAX_CONFIG_BYTES or b"rlvitals" not in path.read_bytes():
-            return False
-    except OSError:
+    try:
+        raw = _read_bytes(path)
+    except InputError:
+        return False
+    if b"rlvitals" not in raw:  # no [tool.rlvitals] without the word: no TOML parser needed
         return False
     try:
-        data = _read_toml(path)
+        data = _parse_toml(path, raw)
     except InputError:
         return False
     return isinstance(data.get("tool"), dict) and "rlvitals" in data["tool"]
 
 
+def _read_bytes(path: Path) -> bytes:
+    try:
+        size = path.stat().st_size
+        if size > _MAX_CONFIG_BYTES:
+            raise InputError(path, f"config file larger than {_MAX_CONFIG_BYTES} bytes")
+        return path.read_bytes()
+    except OSError as e:
+        raise InputError(path, f"cannot read: {e.strerror or e}") from None
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
+    return _parse_toml(path, _read_bytes(path))
+
+
+def _parse_toml(path: Path, raw: bytes) -> dict[str, Any]:
     # Imported here, not at the top: most runs have no config file, and every start-up paid it.
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - exercised on Python 3.10 only
         import tomli as tomllib
 
-    try:
-        size = path.stat().st_size
-        if size > _MAX_CONFIG_BYTES:
-            raise InputError(path, f"config file larger than {_MAX_CONFIG_BYTES} bytes")
-        raw = path.read_bytes()
-    except OSError as e:
-        raise InputError(path, f"cannot read: {e.strerror or e}") from None
     try:
         return tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as e:

@@ -56,14 +56,16 @@ def fast_loads() -> Callable[[bytes], Any] | None:
     return loads
 
 
-def iter_lines(path: Path, progress=None) -> Iterator[tuple[int, bytes, bool]]:
+def iter_lines(path: Path, progress=None, size: Any = ...) -> Iterator[tuple[int, bytes, bool]]:
     """Yield ``(lineno, line_without_newline, complete)`` in bounded memory.
 
     ``complete`` is False only for a last line with no trailing newline. ``path`` may be
     compressed or a stream (:func:`rlvitals.importers._source.open_input`); its total size is
-    then unknown and progress reports the bytes read so far as the total.
+    then unknown and progress reports the bytes read so far as the total. ``size``:
+    :func:`~rlvitals.importers._source.input_size` of ``path`` when the caller has it.
     """
-    size = input_size(path)
+    if size is ...:
+        size = input_size(path)
     total = size or 0
     done = 0
     next_report = _PROGRESS_EVERY
@@ -109,7 +111,7 @@ def iter_json_lines(path: Path, warnings: list[str], progress=None) -> Iterator[
     fast = (fast_loads() if size is None or size >= FAST_JSON_BYTES else None) or loads
     lenient = is_lenient()
     skipped, first_bad = 0, ""
-    for lineno, line, complete in iter_lines(path, progress):
+    for lineno, line, complete in iter_lines(path, progress, size):
         if not line.strip():
             continue
         if len(line) >= JSON_CHECK_BYTES:
