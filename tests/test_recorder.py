@@ -181,6 +181,64 @@ def test_round_trip_everything(tmp_path):
     assert got == events
 
 
+@pytest.mark.parametrize("parser", ["orjson", "stdlib"])
+def test_scalars_read_back_the_same_whichever_encoder_wrote_them(tmp_path, monkeypatch, parser):
+    """Rows of finite values are written by orjson, rows holding NaN or inf (and keys orjson
+    cannot encode) by json: what reads back is the same values, bit for bit, either way."""
+    from rlvitals.recording import _format
+
+    monkeypatch.setattr(_format, "_DUMPS", [])  # resolved again under this test's setting
+    if parser == "stdlib":
+        monkeypatch.setenv("RLVITALS_JSON", "stdlib")
+    rows = [
+        {"loss": 0.1, "big": 1e16, "tiny": 5e-324, "neg0": -0.0, "int": 3, "np": np.float32(0.7)},
+        {"np64": np.float64(0.3), "loss": 0.2},
+        {"loss": math.nan, "grad_norm": math.inf, "kl": -math.inf},
+        {"caf\u00e9/r\u00e9ward": 1.5, "\u6ce2": 2.0, 'quo"te\\': 0.25},
+        {"lone\ud800surrogate": 1.0, "loss": 0.5},
+        {"huge": 1e308, "huger": 1e308},  # finite values whose sum overflows: json's way
+    ]
+    with Recorder(tmp_path / "rec", Manifest(trainer="t")) as rec:
+        for step, row in enumerate(rows, start=1):
+            rec.log_scalars(step, row)
+    lines = (tmp_path / "rec" / STREAMS[0]).read_bytes().splitlines()
+    assert len(lines) == len(rows)
+    assert b"NaN" in lines[2] and b"-Infinity" in lines[2]
+    for line, row in zip(lines, rows):
+        got = json.loads(line.decode("utf-8", "surrogatepass"))["values"]
+        assert list(got) == list(row)
+        for key, value in row.items():
+            assert np.float64(got[key]).tobytes() == np.float64(float(value)).tobytes(), key
+
+
+def test_group_layouts_are_remembered_per_id_layout(tmp_path):
+    """The writer remembers the order and run sizes of group ids it has seen (a trainer sends
+    the same ids every step): alternating sorted, shuffled and other-dtype ids of the same
+    values, each step still records its own groups."""
+    rng = np.random.default_rng(3)
+    inputs = []
+    shuffled = rng.permutation(np.repeat(np.arange(5), 4))
+    layouts = [
+        np.repeat(np.arange(5), 4),
+        shuffled,
+        shuffled.astype(np.int32),
+        np.repeat(np.arange(5), 4)[::-1].copy(),
+        np.array([2, 2, 0, 1, 1, 1, 0, 3, 3, 4, 4, 4, 4, 0, 1, 2, 3, 3, 2, 0]),
+    ]
+    with Recorder(tmp_path / "rec", Manifest(trainer="t")) as rec:
+        for step in range(1, 16):
+            ids = layouts[step % len(layouts)]
+            r = rng.random(ids.shape[0])
+            adv = rng.normal(size=ids.shape[0])
+            rec.log_groups(step, r, ids, advantages=adv)
+            inputs.append((step, r, ids, None, None, adv))
+    g = read_recording(tmp_path / "rec").groups
+    want = expected_groups(inputs)
+    assert g.step.tolist() == want["step"] and g.sizes().tolist() == want["sizes"]
+    assert_same_floats(g.rewards, want["rewards"])
+    assert_same_floats(g.advantages, want["adv"])
+
+
 def test_torch_tensors_float32_bf16_and_grad():
     import tempfile
 

@@ -175,12 +175,10 @@ class Recorder:
                 extra[name] = a
         if n == 0:
             return
-        if n > 1 and bool((g[1:] < g[:-1]).any()):
-            order = np.argsort(g, kind="stable")
-            g, r = g[order], r[order]
+        order, sizes = _layout(g)
+        if order is not None:
+            r = r[order]
             extra = {k: v[order] for k, v in extra.items()}
-        starts = np.flatnonzero(g[1:] != g[:-1]) + 1
-        sizes = np.diff(np.concatenate(([0], starts, [n])))
         encoded_prompts = None
         if prompts is not None:
             plist = _prompt_ids(prompts)
@@ -253,8 +251,10 @@ def _check_step(step: Any) -> int:
 
 
 def _to_float(v: Any) -> float | None:
-    if isinstance(v, float):
+    if type(v) is float:
         return v
+    if isinstance(v, float):  # np.float64 and other subclasses: a plain float for the encoder
+        return float(v)
     if v is None:
         return math.nan
     if isinstance(v, (str, bytes)):
@@ -308,6 +308,38 @@ def _numeric_rows(a: np.ndarray) -> np.ndarray:
         return a.astype("<f8")
     except (TypeError, ValueError):
         raise TypeError(f"expected numbers, got dtype {a.dtype}") from None
+
+
+_LAYOUTS: dict[tuple[str, bytes], tuple[np.ndarray | None, np.ndarray]] = {}
+_LAYOUTS_MAX = 64
+_LAYOUT_KEY_BYTES = 1 << 17
+
+
+def _layout(g: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+    """``(order, sizes)`` of group ids ``g`` (n >= 1): the stable sort that puts them in
+    sorted-id order (None when they already are) and the size of each run of one id after it.
+    Memoised on the ids' bytes (up to 128 KiB of them): a trainer sends the same ids every step.
+    """
+    key = None
+    if g.dtype.kind in "iub" and g.nbytes <= _LAYOUT_KEY_BYTES:
+        key = (g.dtype.str, g.tobytes())
+        hit = _LAYOUTS.get(key)
+        if hit is not None:
+            return hit
+    order = None
+    if g.shape[0] > 1 and bool((g[1:] < g[:-1]).any()):
+        order = np.argsort(g, kind="stable")
+        g = g[order]
+    starts = np.flatnonzero(g[1:] != g[:-1]) + 1
+    sizes = np.diff(np.concatenate(([0], starts, [g.shape[0]])))
+    if key is not None:
+        if len(_LAYOUTS) >= _LAYOUTS_MAX:
+            _LAYOUTS.clear()
+        for a in (order, sizes):
+            if a is not None:
+                a.flags.writeable = False  # shared by every step with these ids
+        _LAYOUTS[key] = (order, sizes)
+    return order, sizes
 
 
 def _prompt_ids(x: Any) -> list | np.ndarray:

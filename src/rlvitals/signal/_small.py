@@ -51,6 +51,7 @@ __all__ = [
     "small_eps",
     "small_step",
     "split_metrics",
+    "spread",
 ]
 
 SMALL_MAX = 256
@@ -127,6 +128,15 @@ def _pairwise(a: list[float], lo: int, n: int, rnd: Any) -> float:
     n2 -= n2 % 8
     left, right = _pairwise(a, lo, n2, rnd), _pairwise(a, lo + n2, n - n2, rnd)
     return left + right if rnd is None else rnd(left + right)
+
+
+def spread(a: list[float]) -> float:
+    """The population std of ``a`` as ``spread_and_zeros`` computes it from a float64 array:
+    the pairwise mean, the pairwise mean of the squared deviations, ``** 0.5``."""
+    n = len(a)
+    mu = pairwise_sum(a) / n
+    d = list(map(sub, a, repeat(mu)))
+    return (pairwise_sum(list(map(mul, d, d))) / n) ** 0.5
 
 
 def _grain(values: Any) -> float:
@@ -331,16 +341,13 @@ class SmallStep:
         """``common_metrics`` of this step, ``adv`` an :meth:`assemble` result."""
         adv_list, _, zeros, dead = adv
         n, k = len(adv_list), self.k
-        mu = pairwise_sum(adv_list) / n
-        d = list(map(sub, adv_list, repeat(mu)))
-        var = pairwise_sum(list(map(mul, d, d))) / n
         key, n_col, n_all, n_none = plan.split_key, 0, 0, 0
         for s in self.stats:
             at_max, at_min = s.derived.get(key) or s.at_bounds(key)
             n_col += s.collapsed
             n_all += at_max
             n_none += at_min
-        return split_metrics(k, n_col, n_all, n_none, dead, var**0.5, zeros / n)
+        return split_metrics(k, n_col, n_all, n_none, dead, spread(adv_list), zeros / n)
 
     def batch_mean(self) -> float:
         """``GroupStats.batch_mean``: the count-weighted mean of the group means.
