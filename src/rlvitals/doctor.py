@@ -37,9 +37,11 @@ __all__ = [
     "JSON_SCHEMA",
     "Diagnosis",
     "DoctorConfig",
+    "Prepared",
     "check_understood",
     "diagnose",
     "diagnose_path",
+    "prepare",
     "select_detectors",
 ]
 
@@ -294,22 +296,58 @@ def _sort_key(f: Finding) -> tuple:
     return (-Severity(f.severity).rank, onset, f.id)
 
 
-def diagnose(run: Run, config: DoctorConfig | None = None) -> Diagnosis:
+def diagnose(
+    run: Run,
+    config: DoctorConfig | None = None,
+    *,
+    prepared: Prepared | None = None,
+    explain: bool = True,
+) -> Diagnosis:
     """Compute the vitals of ``run`` and run every selected detector over them.
 
     A detector that raises is recorded in ``Diagnosis.errors`` (the others still run) unless
     the environment variable ``RLVITALS_STRICT`` is set, in which case the error propagates.
+
+    ``prepared``: :func:`prepare` of ``config``, for a caller that diagnoses many runs with one
+    config (the live monitor); ``explain=False`` leaves ``Diagnosis.skipped`` empty (why each
+    silent detector could not judge the run: the reports' text, not the findings).
     """
     config = config or DoctorConfig()
-    classes = select_detectors(config)
+    if prepared is None or prepared.config is not config:
+        prepared = prepare(config)
     if config.metrics:
         run = run.with_metric_names(config.metrics)
     run = _with_facts(run, config)
     with quiet_numerics():  # NaN and inf are judged on purpose: no warning, even under -W error
-        return _diagnose(run, config, classes)
+        return _diagnose(run, config, prepared, explain)
 
 
-def _diagnose(run: Run, config: DoctorConfig, classes: list[type[Detector]]) -> Diagnosis:
+class Prepared:
+    """What :func:`diagnose` derives from a config before it reads a run: the selected
+    detector classes, every class to run in dependency order, and the knobs of each."""
+
+    __slots__ = ("classes", "config", "knobs", "order")
+
+    def __init__(self, config: DoctorConfig):
+        self.config = config
+        self.classes = select_detectors(config)
+        self.order = _in_dependency_order(self.classes)
+        # knobs built once; a detector class with its own __init__ gets the overrides each run
+        self.knobs = {
+            cls.id: cls(**config.knobs.get(cls.id, {})).knobs
+            for cls in self.order
+            if cls.__init__ is Detector.__init__
+        }
+
+
+def prepare(config: DoctorConfig | None = None) -> Prepared:
+    """The detector selection and knobs of ``config``, checked once (unknown IDs and knob names
+    raise here); hand it to :func:`diagnose` as ``prepared``."""
+    return Prepared(config or DoctorConfig())
+
+
+def _diagnose(run: Run, config: DoctorConfig, prepared: Prepared, explain: bool) -> Diagnosis:
+    classes = prepared.classes
     vitals = compute_vitals(run, tau=config.tau, window=config.window)
     findings: list[Finding] = []
     skipped: dict[str, str] = {}
@@ -317,8 +355,9 @@ def _diagnose(run: Run, config: DoctorConfig, classes: list[type[Detector]]) -> 
     strict = bool(os.environ.get("RLVITALS_STRICT"))
     selected = {c.id for c in classes}
     results: dict[str, list[Finding]] = {}
-    for cls in _in_dependency_order(classes):
-        det = cls(**config.knobs.get(cls.id, {}))
+    knobs = prepared.knobs
+    for cls in prepared.order:
+        det = cls(knobs[cls.id]) if cls.id in knobs else cls(**config.knobs.get(cls.id, {}))
         try:
             # found= only for detectors that read others: a user's check(vitals) still works
             found = det.check(vitals, results) if cls.requires else det.check(vitals)
@@ -332,7 +371,7 @@ def _diagnose(run: Run, config: DoctorConfig, classes: list[type[Detector]]) -> 
         if cls.id not in selected or cls.id in errors:
             continue  # run only because a selected detector reads it
         findings.extend(found)
-        if not found:
+        if not found and explain:
             need = _why_not_judged(det, vitals)
             if need:
                 skipped[cls.id] = need

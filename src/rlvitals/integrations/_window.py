@@ -77,12 +77,17 @@ class _StepGroups:
 
 
 class _Columns:
-    """A ring of ``cap`` rows: ``steps`` and one float column per key (NaN = not logged)."""
+    """A ring of ``cap`` rows: ``steps`` and one float column per key (NaN = not logged).
+
+    The columns are the rows of one ``(keys, cap)`` matrix: a row of the ring is cleared, and
+    the window read out, with one numpy call whatever the number of keys.
+    """
 
     def __init__(self, cap: int):
         self.cap = cap
         self.steps = np.zeros(cap, dtype=np.int64)
-        self.cols: dict[str, np.ndarray] = {}
+        self.index: dict[str, int] = {}
+        self.data = np.full((8, cap), math.nan)
         self.head = 0
         self.n = 0
         self.dropped_keys: set[str] = set()
@@ -113,8 +118,7 @@ class _Columns:
         return row, evicted
 
     def _clear(self, row: int) -> None:
-        for col in self.cols.values():
-            col[row] = math.nan
+        self.data[:, row] = math.nan
 
     def row_of(self, step: int) -> int | None:
         """The row holding ``step``, or None."""
@@ -126,20 +130,31 @@ class _Columns:
         return int(idx[pos]) if pos < self.n and ring[pos] == step else None
 
     def put(self, row: int, key: str, value: float, force: bool = False) -> None:
-        col = self.cols.get(key)
-        if col is None:
-            if len(self.cols) >= MAX_COLUMNS and not force:
+        i = self.index.get(key)
+        if i is None:
+            i = len(self.index)
+            if i >= MAX_COLUMNS and not force:
                 self.dropped_keys.add(key)
                 return
-            col = self.cols[key] = np.full(self.cap, math.nan)
-        col[row] = value
+            if i == self.data.shape[0]:
+                grown = np.full((2 * i, self.cap), math.nan)
+                grown[:i] = self.data
+                self.data = grown
+            self.index[key] = i
+        self.data[i, row] = value
 
     def order(self) -> np.ndarray:
         return (self.head + np.arange(self.n)) % self.cap
 
     def table(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        idx = self.order()
-        return self.steps[idx].copy(), {k: c[idx] for k, c in self.cols.items()}
+        """``(steps, {key: column})`` in step order; fresh arrays, nothing shared with the ring."""
+        k, n, head = len(self.index), self.n, self.head
+        if head + n <= self.cap:
+            steps, block = self.steps[head : head + n].copy(), self.data[:k, head : head + n].copy()
+        else:
+            idx = self.order()
+            steps, block = self.steps[idx], self.data[:k].take(idx, axis=1)
+        return steps, dict(zip(self.index, block))
 
 
 class StepWindow:
@@ -206,8 +221,10 @@ class StepWindow:
         row, evicted = self.train.slot(step)
         if evicted is not None:
             self.groups.pop(evicted, None)
-        for s in [s for s in self.groups if s > step]:  # a rewind drops later steps' groups
-            del self.groups[s]
+        groups = self.groups
+        if groups and next(reversed(groups)) > step:  # a rewind drops later steps' groups
+            for s in [s for s in groups if s > step]:
+                del groups[s]
         return row
 
     # -- groups ---------------------------------------------------------------------------------
@@ -228,7 +245,7 @@ class StepWindow:
         if pend is None:
             pend = self._pending = {"step": step, "parts": []}
         pend["parts"].append((rewards, group_ids, prompts, advantages))
-        self._train_slot(step)
+        pend["row"] = self._train_slot(step)
         self._reduce(pend)
 
     def close_step(self) -> None:
@@ -269,7 +286,7 @@ class StepWindow:
             sg, lo, hi = small
             self.seen = (min(self.seen[0], lo), max(self.seen[1], hi))
             pend["prompt_sums"] = self._own_rates(sg, plist)
-            self._store(pend["step"], sg)
+            self._store(pend["step"], sg, pend["row"])
             return
         st = group_stats(r, g, tau=self.tau)
         if not bool(st.scorable.any()):
@@ -303,7 +320,7 @@ class StepWindow:
         else:
             plist = None
         pend["prompt_sums"] = self._own_rates(sg, plist)
-        self._store(pend["step"], sg)
+        self._store(pend["step"], sg, pend["row"])
 
     def _small(self, r: Any, g: Any, adv: Any) -> tuple[_StepGroups, float, float] | None:
         """``(groups, lowest, highest reward)`` of a small dense step without NaN, in plain
@@ -359,12 +376,12 @@ class StepWindow:
             sums.append((key, float(sg.mean[j] * sg.count[j]), float(sg.count[j])))
         return sums
 
-    def _store(self, step: int, sg: _StepGroups) -> None:
+    def _store(self, step: int, sg: _StepGroups, row: int) -> None:
         self.groups[step] = sg
         self.groups.move_to_end(step)
         rng = self.reward_range()
         if rng == self._range_used:
-            self._write(step, self._derive(sg, *rng))
+            self._write(step, self._derive(sg, *rng), row)
         else:
             self._refresh_range()
 
@@ -442,12 +459,14 @@ class StepWindow:
             "reward_std": sg.std_mean,
         }
 
-    def _write(self, step: int, values: dict[str, float]) -> None:
-        row = self.train.row_of(step)
+    def _write(self, step: int, values: dict[str, float], row: int | None = None) -> None:
         if row is None:
-            return
+            row = self.train.row_of(step)
+            if row is None:
+                return
+        put = self.train.put
         for name, x in values.items():
-            self.train.put(row, _GROUP_PREFIX + name, x, force=True)
+            put(row, _GROUP_PREFIX + name, x, force=True)
 
     def _refresh_range(self) -> None:
         rng = self.reward_range()

@@ -110,6 +110,7 @@ OPEN_BACKOFF = 3
 many runs the detectors already part of it: the others run only those that could still join
 it. The collapse detectors cost most during a collapse, when they have least new to say."""
 _UNSET = object()
+_PARTIALS_KEPT = 32
 ALERTS_KEPT = 1000
 """Alerts kept in :attr:`Monitor.alerts` (the oldest are forgotten)."""
 
@@ -220,6 +221,9 @@ class Monitor:
         self._last_check: int | None = None
         self._last_full: int | None = None
         self._fast_config: Any = _UNSET
+        self._default_config: Any = None
+        self._plans: dict[int, Any] = {}
+        self._partial_configs: dict[tuple[str, ...], Any] = {}
         self._partials = 0
         self._dirty = False
         self._active: set[str] = set()
@@ -385,13 +389,23 @@ class Monitor:
         decision."""
         return self._check(True)
 
+    def _full_config(self) -> Any:
+        """``config``, or the default :class:`~rlvitals.DoctorConfig` (made once)."""
+        if self.config is not None:
+            return self.config
+        if self._default_config is None:
+            from rlvitals.doctor import DoctorConfig
+
+            self._default_config = DoctorConfig()
+        return self._default_config
+
     def _fast(self) -> Any:
         """The config of the fast checks: the selected detectors of the collapse family and
         :data:`FAST_EXTRA` (None when none of them is selected)."""
         if self._fast_config is _UNSET:
-            from rlvitals.doctor import DoctorConfig, select_detectors
+            from rlvitals.doctor import select_detectors
 
-            base = self.config or DoctorConfig()
+            base = self._full_config()
             ids = sorted(
                 c.id for c in select_detectors(base) if c.family == "collapse" or c.id in FAST_EXTRA
             )
@@ -409,7 +423,7 @@ class Monitor:
         self._dirty = False
         if self._window.n_steps == 0 or step is None:
             return MonitorCheck(step, checked=True)
-        config, partial = self.config, False
+        config, partial = self._full_config(), False
         if not full:
             config = self._fast()
             if config is None:
@@ -421,7 +435,7 @@ class Monitor:
         from rlvitals.doctor import diagnose
 
         with _quiet():
-            diagnosis = diagnose(self.run(), config)
+            diagnosis = diagnose(self.run(), config, prepared=self._prepared(config), explain=False)
         findings = list(diagnosis.findings)
         new, seen = [], set()
         for f in findings:
@@ -448,6 +462,16 @@ class Monitor:
         self.check_seconds += time.perf_counter() - start
         return out
 
+    def _prepared(self, config: Any) -> Any:
+        """:func:`rlvitals.doctor.prepare` of a check's config, once per config object (the
+        full one, the fast one, the partial ones of an open collapse: each made once)."""
+        hit = self._plans.get(id(config))  # the plan holds the config: its id stays its own
+        if hit is None:
+            from rlvitals.doctor import prepare
+
+            hit = self._plans[id(config)] = prepare(config)
+        return hit
+
     def _partial(self, config: Any) -> tuple[Any, bool]:
         """``(config, partial)`` of a fast check: while a collapse is open and told and no halt
         rule waits, two checks in :data:`OPEN_BACKOFF` leave out the detectors already in it."""
@@ -462,7 +486,17 @@ class Monitor:
             return config, False
         told = {d for i in opened for d in i.detectors}
         ids = [d for d in config.select if d not in told]
-        return (dataclasses.replace(config, select=ids) if ids else None), True
+        if not ids:
+            return None, True
+        key = tuple(ids)
+        part = self._partial_configs.get(key)
+        if part is None:
+            if len(self._partial_configs) >= _PARTIALS_KEPT:
+                for old in self._partial_configs.values():
+                    self._plans.pop(id(old), None)
+                self._partial_configs.clear()
+            part = self._partial_configs[key] = dataclasses.replace(config, select=ids)
+        return part, True
 
     def _alert(self, kind: str, inc: Any, step: int, changes: list[str]) -> Any:
         from rlvitals.guard.alerts import Alert

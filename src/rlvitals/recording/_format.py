@@ -221,8 +221,7 @@ def encode_prompts(prompts: list | np.ndarray) -> tuple[int, bytes]:
         kind, parts = PROMPT_BYTES, [bytes(p) for p in prompts]
     else:
         kind, parts = PROMPT_STR, [str(p).encode("utf-8", "surrogatepass") for p in prompts]
-    lens = np.fromiter((len(b) for b in parts), dtype="<u4", count=len(parts))
-    return kind, lens.tobytes() + b"".join(parts)
+    return kind, struct.pack(f"<{len(parts)}I", *map(len, parts)) + b"".join(parts)
 
 
 def encode_groups(

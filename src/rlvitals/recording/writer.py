@@ -331,7 +331,7 @@ def _layout(g: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
         order = np.argsort(g, kind="stable")
         g = g[order]
     starts = np.flatnonzero(g[1:] != g[:-1]) + 1
-    sizes = np.diff(np.concatenate(([0], starts, [g.shape[0]])))
+    sizes = np.diff(np.concatenate(([0], starts, [g.shape[0]]))).astype("<u4")
     if key is not None:
         if len(_LAYOUTS) >= _LAYOUTS_MAX:
             _LAYOUTS.clear()

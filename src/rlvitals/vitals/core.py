@@ -202,9 +202,13 @@ class Vitals:
             if not is_known_series(name):
                 raise UnknownSeriesError(name)
             return None
-        if not np.isfinite(s).any():
-            return None
-        return s
+        # Detectors ask for the same series many times: whether it holds a finite value is
+        # remembered per array object (series are not changed in place once derived).
+        seen = self.__dict__.setdefault("_finite_seen", {})
+        hit = seen.get(name)
+        if hit is None or hit[0] is not s:
+            hit = seen[name] = (s, bool(np.isfinite(s).any()))
+        return s if hit[1] else None
 
     def has(self, name: str) -> bool:
         return self.get(name) is not None

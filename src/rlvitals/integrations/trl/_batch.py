@@ -32,7 +32,7 @@ class GroupBatch:
         step: the first optimizer step trained on this batch (``global_step + 1``).
         mode: ``"train"`` or ``"eval"``.
         rewards: ``(n,)`` float32 tensor, combined reward per completion, NaN = unscorable.
-        group_ids: ``(n,)`` int64 tensor, ``row // G``.
+        group_ids: ``(n,)`` int64 (tensor or numpy array), ``row // G``.
         group_size: G.
         prompts: ``(k,)`` prompt ids per group, or None.
         advantages: ``(n,)`` the advantages the trainer uses (global), or None.
@@ -73,8 +73,9 @@ def group_prompt_ids(trainer: Any, n_total: int, group_size: int) -> list[str] |
     logs = getattr(trainer, "_logs", None)
     if not isinstance(logs, dict) or "prompt" not in logs or len(logs["prompt"]) < n_total:
         return None
-    prompts = list(logs["prompt"])[-n_total:]
-    return [_prompt_id(prompts[i]) for i in range(0, n_total, group_size)]
+    dq = logs["prompt"]
+    first = len(dq) - n_total  # a deque indexes near its ends in O(1): read one row per group
+    return [_prompt_id(dq[first + i]) for i in range(0, n_total, group_size)]
 
 
 def global_advantages_from_logs(trainer: Any, n_total: int) -> list[float] | None:

@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from transformers import TrainerCallback
 
 from rlvitals.integrations._guard import Guard
@@ -417,27 +418,46 @@ def _install_tap(trainer: Any, callback: RlvitalsCallback) -> None:
 
 
 def _tap_batch(trainer: Any, box: dict[str, Any], callback: RlvitalsCallback) -> None:
-    import torch
-
     rewards_per_func = box.get("rewards_per_func")
     if rewards_per_func is None:
         return
     mode = "train" if trainer.model.training else "eval"
-    rewards = combined_rewards(rewards_per_func, trainer.reward_weights)
-    n = int(rewards.shape[0])
-    g = trainer.num_generations if mode == "train" else trainer.num_generations_eval
-    adv = global_advantages_from_logs(trainer, n)
-    callback.rlvitals_groups(
-        GroupBatch(
-            step=int(trainer.state.global_step) + 1,
-            mode=mode,
-            rewards=rewards,
-            group_ids=torch.arange(n, device=rewards.device) // g,
-            group_size=g,
-            prompts=group_prompt_ids(trainer, n, g),
-            advantages=None if adv is None else torch.tensor(adv, dtype=torch.float64),
-        )
-    )
+    if mode != "train" or not callback.record_groups or not callback._is_main:
+        return  # what rlvitals_groups would drop: nothing to compute
+    start, cpu_start = time.perf_counter(), time.thread_time()
+    try:
+        with _quiet():
+            rewards = combined_rewards(rewards_per_func, trainer.reward_weights)
+            n = int(rewards.shape[0])
+            g = trainer.num_generations
+            adv = global_advantages_from_logs(trainer, n)
+            batch = GroupBatch(
+                step=int(trainer.state.global_step) + 1,
+                mode=mode,
+                rewards=rewards,
+                group_ids=_group_ids(n, g),
+                group_size=g,
+                prompts=group_prompt_ids(trainer, n, g),
+                advantages=None if adv is None else np.array(adv, dtype=np.float64),
+            )
+    finally:  # the callback's own time includes reading the batch
+        callback.seconds += time.perf_counter() - start
+        callback.cpu_seconds += time.thread_time() - cpu_start
+    callback.rlvitals_groups(batch)
+
+
+_IDS: dict[tuple[int, int], np.ndarray] = {}
+
+
+def _group_ids(n: int, g: int) -> np.ndarray:
+    """``row // G`` for a batch of ``n`` rows (read-only, made once per shape)."""
+    ids = _IDS.get((n, g))
+    if ids is None:
+        if len(_IDS) >= 16:
+            _IDS.clear()
+        ids = _IDS[(n, g)] = np.arange(n, dtype=np.int64) // g
+        ids.flags.writeable = False
+    return ids
 
 
 # -- small helpers ----------------------------------------------------------------------------
