@@ -332,10 +332,16 @@ def test_avspo_run_logs_metrics_and_records(tok, tmp_path):
     assert cb.guard.total == 0 and trainer.rlvitals_guard.total == 0
 
 
-def test_halt_policy_stops_training(tok, tmp_path):
-    """Every group collapsed from step 1: DEGENERATE_GROUPS (warn) fires at the first check."""
+@pytest.mark.parametrize("background", [False, True])
+def test_halt_policy_stops_training(tok, tmp_path, background):
+    """Every group collapsed from step 1: DEGENERATE_GROUPS (warn) fires at the first check.
+    In the training process the run stops at that step; with the checks in the helper process
+    (the default) at the step whose hook finds the answer in, normally the next one. The halt
+    is the check's either way: step 2."""
     rec = tmp_path / "rec"
-    cb = RlvitalsCallback(rec, doctor_every=2, halt_on="warn")
+    cb = RlvitalsCallback(rec, doctor_every=2, halt_on="warn", background=background)
+    if background:  # the helper is up before the first check (else that check runs here)
+        assert cb.monitor._checker.wait_ready(30.0)
     trainer = _trainer(
         Capturing,
         tok,
@@ -345,7 +351,11 @@ def test_halt_policy_stops_training(tok, tmp_path):
         callbacks=[cb],
     )
     trainer.train()
-    assert cb.halted_at == 2 and trainer.state.global_step == 2
+    if background:
+        assert cb.monitor.background_failure is None and cb.monitor._checker.answered >= 1
+        assert 3 <= cb.halted_at <= 4 and trainer.state.global_step == cb.halted_at
+    else:
+        assert cb.halted_at == 2 and trainer.state.global_step == 2
     run = read_recording(rec)
     halts = [e for e in run.events if e.kind == "halt"]
     assert len(halts) == 1 and halts[0].step == 2 and "DEGENERATE_GROUPS" in halts[0].data["ids"]

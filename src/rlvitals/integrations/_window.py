@@ -15,6 +15,7 @@ looks at later ones); a prompt not seen before takes the step's pass rate.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import OrderedDict, deque
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ import numpy as np
 from rlvitals._array import check_tau
 from rlvitals._median import median
 from rlvitals.recording.metrics import canonical_key
+from rlvitals.recording.run import Run
 from rlvitals.signal import (
     DEFAULT_TAU,
     advantage_stats,
@@ -36,7 +38,7 @@ from rlvitals.signal._small import Plan, pairwise_sum, small_step, spread
 from rlvitals.signal.advantages import DEFAULT_EPS, ZERO_ATOL
 from rlvitals.vitals.groups import NEIGHBOURS
 
-__all__ = ["GROUP_SERIES", "MAX_COLUMNS", "MAX_PROMPTS", "StepWindow"]
+__all__ = ["GROUP_SERIES", "MAX_COLUMNS", "MAX_PROMPTS", "StepWindow", "known_range", "run_of"]
 
 MAX_COLUMNS = 512
 """Distinct scalar keys kept; later new keys are ignored (counted in ``dropped_keys``)."""
@@ -188,6 +190,7 @@ class StepWindow:
         self.unknown: dict[str, None] = {}
         self.rows = 0
         self._plan: Plan | None = None
+        self._manifest_cache: tuple | None = None
 
     # -- scalars ---------------------------------------------------------------------------------
 
@@ -491,6 +494,36 @@ class StepWindow:
         esteps, eseries = self.eval.table()
         return steps, series, esteps, eseries
 
+    def packed(self, manifest: Any) -> tuple:
+        """The window, with ``manifest``'s gaps (reward range, G) filled from its groups, in a
+        few objects: what :func:`run_of` makes a :class:`Run` of (a background check pickles
+        it: one array per table, not one per series)."""
+        steps, series, esteps, eseries = self.tables()
+        return (
+            self.manifest_for(manifest),
+            steps,
+            _pack(series),
+            esteps,
+            _pack(eseries),
+            list(self.unknown),
+        )
+
+    def manifest_for(self, m: Any) -> Any:
+        """``m`` with what the window's groups know (reward range, G) where it says nothing;
+        one copy per distinct filling, reused while ``m`` is the same object."""
+        fill: dict[str, Any] = {}
+        if self.groups:
+            if m.reward_min is None or m.reward_max is None:
+                fill["reward_min"], fill["reward_max"] = self.reward_range()
+            if m.group_size is None:
+                fill["group_size"] = self.typical_group_size()
+        key = (id(m), tuple(fill.items()))
+        hit = self._manifest_cache
+        if hit is None or hit[0] != key or hit[1] is not m:
+            out = dataclasses.replace(m, config=dict(m.config), **fill)
+            hit = self._manifest_cache = (key, m, out)
+        return hit[2]
+
     @property
     def n_steps(self) -> int:
         return self.train.n
@@ -504,6 +537,34 @@ class StepWindow:
         if not self.groups:
             return None
         return round(float(median([sg.size_mean for sg in self.groups.values()])))
+
+
+def known_range(manifest: Any) -> tuple[float, float] | None:
+    """The manifest's reward range when it gives a usable one (finite, max > min)."""
+    lo, hi = manifest.reward_min, manifest.reward_max
+    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi) and hi > lo):
+        return None
+    return float(lo), float(hi)
+
+
+def _pack(series: dict[str, np.ndarray]) -> tuple[list[str], np.ndarray | None]:
+    """Equal-length series as ``(names, one (k, n) block)``."""
+    if not series:
+        return [], None
+    return list(series), np.stack(list(series.values()))
+
+
+def run_of(packed: tuple) -> Run:
+    """The :class:`Run` of :meth:`StepWindow.packed` (in the monitor, or in its helper)."""
+    manifest, steps, (names, block), esteps, (enames, eblock), unknown = packed
+    return Run(
+        manifest=manifest,
+        steps=steps,
+        series={} if block is None else dict(zip(names, block)),
+        eval_steps=esteps,
+        eval_series={} if eblock is None else dict(zip(enames, eblock)),
+        unknown_keys=unknown,
+    )
 
 
 _P0: dict[tuple[float, float], float] = {}
@@ -548,6 +609,17 @@ def _prompt_list(prompts: Any) -> list | None:
     if isinstance(prompts, np.ndarray):
         return prompts.tolist()
     return list(prompts)
+
+
+def plain_scalars(values: dict[str, Any]) -> dict[Any, float]:
+    """``values`` as :meth:`StepWindow.add_scalars` reads them: numbers as floats (None as
+    NaN), the rest left out; what a helper process can be sent (no torch tensors)."""
+    out = {}
+    for k, v in values.items():
+        x = _number(v)
+        if x is not None:
+            out[k] = x
+    return out
 
 
 def _number(v: Any) -> float | None:

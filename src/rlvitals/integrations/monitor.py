@@ -64,7 +64,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import math
 import os
 import threading
 import time
@@ -77,8 +76,15 @@ from typing import Any
 
 import numpy as np
 
+from rlvitals.integrations._checker import wire
 from rlvitals.integrations._guard import Guard
-from rlvitals.integrations._window import StepWindow
+from rlvitals.integrations._window import (
+    StepWindow,
+    _prompt_list,
+    known_range,
+    plain_scalars,
+    run_of,
+)
 from rlvitals.recording.run import Manifest, Run
 
 __all__ = [
@@ -111,6 +117,8 @@ many runs the detectors already part of it: the others run only those that could
 it. The collapse detectors cost most during a collapse, when they have least new to say."""
 _UNSET = object()
 _PARTIALS_KEPT = 32
+DEFAULT_FLUSH_SECONDS = 10.0
+"""Background mode: how long ``flush``/``check`` wait for the check in flight."""
 ALERTS_KEPT = 1000
 """Alerts kept in :attr:`Monitor.alerts` (the oldest are forgotten)."""
 
@@ -162,6 +170,12 @@ class Monitor:
         name: the run's name in alerts.
         checkpoints: ``() -> [(step, path), ...]``, the checkpoints saved so far, for the halt
             to name the one to resume from.
+        background: run the checks' detectors in a helper process
+            (:mod:`rlvitals.integrations._checker`): the training process only hands the
+            window over and reads the answers, so a check costs it ~0.1 ms instead of the
+            check itself. A check's alerts and halt then arrive at a later ``observe`` (or
+            :meth:`poll`), normally the next one; their ``step`` is the step checked. If the
+            helper cannot start or fails, the monitor says so once and checks in-process.
     """
 
     def __init__(
@@ -180,6 +194,7 @@ class Monitor:
         sink_timeout: float | None = None,
         name: str | None = None,
         checkpoints: Callable[[], Iterable[tuple[int, Any]]] | None = None,
+        background: bool = False,
     ):
         from rlvitals.guard.policy import HaltPolicy
         from rlvitals.guard.sinks import DEFAULT_SINK_TIMEOUT, LogSink, SinkRunner, default_sinks
@@ -211,7 +226,7 @@ class Monitor:
         self.recorder = recorder
         self._own_recorder = False
         tau = getattr(config, "tau", DEFAULT_TAU)
-        self._window = StepWindow(window, tau=tau, reward_range=self._known_range())
+        self._window = StepWindow(window, tau=tau, reward_range=known_range(self.manifest))
         self.alerts: deque[Any] = deque(maxlen=ALERTS_KEPT)
         self.halted: Any = None
         self.last_step: int | None = None
@@ -229,6 +244,21 @@ class Monitor:
         self._active: set[str] = set()
         self._recorder_errors = 0
         self.closed = False
+        self.background = bool(background)
+        self.background_failure: str | None = None
+        self._owed = 0  # a check fell due while one was in flight: 1 fast, 2 full
+        self._checker: Any = None
+        self._held: deque[int] = deque(maxlen=window)  # background mode: the window's steps
+        self._sent_configs: dict[int, Any] = {}
+        if self.background:
+            from rlvitals.integrations._checker import Checker
+
+            checker = Checker()
+            if checker.start() and checker.send(("init", window, tau, self.manifest), now=True):
+                self._checker = checker  # it imports while the run starts; requests wait
+            else:
+                self._checker = checker
+                self._checker_broke()
 
     # -- feeding ------------------------------------------------------------------------------
 
@@ -280,6 +310,9 @@ class Monitor:
             groups = _groups(rewards, group_ids, advantages, lengths)
         try:
             with _quiet():
+                got = None
+                if self._checker is not None:
+                    got = self.guard.run("reading the helper's answers", self._collect)
                 if self.recorder is None and self.recording_dir is not None:
                     self.guard.run("opening the recording", self._open_recorder)
                 if groups is not None:
@@ -287,12 +320,22 @@ class Monitor:
                     self.guard.run(
                         "recording groups", self._record_groups, step, r, g, prompts, adv, lens
                     )
-                    self.guard.run(
-                        "reading the groups", self._window.add_groups, step, r, g, prompts, adv
+                    sent = self._checker is not None and self._feed(
+                        ("groups", step, wire(r), wire(g), _prompt_list(prompts), wire(adv))
                     )
+                    if not sent:
+                        self.guard.run(
+                            "reading the groups", self._window.add_groups, step, r, g, prompts, adv
+                        )
                 if scalars:
                     self.guard.run("recording scalars", self._record_scalars, step, scalars)
-                    self.guard.run("reading the scalars", self._window.add_scalars, step, scalars)
+                    sent = self._checker is not None and self._feed(
+                        ("scalars", step, plain_scalars(scalars))
+                    )
+                    if not sent:
+                        self.guard.run(
+                            "reading the scalars", self._window.add_scalars, step, scalars
+                        )
                 self._seen(step)
                 full = bool(self.check_every) and self._due(step, self._last_full, self.full_every)
                 if check is None:
@@ -301,10 +344,12 @@ class Monitor:
                     due = bool(check)
                     full = full or (due and not self.check_every)
                 if due:
-                    return self.guard.run(
+                    now = self.guard.run(
                         "running the doctor", self._check, full, default=MonitorCheck(step)
                     )
-                return MonitorCheck(step)
+                    if now.checked or got is None:
+                        return now
+                return got or MonitorCheck(step)
         finally:
             self.seconds += time.perf_counter() - start
 
@@ -326,6 +371,14 @@ class Monitor:
         self.observe(step, rewards, group_ids, prompts=prompts, advantages=advantages, check=False)
 
     def _seen(self, step: int) -> None:
+        held = self._held
+        if not held or step > held[-1]:
+            held.append(step)
+        else:
+            while held and held[-1] > step:  # the run went back: as the window forgets
+                held.pop()
+            if not held or held[-1] != step:
+                held.append(step)
         if self.last_step is None or step > self.last_step:
             self.last_step = step
         elif step < self.last_step:
@@ -351,7 +404,7 @@ class Monitor:
     @property
     def n_steps(self) -> int:
         """Steps currently held."""
-        return self._window.n_steps
+        return len(self._held) if self._checker is not None else self._window.n_steps
 
     @property
     def should_stop(self) -> bool:
@@ -364,16 +417,13 @@ class Monitor:
         return list(self.tracker.incidents)
 
     def run(self) -> Run:
-        """The window as a :class:`Run` (what the doctor reads at a check)."""
-        steps, series, esteps, eseries = self._window.tables()
-        return Run(
-            manifest=self._window_manifest(),
-            steps=steps,
-            series=series,
-            eval_steps=esteps,
-            eval_series=eseries,
-            unknown_keys=list(self._window.unknown),
-        )
+        """The window as a :class:`Run` (what the doctor reads at a check; in background mode
+        asked of the helper, which holds the window)."""
+        if self._checker is not None:
+            packed = self.guard.run("reading the helper's window", self._ask, ("packed", None))
+            if isinstance(packed, tuple):
+                return run_of(packed)
+        return run_of(self._window.packed(self.manifest))
 
     def diagnose(self, *, fast: bool = False) -> Any:
         """:func:`rlvitals.doctor.diagnose` over the window (``fast``: only the detectors of
@@ -386,8 +436,9 @@ class Monitor:
 
     def check(self) -> MonitorCheck:
         """Diagnose the window now with the whole catalogue: alerts for what changed, the halt
-        decision."""
-        return self._check(True)
+        decision (in background mode the helper's answer is waited for, at most
+        :data:`DEFAULT_FLUSH_SECONDS`; the alerts of what it answered are in :attr:`alerts`)."""
+        return self._check(True, inline=True)
 
     def _full_config(self) -> Any:
         """``config``, or the default :class:`~rlvitals.DoctorConfig` (made once)."""
@@ -414,14 +465,14 @@ class Monitor:
 
     # -- the check ----------------------------------------------------------------------------
 
-    def _check(self, full: bool) -> MonitorCheck:
+    def _check(self, full: bool, inline: bool = False) -> MonitorCheck:
         start = time.perf_counter()
         step = self.last_step
         self._last_check = step
         if full:
             self._last_full = step
         self._dirty = False
-        if self._window.n_steps == 0 or step is None:
+        if self.n_steps == 0 or step is None:
             return MonitorCheck(step, checked=True)
         config, partial = self._full_config(), False
         if not full:
@@ -431,22 +482,42 @@ class Monitor:
             config, partial = self._partial(config)
             if config is None:
                 return MonitorCheck(step)
+        if self._checker is not None:
+            got = self._check_there(config, step, partial, inline)
+            if self._checker is not None:  # still usable: handed over (or answered)
+                self.check_seconds += time.perf_counter() - start
+                return got or MonitorCheck(step)
         self._window.close_step()
         from rlvitals.doctor import diagnose
 
         with _quiet():
-            diagnosis = diagnose(self.run(), config, prepared=self._prepared(config), explain=False)
-        findings = list(diagnosis.findings)
+            diagnosis = diagnose(
+                run_of(self._window.packed(self.manifest)),
+                config,
+                prepared=self._prepared(config),
+                explain=False,
+            )
+        out = self._judged(
+            step, partial, diagnosis.findings, diagnosis.detectors, diagnosis.incidents
+        )
+        self.check_seconds += time.perf_counter() - start
+        return out
+
+    def _judged(
+        self, step: int, partial: bool, findings: list, detectors: list, incidents: list
+    ) -> MonitorCheck:
+        """A check's findings: what is new, the incidents' alerts, the halt decision."""
+        findings = list(findings)
         new, seen = [], set()
         for f in findings:
             if f.id not in self._active and f.id not in seen:
                 seen.add(f.id)
                 new.append(f)
-        self._active = (self._active - set(diagnosis.detectors)) | {f.id for f in findings}
+        self._active = (self._active - set(detectors)) | {f.id for f in findings}
         out = MonitorCheck(
-            step, checked=True, findings=findings, new=new, incidents=list(diagnosis.incidents)
+            step, checked=True, findings=findings, new=new, incidents=list(incidents)
         )
-        for event in self.tracker.update(diagnosis.incidents, step, partial=partial):
+        for event in self.tracker.update(incidents, step, partial=partial):
             out.alerts.append(self._alert(event.kind, event.incident, step, event.changes))
         if self.policy and self.halted is None:
             # only what this check saw: an incident the doctor no longer reports is not evidence
@@ -459,8 +530,118 @@ class Monitor:
             self._send(alert)
         self._report_problems(step)
         self.checks += 1
-        self.check_seconds += time.perf_counter() - start
         return out
+
+    # -- background checks (Monitor(background=True); rlvitals.integrations._checker) ---------
+
+    def _feed(self, message: tuple) -> bool:
+        """Background mode: send a step's data to the helper, which holds the window; False
+        when the monitor's own window must take it (no helper, or it just broke)."""
+        checker = self._checker
+        if checker is None:
+            return False
+        if checker.send(message):
+            return True
+        self._checker_broke()
+        return False
+
+    def _config_key(self, config: Any) -> int:
+        """The helper's name for ``config`` (sent once)."""
+        key = id(config)
+        if key not in self._sent_configs:
+            self._sent_configs[key] = config  # kept alive: the id stays its own
+            self._checker.send(("config", key, config))
+        return key
+
+    def _check_there(
+        self, config: Any, step: int, partial: bool, wait: bool
+    ) -> MonitorCheck | None:
+        """A check in the helper. Not ``wait``: handed over (its answer is judged at a later
+        call); while one is in flight it is owed, and sent when the answer is in. ``wait``
+        (:meth:`check`): the answer, waited for at most :data:`DEFAULT_FLUSH_SECONDS`."""
+        checker = self._checker
+        if wait:
+            self._flush_checker(DEFAULT_FLUSH_SECONDS)  # the check in flight first, judged
+            checker = self._checker
+            if checker is None:
+                return None
+        key = self._config_key(config)
+        if checker.ask(("check", key), (step, partial)):
+            return self._answers(checker.wait(DEFAULT_FLUSH_SECONDS)) if wait else None
+        if checker.usable:  # busy
+            self._owed = max(self._owed, 2 if config is self._full_config() else 1)
+            return None
+        self._checker_broke()
+        return None
+
+    def _ask(self, request: tuple) -> Any:
+        """Background mode: the helper's answer to ``request``, waited for (bounded)."""
+        self._flush_checker(DEFAULT_FLUSH_SECONDS)
+        checker = self._checker
+        if checker is None or not checker.ask(request, None):
+            return None
+        for _, answer in checker.wait(DEFAULT_FLUSH_SECONDS):
+            return answer
+        return None
+
+    def _collect(self) -> MonitorCheck | None:
+        """Judge the answers the helper sent since the last call (without waiting)."""
+        checker = self._checker
+        if checker is None or checker.proc is None:
+            return None
+        return self._answers(checker.poll())
+
+    def _answers(self, answers: list) -> MonitorCheck | None:
+        out = None
+        checker = self._checker
+        if checker is not None:
+            for site, err in checker.take_problems():
+                self.guard.report(site, err)
+        for meta, answer in answers:
+            if meta is None:
+                continue  # an answer to _ask, not a check
+            step, partial = meta
+            if isinstance(answer, BaseException):
+                self.guard.report("running the doctor", answer)
+                continue
+            if self.last_step is not None and step > self.last_step:
+                continue  # the run went back past this check's step since it was sent
+            got = self._judged(step, partial, *answer)
+            if out is not None:  # several answers at once: one result, every alert in it
+                got.alerts[:0] = out.alerts
+                got.halt = got.halt or out.halt
+            out = got
+        if self._checker is not None and not self._checker.usable:
+            self._checker_broke()
+        elif self._owed and self._checker is not None and self._checker.in_flight is None:
+            full, self._owed = self._owed == 2, 0
+            self._check(full)
+        return out
+
+    def _checker_broke(self) -> None:
+        """Say once that the window and the checks are in the training process from now on
+        (the window the helper held is lost: it fills again from the next step)."""
+        checker, self._checker = self._checker, None
+        if checker is None:
+            return
+        why = checker.broken or "unknown"
+        checker.close()
+        self._owed = 0
+        logger.warning(
+            "rlvitals: the monitor's helper process is not usable (%s); the window and the "
+            "checks are in the training process from now on, starting from the next step",
+            why,
+        )
+        self.background_failure = why
+
+    def poll(self) -> MonitorCheck | None:
+        """Background mode: judge the checks the helper answered since the last call (alerts,
+        halt) without waiting; None when nothing arrived. ``observe`` does this too."""
+        try:
+            with _quiet():
+                return self.guard.run("reading the helper's answers", self._collect)
+        except Exception:  # pragma: no cover - guard.run contains everything
+            return None
 
     def _prepared(self, config: Any) -> Any:
         """:func:`rlvitals.doctor.prepare` of a check's config, once per config object (the
@@ -605,8 +786,26 @@ class Monitor:
 
     # -- the end ------------------------------------------------------------------------------
 
+    def _flush_checker(self, timeout: float | None) -> None:
+        """Background mode: wait (at most ``timeout`` s) for the check in flight, and judge it."""
+        deadline = time.monotonic() + (DEFAULT_FLUSH_SECONDS if timeout is None else timeout)
+        while True:  # an answer may send the check owed meanwhile: wait for that one too
+            checker = self._checker
+            if checker is None or checker.proc is None or checker.in_flight is None:
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self.guard.run("reading the helper's answers", self._wait_answers, checker, left)
+
+    def _wait_answers(self, checker: Any, timeout: float) -> None:
+        self._answers(checker.wait(timeout))
+
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait (at most ``timeout`` s) until every alert reached its sinks; flush the recording."""
+        """Wait (at most ``timeout`` s) until every alert reached its sinks; flush the recording.
+        In background mode the check in flight is waited for (and judged) first."""
+        with _quiet():
+            self._flush_checker(timeout)
         done = self.sinks.flush(timeout)
         if self.recorder is not None:
             self.guard.run("flushing the recording", self.recorder.flush)
@@ -619,6 +818,9 @@ class Monitor:
             return
         self.closed = True
         with _quiet():
+            self._flush_checker(timeout)
+            if self._checker is not None:
+                self.guard.run("stopping the helper process", self._checker.close)
             self.sinks.close(timeout)
             self._report_problems(self.last_step or 0)
             if self.recorder is not None and self._own_recorder:
@@ -642,27 +844,12 @@ class Monitor:
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _known_range(self) -> tuple[float, float] | None:
-        m = self.manifest
-        lo, hi = m.reward_min, m.reward_max
-        if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi) and hi > lo):
-            return None
-        return float(lo), float(hi)
-
-    def _window_manifest(self) -> Manifest:
-        m = dataclasses.replace(self.manifest, config=dict(self.manifest.config))
-        w = self._window
-        if w.groups:
-            if m.reward_min is None or m.reward_max is None:
-                m.reward_min, m.reward_max = w.reward_range()
-            if m.group_size is None:
-                m.group_size = w.typical_group_size()
-        return m
-
     def set_manifest(self, manifest: Manifest) -> None:
         """Replace what is known about the run (before the first step)."""
         self.manifest = manifest
-        self._window.known_range = self._known_range()
+        self._window.known_range = known_range(manifest)
+        if self._checker is not None and not self._checker.send(("manifest", manifest), now=True):
+            self._checker_broke()
 
 
 # -- arguments ----------------------------------------------------------------------------------

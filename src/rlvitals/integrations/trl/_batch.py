@@ -97,5 +97,22 @@ def replace_logged_advantages(trainer: Any, values: list[float]) -> None:
     dq.extend(values)
 
 
+_IDS: dict[str, str] = {}
+_IDS_MAX = 1 << 14
+
+
 def _prompt_id(prompt: Any) -> str:
+    """A SHA-1 prefix of ``repr(prompt)``; remembered for text prompts (a run samples the same
+    prompts again and again; chat prompts, lists of messages, are hashed each time)."""
+    if type(prompt) is not str:
+        return _sha(prompt)
+    pid = _IDS.get(prompt)
+    if pid is None:
+        if len(_IDS) >= _IDS_MAX:
+            _IDS.clear()
+        pid = _IDS[prompt] = _sha(prompt)
+    return pid
+
+
+def _sha(prompt: Any) -> str:
     return hashlib.sha1(repr(prompt).encode("utf-8")).hexdigest()[:PROMPT_ID_HEX]

@@ -125,6 +125,12 @@ class RlvitalsCallback(TrainerCallback):
             trackio alerts while a run of theirs is active; ``[]`` = the log only.
         full_every: steps between checks of the whole catalogue.
         name: the run's name in alerts (default: ``args.run_name``).
+        background: run the checks' detectors in a helper process (``Monitor(background=
+            True)``, default): the training step pays for handing the window over, not for the
+            check. A check's alerts and halt then take effect at the next step or so (their
+            steps are the steps checked); under ``torch.distributed`` with ``halt_on`` every
+            step shares the halt flag (one all-reduce of one integer). False checks in the
+            training process, as the monitor does by default.
 
     Attributes:
         monitor: the live :class:`~rlvitals.Monitor`.
@@ -150,6 +156,7 @@ class RlvitalsCallback(TrainerCallback):
         sinks: Any = None,
         full_every: int = DEFAULT_FULL_EVERY,
         name: str | None = None,
+        background: bool = True,
     ):
         if isinstance(doctor_every, bool) or not isinstance(doctor_every, int) or doctor_every < 0:
             raise ValueError(f"doctor_every must be an integer >= 0, got {doctor_every!r}")
@@ -170,8 +177,12 @@ class RlvitalsCallback(TrainerCallback):
             alert_on=alert_on,
             sinks=sinks,
             name=name,
+            background=background and bool(doctor_every),
         )
         self.monitor.guard = self.guard
+        # Background answers arrive a step or so after their check: with a halt rule, every
+        # step shares whether one came (the same decision on every rank, at the same step).
+        self._share_every_step = self.monitor.background and halt_on is not None
         self.recorder: Any = None
         self.findings: list[tuple[int, Any]] = []
         self.halt: Any = None
@@ -325,46 +336,60 @@ class RlvitalsCallback(TrainerCallback):
         return cfg
 
     def _groups(self, batch: GroupBatch) -> None:
-        self.monitor.observe(
-            batch.step,
-            batch.rewards,
-            batch.group_ids,
-            prompts=batch.prompts,
-            advantages=batch.advantages,
-            check=False,
+        self._take(
+            self.monitor.observe(
+                batch.step,
+                batch.rewards,
+                batch.group_ids,
+                prompts=batch.prompts,
+                advantages=batch.advantages,
+                check=False,
+            )
         )
+
+    def _take(self, result: Any) -> None:
+        """Keep what a monitor call judged: new findings (at the step checked), a halt."""
+        if result is None or not result.checked:
+            return
+        self.findings.extend((result.step, f) for f in result.new)
+        if result.halt is not None and self.halt is None:
+            self.halt = result.halt
 
     def _maybe_check(self, step: int, logs: dict[str, Any] | None, control: Any) -> None:
         """Feed a log row; at a check step (the same on every rank) run the doctor on the main
         process and share its halt decision."""
         every = self.doctor_every
-        # the next multiple of doctor_every since the last check, the same on every rank
-        due = bool(every) and self.halt is None and step // every > (self._last_check or 0) // every
-        if self._is_main and logs:
-            self.monitor.observe(step, values=logs, check=False)
-        if not due:
-            return
-        self._last_check = step
-        halt = False
+        # the next multiple of doctor_every since the last check, the same on every rank (no
+        # rank-local state here: a rank that skipped a collective the others run would hang)
+        due = (
+            bool(every)
+            and self.halted_at is None
+            and step // every > (self._last_check or 0) // every
+        )
         if self._is_main:
-            halt = bool(self.guard.run("running the doctor", self._check, step, default=False))
+            if logs:
+                self._take(self.monitor.observe(step, values=logs, check=False))
+            elif not due and self.monitor.background:
+                self._take(self.monitor.poll())  # a step without a log row: answers so far
+        if not (due or self._share_every_step):
+            return
+        if due:
+            self._last_check = step
+            if self._is_main:
+                self.guard.run("running the doctor", self._check, step)
+        halt = self._is_main and self.halt is not None
         if self.guard.run("sharing the halt decision", _agree, halt, default=False):
             control.should_training_stop = True
+            if self.halted_at is None:
+                self.halted_at = step
 
-    def _check(self, step: int) -> bool:
-        """One monitor check; True when training must stop."""
-        result = self.monitor.observe(step, check=True)
-        self.findings.extend((step, f) for f in result.new)
-        if result.halt is not None:
-            self.halt = result.halt
-            self.halted_at = step
-            return True
-        return False
+    def _check(self, step: int) -> None:
+        """One monitor check (in background mode: handed over; earlier answers judged)."""
+        self._take(self.monitor.observe(step, check=True))
 
     def _final_check(self, step: int) -> None:
         if self.monitor.n_steps and step != self._last_check:
-            result = self.monitor.check()
-            self.findings.extend((step, f) for f in result.new)
+            self._take(self.monitor.check())
 
     def _checkpoints(self) -> list[tuple[int, str]]:
         out = []
@@ -421,29 +446,28 @@ def _tap_batch(trainer: Any, box: dict[str, Any], callback: RlvitalsCallback) ->
     rewards_per_func = box.get("rewards_per_func")
     if rewards_per_func is None:
         return
-    mode = "train" if trainer.model.training else "eval"
-    if mode != "train" or not callback.record_groups or not callback._is_main:
-        return  # what rlvitals_groups would drop: nothing to compute
-    start, cpu_start = time.perf_counter(), time.thread_time()
-    try:
-        with _quiet():
-            rewards = combined_rewards(rewards_per_func, trainer.reward_weights)
-            n = int(rewards.shape[0])
-            g = trainer.num_generations
-            adv = global_advantages_from_logs(trainer, n)
-            batch = GroupBatch(
-                step=int(trainer.state.global_step) + 1,
-                mode=mode,
-                rewards=rewards,
-                group_ids=_group_ids(n, g),
-                group_size=g,
-                prompts=group_prompt_ids(trainer, n, g),
-                advantages=None if adv is None else np.array(adv, dtype=np.float64),
-            )
-    finally:  # the callback's own time includes reading the batch
-        callback.seconds += time.perf_counter() - start
-        callback.cpu_seconds += time.thread_time() - cpu_start
-    callback.rlvitals_groups(batch)
+    if not trainer.model.training or not callback.record_groups or not callback._is_main:
+        return  # what rlvitals_groups would drop (evaluation batches): nothing to compute
+    # timed as the callback's own, reading the batch included
+    callback._timed("recording groups", _read_batch, trainer, rewards_per_func, callback)
+
+
+def _read_batch(trainer: Any, rewards_per_func: Any, callback: RlvitalsCallback) -> None:
+    rewards = combined_rewards(rewards_per_func, trainer.reward_weights)
+    n = int(rewards.shape[0])
+    g = trainer.num_generations
+    adv = global_advantages_from_logs(trainer, n)
+    callback._groups(
+        GroupBatch(
+            step=int(trainer.state.global_step) + 1,
+            mode="train",
+            rewards=rewards,
+            group_ids=_group_ids(n, g),
+            group_size=g,
+            prompts=group_prompt_ids(trainer, n, g),
+            advantages=None if adv is None else np.array(adv, dtype=np.float64),
+        )
+    )
 
 
 _IDS: dict[tuple[int, int], np.ndarray] = {}
