@@ -54,6 +54,7 @@ _PIPE_SIZE = 1 << 20
 BATCH_MESSAGES = 64
 """Messages gathered before they are written even without a request (bounds the memory)."""
 _HEAD = struct.Struct("<Q")
+_READ = 1 << 20
 
 
 def wire(a: Any) -> Any:
@@ -269,7 +270,7 @@ class Checker:
     def _read(self) -> list[tuple[Any, Any]]:
         while self._r is not None:
             try:
-                chunk = os.read(self._r, 1 << 20)
+                chunk = os.read(self._r, _READ)
             except BlockingIOError:
                 break
             except OSError as e:
@@ -279,6 +280,8 @@ class Checker:
                 self._break("the helper process exited")
                 break
             self._inbox += chunk
+            if len(chunk) < _READ:
+                break  # the pipe is drained for now: no second system call to learn it
         out = []
         while len(self._inbox) >= _HEAD.size:
             (n,) = _HEAD.unpack_from(self._inbox)

@@ -37,6 +37,11 @@ no halt rule waits on it, fast checks skip the detectors already part of it two 
 (:data:`OPEN_BACKOFF`): a detector joining it is still told on time, its recovery may be told up
 to ``3 c - 1`` steps late.
 
+``background=True`` (the TRL callback's default) keeps steps 1 and 3 in a helper process
+(:mod:`rlvitals.integrations._checker`): the training process records, hands each step's data
+over and reads the answers without waiting; a check's alerts and halt then arrive at a later
+``observe`` (or :meth:`Monitor.poll`), normally the next one, dated at the step judged.
+
 Nothing here may stop or slow training: bad *arguments* raise at the call (they are bugs in the
 caller, as with the :class:`~rlvitals.Recorder`), everything else (a doctor error, a full disk,
 a sink that raises or hangs) is contained, reported once through ``logging`` and counted;
@@ -249,6 +254,7 @@ class Monitor:
         self._owed = 0  # a check fell due while one was in flight: 1 fast, 2 full
         self._checker: Any = None
         self._held: deque[int] = deque(maxlen=window)  # background mode: the window's steps
+        self._polled: int | None = None
         self._sent_configs: dict[int, Any] = {}
         if self.background:
             from rlvitals.integrations._checker import Checker
@@ -311,7 +317,8 @@ class Monitor:
         try:
             with _quiet():
                 got = None
-                if self._checker is not None:
+                if self._checker is not None and step != self._polled:
+                    self._polled = step  # once per step is soon enough (poll() any time)
                     got = self.guard.run("reading the helper's answers", self._collect)
                 if self.recorder is None and self.recording_dir is not None:
                     self.guard.run("opening the recording", self._open_recorder)
