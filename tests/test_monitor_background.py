@@ -193,3 +193,20 @@ def test_close_does_not_wait_for_the_helper_and_the_helper_exits():
     mon.close()
     assert time.perf_counter() - t < 1.0
     assert proc.wait(10) == 0  # it read to the end of its pipe and exited on its own
+
+
+def test_run_and_diagnose_read_the_helpers_window():
+    """``run()`` / ``diagnose()`` ask the helper, which holds the window: the same run as an
+    in-process monitor fed the same steps, even with a check owed when asked."""
+    here = Monitor(Manifest(trainer="t", group_size=G), sinks=[])
+    there = Monitor(Manifest(trainer="t", group_size=G), sinks=[], background=True)
+    assert there._checker.wait_ready(60.0)
+    for mon in (here, there):
+        _feed(mon, range(1, 50), collapse_from=30)
+    assert there.n_steps == here.n_steps == 49
+    a, b = here.run(), there.run()
+    assert b.steps.tolist() == a.steps.tolist() and list(b.series) == list(a.series)
+    assert all(b.series[k].tobytes() == v.tobytes() for k, v in a.series.items())
+    assert {f.id for f in there.diagnose().findings} == {f.id for f in here.diagnose().findings}
+    here.close()
+    there.close()

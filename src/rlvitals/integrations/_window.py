@@ -413,20 +413,8 @@ class StepWindow:
         p = min(1.0, max(0.0, (sg.reward_mean - lo) / (hi - lo)))
         own = np.clip((sg.own - lo) / (hi - lo), 0.0, 1.0)
         p_g = np.where(np.isfinite(own), own, p)
-        return {
-            "acr": acr,
-            "acr_solve_all": solve_all,
-            "acr_solve_none": solve_none,
-            "acr_flat": acr - solve_all - solve_none,
-            "n_groups": float(n),
-            "group_size": sg.size_mean,
-            "pass_rate": p,
-            "expected_acr": float(expected_collapse(p_g, sg.count).mean()),
-            "adv_std": sg.adv_std,
-            "adv_zero_frac": sg.adv_zero,
-            "reward_mean": sg.reward_mean,
-            "reward_std": sg.std_mean,
-        }
+        expected = float(expected_collapse(p_g, sg.count).mean())
+        return _step_series(sg, n, acr, solve_all, solve_none, p, expected)
 
     def _derive_small(self, sg: _StepGroups, lo: float, hi: float) -> dict[str, float]:
         """:meth:`_derive` of a step reduced by :meth:`_small` (lists): the same operations
@@ -447,20 +435,8 @@ class StepWindow:
         for own in sg.own:
             q = (own - lo) / span  # np.clip(q, 0, 1); NaN (no earlier steps) takes p
             p_g.append(p if q != q else (0.0 if q < 0.0 else 1.0 if q > 1.0 else q))
-        return {
-            "acr": acr,
-            "acr_solve_all": solve_all,
-            "acr_solve_none": solve_none,
-            "acr_flat": acr - solve_all - solve_none,
-            "n_groups": float(n),
-            "group_size": sg.size_mean,
-            "pass_rate": p,
-            "expected_acr": pairwise_sum(_expected(p_g, sg.count)) / n,
-            "adv_std": sg.adv_std,
-            "adv_zero_frac": sg.adv_zero,
-            "reward_mean": sg.reward_mean,
-            "reward_std": sg.std_mean,
-        }
+        expected = pairwise_sum(_expected(p_g, sg.count)) / n
+        return _step_series(sg, n, acr, solve_all, solve_none, p, expected)
 
     def _write(self, step: int, values: dict[str, float], row: int | None = None) -> None:
         if row is None:
@@ -537,6 +513,32 @@ class StepWindow:
         if not self.groups:
             return None
         return round(float(median([sg.size_mean for sg in self.groups.values()])))
+
+
+def _step_series(
+    sg: _StepGroups,
+    n: int,
+    acr: float,
+    solve_all: float,
+    solve_none: float,
+    pass_rate: float,
+    expected: float,
+) -> dict[str, float]:
+    """A step's group series (:data:`GROUP_SERIES` and :data:`FILL_SERIES`)."""
+    return {
+        "acr": acr,
+        "acr_solve_all": solve_all,
+        "acr_solve_none": solve_none,
+        "acr_flat": acr - solve_all - solve_none,
+        "n_groups": float(n),
+        "group_size": sg.size_mean,
+        "pass_rate": pass_rate,
+        "expected_acr": expected,
+        "adv_std": sg.adv_std,
+        "adv_zero_frac": sg.adv_zero,
+        "reward_mean": sg.reward_mean,
+        "reward_std": sg.std_mean,
+    }
 
 
 def known_range(manifest: Any) -> tuple[float, float] | None:

@@ -427,10 +427,19 @@ class Monitor:
         """The window as a :class:`Run` (what the doctor reads at a check; in background mode
         asked of the helper, which holds the window)."""
         if self._checker is not None:
-            packed = self.guard.run("reading the helper's window", self._ask, ("packed", None))
+            packed = self._ask(("packed", None))
             if isinstance(packed, tuple):
                 return run_of(packed)
-        return run_of(self._window.packed(self.manifest))
+            if isinstance(packed, BaseException):
+                raise RuntimeError(
+                    f"the monitor's helper process could not send its window: {packed}"
+                )
+            if self._checker is not None:
+                raise TimeoutError(
+                    f"the monitor's helper process did not send its window within "
+                    f"{DEFAULT_FLUSH_SECONDS:.0f} s"
+                )
+        return run_of(self._window.packed(self.manifest))  # (after a failure: from then on)
 
     def diagnose(self, *, fast: bool = False) -> Any:
         """:func:`rlvitals.doctor.diagnose` over the window (``fast``: only the detectors of
