@@ -210,3 +210,18 @@ def test_run_and_diagnose_read_the_helpers_window():
     assert {f.id for f in there.diagnose().findings} == {f.id for f in here.diagnose().findings}
     here.close()
     there.close()
+
+
+def test_the_helper_imports_nothing_from_the_trainers_folder(tmp_path, monkeypatch):
+    """A training script's folder may hold modules named like the ones the helper imports (a
+    ``numpy.py``): the helper does not look there, and imports the trainer's own rlvitals."""
+    (tmp_path / "numpy.py").write_text("raise ImportError('the trainer folder was searched')\n")
+    (tmp_path / "rlvitals").mkdir()
+    (tmp_path / "rlvitals" / "__init__.py").write_text("raise ImportError('another rlvitals')\n")
+    monkeypatch.chdir(tmp_path)
+    mon = Monitor(Manifest(trainer="t", group_size=G), sinks=[], background=True)
+    assert mon._checker is not None and mon._checker.wait_ready(60.0), mon.background_failure
+    _feed(mon, range(1, 61), collapse_from=31)
+    mon.flush(30.0)
+    assert [a.incident["onset_step"] for a in mon.alerts if a.kind == "opened"] == [31]
+    mon.close()

@@ -5,7 +5,7 @@ every few steps. On a tiny model that is several percent of a training step, and
 training process it is time the step waits for (a thread would hold the GIL just the same).
 In background mode the training process only hands the window over: the monitor pickles the
 :class:`~rlvitals.recording.run.Run` it would diagnose (a few tens of KB) into a pipe to a
-helper process, ``python -m rlvitals.integrations._checker``, which runs
+helper process (this module's :func:`main`, in the same interpreter), which runs
 :func:`rlvitals.doctor.diagnose` and sends back the findings and incidents. Everything else
 stays in the training process: the window, the recording, the incident tracker, the halt
 policy, the alerts and their sinks (W&B and trackio alerts, your callables, need it).
@@ -51,6 +51,23 @@ MAX_OUTBOX = 64 << 20
 """Bytes waiting for the pipe beyond which the helper is taken as stuck (broken)."""
 _PIPE_SIZE = 1 << 20
 """Pipe capacity asked for (Linux ``F_SETPIPE_SZ``; 1 MiB is the unprivileged maximum)."""
+_BOOT = """
+import importlib.util, os, sys
+package = sys.argv[1]
+if sys.path and sys.path[0] == "":
+    del sys.path[0]  # not the training script's folder: nothing in it shadows a module here
+spec = importlib.util.spec_from_file_location(
+    "rlvitals", os.path.join(package, "__init__.py"), submodule_search_locations=[package]
+)
+module = importlib.util.module_from_spec(spec)
+sys.modules["rlvitals"] = module
+spec.loader.exec_module(module)
+from rlvitals.integrations._checker import main
+sys.exit(main(sys.argv[2:]))
+"""
+"""The helper's start: the rlvitals package the training process imported (wherever it found
+it: an install, a source tree on its ``sys.path``), everything else from the interpreter's
+own path."""
 BATCH_MESSAGES = 64
 """Messages gathered before they are written even without a request (bounds the memory)."""
 _HEAD = struct.Struct("<Q")
@@ -108,19 +125,13 @@ class Checker:
         try:
             to_child, from_child = os.pipe(), os.pipe()
             child_fds = (to_child[0], from_child[1])
-            env = dict(os.environ)
-            # the helper imports this very rlvitals, wherever the training process found it
-            root = str(Path(__file__).resolve().parents[2])
-            env["PYTHONPATH"] = os.pathsep.join(
-                [root, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])]
-            )
+            package = str(Path(__file__).resolve().parents[1])  # this very rlvitals
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "rlvitals.integrations._checker", *map(str, child_fds)],
+                [sys.executable, "-c", _BOOT, package, *map(str, child_fds)],
                 pass_fds=child_fds,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
-                env=env,
                 start_new_session=True,  # a Ctrl-C at the terminal is the trainer's to handle
             )
         except (OSError, ValueError, subprocess.SubprocessError) as e:
