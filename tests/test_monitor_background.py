@@ -225,3 +225,10 @@ def test_the_helper_imports_nothing_from_the_trainers_folder(tmp_path, monkeypat
     mon.flush(30.0)
     assert [a.incident["onset_step"] for a in mon.alerts if a.kind == "opened"] == [31]
     mon.close()
+
+
+def test_closed_while_the_helper_starts_it_exits_cleanly():
+    mon = Monitor(Manifest(trainer="t", group_size=G), sinks=[], background=True)
+    proc = mon._checker.proc
+    mon.close()  # most likely before it said it is up: its imports take a few tenths of a s
+    assert proc.wait(10) == 0

@@ -374,6 +374,21 @@ def test_halt_policy_stops_training(tok, tmp_path, background):
     assert {f.id for _, f in cb2.findings} >= {"DEGENERATE_GROUPS"}
 
 
+def test_only_the_main_process_keeps_a_helper(tmp_path):
+    """Every rank builds the callback (and its monitor's helper); a rank other than the main
+    one neither records nor checks, so its monitor is closed at train begin and its helper
+    exits."""
+    import types
+
+    cb = RlvitalsCallback(tmp_path / "rec", sinks=[])
+    proc = cb.monitor._checker.proc
+    args = types.SimpleNamespace(output_dir=str(tmp_path / "out"), run_name=None)
+    state = types.SimpleNamespace(is_world_process_zero=False, global_step=0)
+    cb.on_train_begin(args, state, types.SimpleNamespace())
+    assert cb.monitor.closed and cb.recorder is None and not cb.guard.errors
+    assert proc.wait(10) == 0 and not (tmp_path / "rec").exists()
+
+
 def test_reward_breaking_at_step_k_halts_within_sustain_plus_two(tok, tmp_path):
     """Issue 13: a real tiny TRL run whose reward breaks at step K (every completion scores 0
     from then on) is stopped by the live guard within sustain + 2 steps of K, and the halt names

@@ -394,6 +394,13 @@ def main(argv: list[str] | None = None) -> int:
     r, w = int(args[0]), int(args[1])
     warnings.simplefilter("ignore")
     np.seterr(all="ignore")
+    try:
+        return _serve(r, w)
+    except BrokenPipeError:  # the training process went away (also while closing our end)
+        return 0
+
+
+def _serve(r: int, w: int) -> int:
     helper = _Helper()
     with os.fdopen(r, "rb") as inp, os.fdopen(w, "wb") as out:
         import rlvitals.detectors  # the catalogue, loaded before saying it is up

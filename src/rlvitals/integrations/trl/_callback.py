@@ -308,6 +308,7 @@ class RlvitalsCallback(TrainerCallback):
                 "RlvitalsCallback(...).attach(trainer); recording scalars only"
             )
         if not self._is_main:
+            self.monitor.close()  # the main process records and checks: no helper here
             return
         from rlvitals.recording import Recorder
 
