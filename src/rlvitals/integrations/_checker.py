@@ -144,8 +144,8 @@ class Checker:
         os.close(from_child[1])
         self._w, self._r = to_child[1], from_child[0]
         self.started_at = time.monotonic()
-        # a monitor dropped without close(): its pipes close, so the helper exits
-        self._finalizer = weakref.finalize(self, _close_fds, self._w, self._r)
+        # a monitor dropped without close(): its pipes close, so the helper exits (and is reaped)
+        self._finalizer = weakref.finalize(self, _let_go, self.proc, self._w, self._r)
         for fd in (self._w, self._r):
             os.set_blocking(fd, False)
             with contextlib.suppress(OSError, AttributeError):
@@ -164,11 +164,9 @@ class Checker:
         if self._finalizer is not None:
             self._finalizer.detach()
             self._finalizer = None
-        _close_fds(self._w, self._r)
-        self._w = self._r = None
         proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            threading.Thread(target=_reap, args=(proc,), name="rlvitals-reap", daemon=True).start()
+        _let_go(proc, self._w, self._r)
+        self._w = self._r = None
         if self.broken is None:
             self.broken = "closed"
 
@@ -315,6 +313,13 @@ class Checker:
                 self.in_flight = None
                 self.answered += 1
         return out
+
+
+def _let_go(proc: subprocess.Popen | None, *fds: int | None) -> None:
+    """Close our ends of the pipes (the helper exits on EOF) and reap it on a thread."""
+    _close_fds(*fds)
+    if proc is not None and proc.poll() is None:
+        threading.Thread(target=_reap, args=(proc,), name="rlvitals-reap", daemon=True).start()
 
 
 def _reap(proc: subprocess.Popen) -> None:
