@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from rlvitals._orjson import orjson_function
 from rlvitals.errors import InputError
 from rlvitals.importers._source import input_size, is_lenient, open_input
 from rlvitals.recording._memory import JSON_CHECK_BYTES, check_json, note_read
@@ -47,13 +47,7 @@ def fast_loads() -> Callable[[bytes], Any] | None:
     left: an integer beyond 64 bits becomes a float under orjson (the same float the builder
     would store; a step that large is refused either way).
     """
-    if os.environ.get("RLVITALS_JSON", "").lower() == "stdlib":
-        return None
-    try:
-        from orjson import loads
-    except ImportError:
-        return None
-    return loads
+    return orjson_function("loads")
 
 
 def iter_lines(path: Path, progress=None, size: Any = ...) -> Iterator[tuple[int, bytes, bool]]:

@@ -1,25 +1,26 @@
-"""The live monitor's doctor in a helper process (``Monitor(background=True)``).
+"""The live monitor's window and checks in a helper process (``Monitor(background=True)``).
 
 A check runs the doctor's detectors over the monitor's window: ~1-3 ms of Python and numpy,
-every few steps. On a tiny model that is several percent of a training step, and in the
-training process it is time the step waits for (a thread would hold the GIL just the same).
-In background mode the training process only hands the window over: the monitor pickles the
-:class:`~rlvitals.recording.run.Run` it would diagnose (a few tens of KB) into a pipe to a
-helper process (this module's :func:`main`, in the same interpreter), which runs
-:func:`rlvitals.doctor.diagnose` and sends back the findings and incidents. Everything else
-stays in the training process: the window, the recording, the incident tracker, the halt
-policy, the alerts and their sinks (W&B and trackio alerts, your callables, need it).
+every few steps, and reducing each step's groups into the window costs more on top. On a tiny
+model that is several percent of a training step, and in the training process it is time the
+step waits for (a thread would hold the GIL just the same). In background mode a helper
+process (this module's :func:`main`, started with the same interpreter and the training
+process's own rlvitals package) holds the window (:class:`~rlvitals.integrations._window.
+StepWindow`) and runs :func:`rlvitals.doctor.diagnose` over it when asked; it sends back the
+findings and incidents. The training process keeps the recording, the incident tracker, the
+halt policy, the alerts and their sinks (W&B and trackio alerts, your callables, need it).
 
-What the training process pays per check: building the window's run and writing it to the pipe
-(non-blocking: what the pipe does not take waits in memory for the next call), and reading
-whatever results arrived (non-blocking). It never waits for the helper, except in
-:meth:`Checker.wait` (``Monitor.flush`` / ``close``, bounded by a timeout).
+What the training process pays: per step, converting its arrays to bytes and queueing them
+(:meth:`Checker.send`); per check, writing the queued steps and the request in one write to the
+pipe (non-blocking: what the pipe does not take waits in memory for the next call); per step,
+reading whatever answers arrived (non-blocking). It never waits for the helper except in
+:meth:`Checker.wait` (``Monitor.check``, ``run``, ``flush``, ``close``, bounded by a timeout).
 
-One check is in flight at a time; a check that falls due meanwhile is sent once the result is
+One request is in flight at a time; a check that falls due meanwhile is sent once the answer is
 in, with the window as it is then (so a slow helper delays checks, it never queues them up).
-The helper is stateless but for the configs it was sent: if it cannot start, dies, or does not
-answer within :data:`HANG_SECONDS`, the checker is *broken*, the monitor says so once and
-checks in the training process from then on.
+If the helper cannot start, dies, does not answer within :data:`HANG_SECONDS`, or cannot be
+sent something, the checker is *broken*: the monitor says so once and holds the window and the
+checks in the training process from the next step on (the helper's window is lost).
 
 The helper's standard streams go to ``/dev/null``: it talks only through its two pipes (the
 descriptors named on its command line), so nothing it prints can reach the training logs. It
@@ -72,18 +73,6 @@ BATCH_MESSAGES = 64
 """Messages gathered before they are written even without a request (bounds the memory)."""
 _HEAD = struct.Struct("<Q")
 _READ = 1 << 20
-
-
-def wire(a: Any) -> Any:
-    """A 1-D numpy array as ``(dtype, bytes)`` (cheaper to pickle than the array); None kept."""
-    return None if a is None else (a.dtype.str, a.tobytes())
-
-
-def unwire(w: Any) -> Any:
-    """The array of :func:`wire` (read-only)."""
-    import numpy as np
-
-    return None if w is None else np.frombuffer(w[1], dtype=w[0])
 
 
 class Checker:
@@ -255,7 +244,7 @@ class Checker:
         return out
 
     def wait(self, timeout: float) -> list[tuple[Any, Any]]:
-        """Wait at most ``timeout`` s for the check in flight; what :meth:`poll` returns."""
+        """Wait at most ``timeout`` s for the request in flight; what :meth:`poll` returns."""
         deadline = time.monotonic() + timeout
         out = self.poll()
         while self.in_flight is not None and self.usable:
@@ -346,31 +335,38 @@ class _Helper:
     """The helper's state: the window (as the monitor would hold it), the manifest, configs."""
 
     def __init__(self) -> None:
+        # what it works with, imported (the catalogue loaded) before the helper says it is up
+        from rlvitals import doctor
+        from rlvitals.detectors import load_all
+        from rlvitals.integrations import _window
+
+        load_all()
+        self.doctor, self.w = doctor, _window
         self.window: Any = None
         self.manifest: Any = None
-        self.configs: dict[int, tuple[Any, Any]] = {}
+        self.configs: dict[Any, tuple[Any, Any]] = {}
 
     def take(self, message: tuple) -> tuple[int, Any] | None:
         """Apply one message; ``(request id, answer)`` for a question, an error report for
         data it could not read, else None."""
-        from rlvitals.doctor import diagnose, prepare
-        from rlvitals.integrations._window import StepWindow, known_range, run_of
-
         kind = message[0]
         if kind == "init":
             _, size, tau, self.manifest = message
-            self.window = StepWindow(size, tau=tau, reward_range=known_range(self.manifest))
+            self.window = self.w.StepWindow(
+                size, tau=tau, reward_range=self.w.known_range(self.manifest)
+            )
         elif kind == "manifest":
             self.manifest = message[1]
-            self.window.known_range = known_range(self.manifest)
+            self.window.known_range = self.w.known_range(self.manifest)
         elif kind == "config":
             _, key, config = message
-            self.configs[key] = (config, prepare(config))
+            self.configs[key] = (config, self.doctor.prepare(config))
         elif kind in ("groups", "scalars"):
             site = "reading the groups" if kind == "groups" else "reading the scalars"
             try:
                 if kind == "groups":
                     _, step, r, g, prompts, adv = message
+                    unwire = self.w.unwire
                     self.window.add_groups(step, unwire(r), unwire(g), prompts, unwire(adv))
                 else:
                     self.window.add_scalars(*message[1:])
@@ -383,8 +379,9 @@ class _Helper:
                     return req, self.window.packed(self.manifest)
                 config, prepared = self.configs[key]
                 self.window.close_step()
-                run = run_of(self.window.packed(self.manifest))
-                d = diagnose(run, config, prepared=prepared, explain=False)
+                d = self.doctor.diagnose(
+                    self.window.run(self.manifest), config, prepared=prepared, explain=False
+                )
                 return req, (list(d.findings), list(d.detectors), list(d.incidents))
             except Exception as e:  # the monitor contains and reports it, as in-process
                 return req, RuntimeError(f"{type(e).__name__}: {e}")
@@ -408,10 +405,6 @@ def main(argv: list[str] | None = None) -> int:
 def _serve(r: int, w: int) -> int:
     helper = _Helper()
     with os.fdopen(r, "rb") as inp, os.fdopen(w, "wb") as out:
-        import rlvitals.detectors  # the catalogue, loaded before saying it is up
-        import rlvitals.doctor
-
-        rlvitals.detectors.load_all()
 
         def say(req: int, answer: Any) -> bool:
             try:

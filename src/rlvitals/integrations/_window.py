@@ -38,7 +38,16 @@ from rlvitals.signal._small import Plan, pairwise_sum, small_step, spread
 from rlvitals.signal.advantages import DEFAULT_EPS, ZERO_ATOL
 from rlvitals.vitals.groups import NEIGHBOURS
 
-__all__ = ["GROUP_SERIES", "MAX_COLUMNS", "MAX_PROMPTS", "StepWindow", "known_range", "run_of"]
+__all__ = [
+    "GROUP_SERIES",
+    "MAX_COLUMNS",
+    "MAX_PROMPTS",
+    "StepWindow",
+    "known_range",
+    "run_of",
+    "unwire",
+    "wire",
+]
 
 MAX_COLUMNS = 512
 """Distinct scalar keys kept; later new keys are ignored (counted in ``dropped_keys``)."""
@@ -470,18 +479,30 @@ class StepWindow:
         esteps, eseries = self.eval.table()
         return steps, series, esteps, eseries
 
-    def packed(self, manifest: Any) -> tuple:
-        """The window, with ``manifest``'s gaps (reward range, G) filled from its groups, in a
-        few objects: what :func:`run_of` makes a :class:`Run` of (a background check pickles
-        it: one array per table, not one per series)."""
+    def run(self, manifest: Any) -> Run:
+        """The window as the :class:`Run` the doctor reads, ``manifest``'s gaps (reward range,
+        G) filled from its groups."""
         steps, series, esteps, eseries = self.tables()
+        return Run(
+            manifest=self.manifest_for(manifest),
+            steps=steps,
+            series=series,
+            eval_steps=esteps,
+            eval_series=eseries,
+            unknown_keys=list(self.unknown),
+        )
+
+    def packed(self, manifest: Any) -> tuple:
+        """:meth:`run` in a few objects, to be pickled (one array per table, not one per
+        series); :func:`run_of` unpacks it."""
+        r = self.run(manifest)
         return (
-            self.manifest_for(manifest),
-            steps,
-            _pack(series),
-            esteps,
-            _pack(eseries),
-            list(self.unknown),
+            r.manifest,
+            r.steps,
+            _pack(r.series),
+            r.eval_steps,
+            _pack(r.eval_series),
+            r.unknown_keys,
         )
 
     def manifest_for(self, m: Any) -> Any:
@@ -493,11 +514,14 @@ class StepWindow:
                 fill["reward_min"], fill["reward_max"] = self.reward_range()
             if m.group_size is None:
                 fill["group_size"] = self.typical_group_size()
-        key = (id(m), tuple(fill.items()))
+        key = tuple(fill.items())
         hit = self._manifest_cache
-        if hit is None or hit[0] != key or hit[1] is not m:
-            out = dataclasses.replace(m, config=dict(m.config), **fill)
-            hit = self._manifest_cache = (key, m, out)
+        if hit is None or hit[0] is not m or hit[1] != key:
+            hit = self._manifest_cache = (
+                m,
+                key,
+                dataclasses.replace(m, config=dict(m.config), **fill),
+            )
         return hit[2]
 
     @property
@@ -547,6 +571,16 @@ def known_range(manifest: Any) -> tuple[float, float] | None:
     if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi) and hi > lo):
         return None
     return float(lo), float(hi)
+
+
+def wire(a: np.ndarray | None) -> tuple[str, bytes] | None:
+    """A 1-D array as ``(dtype, bytes)``, cheaper to pickle than the array; None kept."""
+    return None if a is None else (a.dtype.str, a.tobytes())
+
+
+def unwire(w: tuple[str, bytes] | None) -> np.ndarray | None:
+    """The (read-only) array of :func:`wire`."""
+    return None if w is None else np.frombuffer(w[1], dtype=w[0])
 
 
 def _pack(series: dict[str, np.ndarray]) -> tuple[list[str], np.ndarray | None]:

@@ -81,7 +81,6 @@ from typing import Any
 
 import numpy as np
 
-from rlvitals.integrations._checker import wire
 from rlvitals.integrations._guard import Guard
 from rlvitals.integrations._window import (
     StepWindow,
@@ -89,6 +88,7 @@ from rlvitals.integrations._window import (
     known_range,
     plain_scalars,
     run_of,
+    wire,
 )
 from rlvitals.recording.run import Manifest, Run
 
@@ -121,7 +121,6 @@ OPEN_BACKOFF = 3
 many runs the detectors already part of it: the others run only those that could still join
 it. The collapse detectors cost most during a collapse, when they have least new to say."""
 _UNSET = object()
-_PARTIALS_KEPT = 32
 DEFAULT_FLUSH_SECONDS = 10.0
 """Background mode: how long ``flush``/``check`` wait for the check in flight."""
 ALERTS_KEPT = 1000
@@ -255,15 +254,15 @@ class Monitor:
         self._checker: Any = None
         self._held: deque[int] = deque(maxlen=window)  # background mode: the window's steps
         self._polled: int | None = None
-        self._sent_configs: dict[int, Any] = {}
+        self._sent_configs: set[tuple[str, ...] | None] = set()
         if self.background:
             from rlvitals.integrations._checker import Checker
 
-            checker = Checker()
-            if checker.start() and checker.send(("init", window, tau, self.manifest), now=True):
-                self._checker = checker  # it imports while the run starts; requests wait
-            else:
-                self._checker = checker
+            self._checker = Checker()  # it imports while the run starts; requests wait
+            if not (
+                self._checker.start()
+                and self._checker.send(("init", window, tau, self.manifest), now=True)
+            ):
                 self._checker_broke()
 
     # -- feeding ------------------------------------------------------------------------------
@@ -439,7 +438,7 @@ class Monitor:
                     f"the monitor's helper process did not send its window within "
                     f"{DEFAULT_FLUSH_SECONDS:.0f} s"
                 )
-        return run_of(self._window.packed(self.manifest))  # (after a failure: from then on)
+        return self._window.run(self.manifest)  # (after a helper's failure: from then on)
 
     def diagnose(self, *, fast: bool = False) -> Any:
         """:func:`rlvitals.doctor.diagnose` over the window (``fast``: only the detectors of
@@ -508,7 +507,7 @@ class Monitor:
 
         with _quiet():
             diagnosis = diagnose(
-                run_of(self._window.packed(self.manifest)),
+                self._window.run(self.manifest),
                 config,
                 prepared=self._prepared(config),
                 explain=False,
@@ -561,11 +560,12 @@ class Monitor:
         self._checker_broke()
         return False
 
-    def _config_key(self, config: Any) -> int:
-        """The helper's name for ``config`` (sent once)."""
-        key = id(config)
+    def _config_key(self, config: Any) -> tuple[str, ...] | None:
+        """The helper's name for ``config`` (sent once): its selection. Every config a check
+        uses is the full one or it with another ``select`` (:meth:`_fast`, :meth:`_partial`)."""
+        key = None if config.select is None else tuple(config.select)
         if key not in self._sent_configs:
-            self._sent_configs[key] = config  # kept alive: the id stays its own
+            self._sent_configs.add(key)
             self._checker.send(("config", key, config))
         return key
 
@@ -596,9 +596,8 @@ class Monitor:
         checker = self._checker
         if checker is None or not checker.ask(request, None):
             return None
-        for _, answer in checker.wait(DEFAULT_FLUSH_SECONDS):
-            return answer
-        return None
+        answers = checker.wait(DEFAULT_FLUSH_SECONDS)  # nothing else was in flight
+        return answers[0][1] if answers else None
 
     def _collect(self) -> MonitorCheck | None:
         """Judge the answers the helper sent since the last call (without waiting)."""
@@ -653,17 +652,14 @@ class Monitor:
     def poll(self) -> MonitorCheck | None:
         """Background mode: judge the checks the helper answered since the last call (alerts,
         halt) without waiting; None when nothing arrived. ``observe`` does this too."""
-        try:
-            with _quiet():
-                return self.guard.run("reading the helper's answers", self._collect)
-        except Exception:  # pragma: no cover - guard.run contains everything
-            return None
+        with _quiet():
+            return self.guard.run("reading the helper's answers", self._collect)
 
     def _prepared(self, config: Any) -> Any:
-        """:func:`rlvitals.doctor.prepare` of a check's config, once per config object (the
-        full one, the fast one, the partial ones of an open collapse: each made once)."""
-        hit = self._plans.get(id(config))  # the plan holds the config: its id stays its own
-        if hit is None:
+        """:func:`rlvitals.doctor.prepare` of a check's config, once per config (the full one,
+        the fast one, the partial ones of an open collapse: each made once)."""
+        hit = self._plans.get(id(config))
+        if hit is None or hit.config is not config:
             from rlvitals.doctor import prepare
 
             hit = self._plans[id(config)] = prepare(config)
@@ -685,13 +681,11 @@ class Monitor:
         ids = [d for d in config.select if d not in told]
         if not ids:
             return None, True
-        key = tuple(ids)
+        if len(ids) == len(config.select):
+            return config, True  # nothing told is selected here: the fast config itself
+        key = tuple(ids)  # subsets of the fast detectors: a handful at most, each made once
         part = self._partial_configs.get(key)
         if part is None:
-            if len(self._partial_configs) >= _PARTIALS_KEPT:
-                for old in self._partial_configs.values():
-                    self._plans.pop(id(old), None)
-                self._partial_configs.clear()
             part = self._partial_configs[key] = dataclasses.replace(config, select=ids)
         return part, True
 

@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from rlvitals._orjson import orjson_function
+
 __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
@@ -344,13 +346,7 @@ def _fast_dumps() -> Any:
     ``RLVITALS_JSON=stdlib`` or it is missing; looked up on the first scalars row. It writes
     NaN and inf as ``null``, so rows holding one take ``json.dumps`` (bare ``NaN``)."""
     if not _DUMPS:
-        dumps = None
-        if os.environ.get("RLVITALS_JSON", "").lower() != "stdlib":
-            try:
-                from orjson import dumps
-            except ImportError:
-                dumps = None
-        _DUMPS.append(dumps)
+        _DUMPS.append(orjson_function("dumps"))
     return _DUMPS[0]
 
 

@@ -14,11 +14,12 @@ Facts about TRL 1.16's ``GRPOTrainer`` this relies on (``_generate_and_score_com
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["GroupBatch", "combined_rewards", "group_prompt_ids", "process_slice"]
+__all__ = ["GroupBatch", "combined_rewards", "group_ids", "group_prompt_ids", "process_slice"]
 
 PROMPT_ID_HEX = 12
 """Length of the hexadecimal prompt id recorded per group (a SHA-1 prefix of the prompt)."""
@@ -97,22 +98,25 @@ def replace_logged_advantages(trainer: Any, values: list[float]) -> None:
     dq.extend(values)
 
 
-_IDS: dict[str, str] = {}
-_IDS_MAX = 1 << 14
-
-
 def _prompt_id(prompt: Any) -> str:
     """A SHA-1 prefix of ``repr(prompt)``; remembered for text prompts (a run samples the same
     prompts again and again; chat prompts, lists of messages, are hashed each time)."""
-    if type(prompt) is not str:
-        return _sha(prompt)
-    pid = _IDS.get(prompt)
-    if pid is None:
-        if len(_IDS) >= _IDS_MAX:
-            _IDS.clear()
-        pid = _IDS[prompt] = _sha(prompt)
-    return pid
+    return _text_prompt_id(prompt) if type(prompt) is str else _sha(prompt)
 
 
 def _sha(prompt: Any) -> str:
     return hashlib.sha1(repr(prompt).encode("utf-8")).hexdigest()[:PROMPT_ID_HEX]
+
+
+_text_prompt_id = functools.lru_cache(maxsize=1 << 14)(_sha)
+
+
+@functools.lru_cache(maxsize=16)
+def group_ids(n_total: int, group_size: int) -> Any:
+    """``row // G`` for a batch of ``n_total`` rows (a read-only int64 array, made once per
+    shape: TRL's groups are consecutive runs of G rows)."""
+    import numpy as np
+
+    ids = np.arange(n_total, dtype=np.int64) // group_size
+    ids.flags.writeable = False
+    return ids

@@ -57,6 +57,7 @@ from rlvitals.integrations.trl._batch import (
     GroupBatch,
     combined_rewards,
     global_advantages_from_logs,
+    group_ids,
     group_prompt_ids,
 )
 
@@ -463,26 +464,12 @@ def _read_batch(trainer: Any, rewards_per_func: Any, callback: RlvitalsCallback)
             step=int(trainer.state.global_step) + 1,
             mode="train",
             rewards=rewards,
-            group_ids=_group_ids(n, g),
+            group_ids=group_ids(n, g),
             group_size=g,
             prompts=group_prompt_ids(trainer, n, g),
             advantages=None if adv is None else np.array(adv, dtype=np.float64),
         )
     )
-
-
-_IDS: dict[tuple[int, int], np.ndarray] = {}
-
-
-def _group_ids(n: int, g: int) -> np.ndarray:
-    """``row // G`` for a batch of ``n`` rows (read-only, made once per shape)."""
-    ids = _IDS.get((n, g))
-    if ids is None:
-        if len(_IDS) >= 16:
-            _IDS.clear()
-        ids = _IDS[(n, g)] = np.arange(n, dtype=np.int64) // g
-        ids.flags.writeable = False
-    return ids
 
 
 # -- small helpers ----------------------------------------------------------------------------
