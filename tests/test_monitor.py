@@ -362,3 +362,50 @@ def test_observe_contains_everything_but_bad_arguments(tmp_path, caplog):
         r.getMessage() for r in caplog.records if "running the doctor failed" in r.getMessage()
     ]
     assert len(reports) == 1 and mon.guard.errors["running the doctor"] == 3
+
+
+def test_monitor_records_what_the_recorder_records(tmp_path):
+    """The monitor writes through the recorder's private paths (its arguments are checked
+    once, by the monitor): the groups stream is byte for byte the public ``log_groups`` one,
+    the scalars rows read back the same, for every input kind the monitor takes."""
+    import torch
+
+    from rlvitals.recording import Recorder
+
+    rng = np.random.default_rng(5)
+    steps = []
+    for s in range(1, 9):
+        r = rng.random(12)
+        r[rng.random(12) < 0.2] = np.nan
+        g = rng.permutation(np.repeat(np.arange(4), 3))  # not in sorted-id order
+        kinds = [
+            r.astype(np.float32),
+            r.astype(">f8"),  # big-endian
+            r.astype(np.float16),
+            torch.from_numpy(r.astype(np.float32)),
+            (r > 0.5).astype(np.int64),  # integer rewards become float64
+        ]
+        adv = [rng.standard_normal(12), rng.integers(-3, 3, 12).astype(np.int16), None][s % 3]
+        prompts = [[f"p{j}" for j in range(4)], np.arange(4) + s, None][s % 3]
+        values = {"loss": float(rng.random()), "grad_norm": np.float32(0.5), "n": 3}
+        if s == 4:
+            values["note"] = "text"  # not a number: the recorder skips and counts it
+        if s == 5:
+            values[7] = 1.0  # a key that is not a str
+        steps.append((s, kinds[s % len(kinds)], g, adv, prompts, values))
+    mon = Monitor(Manifest(trainer="test"), recording_dir=tmp_path / "mon", sinks=[], check_every=0)
+    with Recorder(tmp_path / "pub", Manifest(trainer="test")) as pub:
+        for s, r, g, adv, prompts, values in steps:
+            mon.observe(s, r, g, prompts=prompts, advantages=adv, values=values, check=False)
+            pub.log_groups(s, r, g, prompts=prompts, advantages=adv)
+            pub.log_scalars(s, values)
+        mon_stats, pub_stats = mon.recorder.stats, pub.stats
+    mon.close()
+    a, b = (sorted((tmp_path / d).rglob("groups*")) for d in ("mon", "pub"))
+    assert [p.name for p in a] == [p.name for p in b] and a
+    assert [p.read_bytes() for p in a] == [p.read_bytes() for p in b]
+    live, public = read_recording(tmp_path / "mon"), read_recording(tmp_path / "pub")
+    assert live.series.keys() == public.series.keys() and "7" in live.series
+    for name in live.series:
+        np.testing.assert_array_equal(live.series[name], public.series[name], err_msg=name)
+    assert mon_stats["skipped_values"] == pub_stats["skipped_values"] == 1

@@ -797,3 +797,24 @@ def test_fuzzed_recordings_read_or_raise_input_error(small_recording, target, mu
             assert run.manifest.format == "recording"
             if run.groups is not None:
                 assert run.groups.offsets[-1] == run.groups.rewards.shape[0]
+
+
+def test_short_writes_are_completed(tmp_path, monkeypatch):
+    """``os.write`` may take part of a record (a signal, a full pipe): the rest follows."""
+    from rlvitals.recording import _files
+
+    real = os.write
+    calls = []
+
+    def short(fd, data):
+        calls.append(len(data))
+        return real(fd, bytes(data[: max(1, len(data) // 3)]))
+
+    path = tmp_path / "f"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+    monkeypatch.setattr(_files.os, "write", short)
+    _files.write_all(fd, b"0123456789" * 10)
+    _files.write_all(fd, b"")
+    os.close(fd)
+    assert path.read_bytes() == b"0123456789" * 10
+    assert len(calls) > 3

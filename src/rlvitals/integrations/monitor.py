@@ -74,7 +74,7 @@ import threading
 import time
 import warnings
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,6 +91,7 @@ from rlvitals.integrations._window import (
     wire,
 )
 from rlvitals.recording.run import Manifest, Run
+from rlvitals.recording.writer import Recorder
 
 __all__ = [
     "DEFAULT_CHECK_EVERY",
@@ -309,7 +310,7 @@ class Monitor:
         start = time.perf_counter()
         step = _check_step(step)
         if values:
-            scalars = {**values, **scalars}
+            scalars = {**values, **scalars} if scalars else values  # read here, never kept
         groups = None
         if rewards is not None:
             groups = _groups(rewards, group_ids, advantages, lengths)
@@ -334,10 +335,9 @@ class Monitor:
                             "reading the groups", self._window.add_groups, step, r, g, prompts, adv
                         )
                 if scalars:
-                    self.guard.run("recording scalars", self._record_scalars, step, scalars)
-                    sent = self._checker is not None and self._feed(
-                        ("scalars", step, plain_scalars(scalars))
-                    )
+                    plain = plain_scalars(scalars)
+                    self.guard.run("recording scalars", self._record_scalars, step, scalars, plain)
+                    sent = self._checker is not None and self._feed(("scalars", step, plain))
                     if not sent:
                         self.guard.run(
                             "reading the scalars", self._window.add_scalars, step, scalars
@@ -604,7 +604,10 @@ class Monitor:
         checker = self._checker
         if checker is None or checker.proc is None:
             return None
-        return self._answers(checker.poll())
+        answers = checker.poll()
+        if not answers and not checker.problems and checker.broken is None and not self._owed:
+            return None  # most steps: nothing came, nothing is owed
+        return self._answers(answers)
 
     def _answers(self, answers: list) -> MonitorCheck | None:
         out = None
@@ -787,12 +790,22 @@ class Monitor:
         self._own_recorder = True
 
     def _record_groups(self, step, r, g, prompts, adv, lens) -> None:
-        if self.recorder is not None:
-            self.recorder.log_groups(step, r, g, prompts=prompts, lengths=lens, advantages=adv)
+        rec = self.recorder
+        if rec is None:
+            return
+        if type(rec) is Recorder:  # checked by _groups already: the recorder's own checks skipped
+            rec._log_host_groups(step, r, g, prompts, lens, adv)
+        else:
+            rec.log_groups(step, r, g, prompts=prompts, lengths=lens, advantages=adv)
 
-    def _record_scalars(self, step: int, scalars: dict[str, Any]) -> None:
-        if self.recorder is not None:
-            self.recorder.log_scalars(step, scalars)
+    def _record_scalars(self, step: int, scalars: dict[str, Any], plain: dict) -> None:
+        rec = self.recorder
+        if rec is None:
+            return
+        if type(rec) is Recorder and len(plain) == len(scalars):  # every value a number
+            rec._log_floats(step, plain)
+        else:
+            rec.log_scalars(step, scalars)
 
     # -- the end ------------------------------------------------------------------------------
 
@@ -922,18 +935,33 @@ def _groups(rewards: Any, group_ids: Any, advantages: Any, lengths: Any) -> tupl
 _QUIET = threading.local()
 
 
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
+class _Silence:
+    """The outermost :func:`_quiet`: warnings ignored, numpy's floating-point errors too."""
+
+    __slots__ = ("_errstate", "_warnings")
+
+    def __enter__(self) -> None:
+        self._warnings = warnings.catch_warnings()
+        self._warnings.__enter__()
+        warnings.simplefilter("ignore")
+        self._errstate = np.errstate(all="ignore")
+        self._errstate.__enter__()
+        _QUIET.on = True
+
+    def __exit__(self, *exc: object) -> None:
+        _QUIET.on = False
+        try:
+            self._errstate.__exit__(*exc)
+        finally:
+            self._warnings.__exit__(*exc)
+
+
+_NESTED = contextlib.nullcontext()
+
+
+def _quiet() -> contextlib.AbstractContextManager[None]:
     """No warning from inside the monitor reaches the caller's warning filters (``-W error``
     would make it an exception in the training loop); numpy's floating-point ones included.
-    Re-entrant: a nested use (a hook calling the monitor) costs nothing."""
-    if getattr(_QUIET, "on", False):
-        yield
-        return
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        _QUIET.on = True
-        try:
-            yield
-        finally:
-            _QUIET.on = False
+    Re-entrant: a nested use (a hook calling the monitor) is a shared no-op (it runs several
+    times a step: no generator, no new object)."""
+    return _NESTED if getattr(_QUIET, "on", False) else _Silence()

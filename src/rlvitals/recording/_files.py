@@ -30,7 +30,12 @@ _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 
 def write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
+    n = os.write(fd, data)
+    if n == len(data):  # the usual case: one system call, no view
+        return
+    if n <= 0:
+        raise OSError("write returned 0 bytes")
+    view = memoryview(data)[n:]
     while view:
         n = os.write(fd, view)
         if n <= 0:

@@ -334,6 +334,8 @@ class StreamWriter:
 
     def _report_drops(self, force: bool = False) -> None:
         """Write one ``dropped`` event for losses not reported yet (caller holds the lock)."""
+        if not any(self.unreported.values()):  # every write asks: most often nothing to tell
+            return
         with self.count_lock:
             if not any(self.unreported.values()) or self.stopped is not None:
                 return

@@ -130,9 +130,16 @@ class Recorder:
                 self._writer.skipped_value(key)
                 continue
             clean[str(key)] = x
-        if not clean:
-            return
-        self._writer.submit("scalars", fmt.encode_scalars(step, clean))
+        if clean:
+            self._writer.submit("scalars", fmt.encode_scalars(step, clean))
+
+    def _log_floats(self, step: int, values: dict[Any, float]) -> None:
+        """:meth:`log_scalars` of an int step and values already converted to floats (the live
+        monitor's :func:`~rlvitals.integrations._window.plain_scalars` did it)."""
+        if not all(type(k) is str for k in values):
+            values = {str(k): v for k, v in values.items()}
+        if values:
+            self._writer.submit("scalars", fmt.encode_scalars(step, values))
 
     def log_groups(
         self,
@@ -173,8 +180,29 @@ class Recorder:
                 if a.shape != (n,):
                     raise ValueError(f"{name} must have shape ({n},) like rewards, got {a.shape}")
                 extra[name] = a
+        self._log_host_groups(step, r, g, prompts, extra.get("lengths"), extra.get("advantages"))
+
+    def _log_host_groups(
+        self,
+        step: int,
+        r: np.ndarray,
+        g: np.ndarray,
+        prompts: Any,
+        lengths: np.ndarray | None,
+        advantages: np.ndarray | None,
+    ) -> None:
+        """:meth:`log_groups` of arguments already checked: an int step, ``(n,)`` host numpy
+        arrays of one length, ``r`` float32 or float64 (the live monitor checked them)."""
+        n = r.shape[0]
         if n == 0:
             return
+        if r.dtype.byteorder == ">":
+            r = _float_rows(r)
+        extra = {}
+        if lengths is not None:
+            extra["lengths"] = _numeric_rows(lengths)
+        if advantages is not None:
+            extra["advantages"] = _numeric_rows(advantages)
         order, sizes = _layout(g)
         if order is not None:
             r = r[order]
