@@ -19,7 +19,9 @@ Guard overhead (``--part guard``): TRL's own ``GRPOTrainer``, the same seed and 
 every 3 steps, the catalogue every 15, the window and the checks in the helper process), and the
 same with ``background=False`` (all of it in the training process), rotating so that the
 machine's load hits all alike. Printed per variant: the median CPU time of the training process
-and its ratio to the plain runs (target <= 1.02), the wall-time ratio, the callback's own CPU
+and its ratio to the plain runs (target <= 1.02), the wall-time ratio, the ratios of the runs
+of one round (paired: a slow spell of the machine hits both; their median and middle half say
+how far the ratio of medians can be trusted; not the target), the callback's own CPU
 time as a share of its run (the same quantity measured inside the run, far less noisy), and the
 helper process's CPU time for its window and checks (spent on another core).
 
@@ -184,10 +186,15 @@ def guard_overhead(h, a: argparse.Namespace) -> bool:
         helper = statistics.median(r["helper_cpu"] for r in rs)
         fallbacks = sum(r["fallback"] is not None for r in rs)
         ratio = cpu / base
+        # the same round's runs paired: a slow spell of the machine hits both of a pair
+        paired = sorted(r["cpu"] / p["cpu"] for r, p in zip(rs, runs["plain"]))
+        quarter = len(paired) // 4
         print(
             f"  {mode:<11} {cpu:6.2f} s CPU, {wall:6.2f} s wall (runs: "
             + ", ".join(f"{r['cpu']:.2f}" for r in rs)
-            + f"): ratio of medians {ratio:.3f} CPU, {wall / base_wall:.3f} wall; its own CPU "
+            + f"): ratio of medians {ratio:.3f} CPU, {wall / base_wall:.3f} wall (paired by "
+            f"round: median {statistics.median(paired):.3f}, middle half {paired[quarter]:.3f}-"
+            f"{paired[-1 - quarter]:.3f}); its own CPU "
             f"{100 * share:.2f}% of the run ({1000 * share * cpu / a.steps:.2f} ms/step); "
             f"helper process {1000 * helper / a.steps:.2f} ms/step; "
             f"{rs[0]['checks']} checks per run, hook errors {sum(r['errors'] for r in rs)}, "

@@ -368,26 +368,27 @@ class RlvitalsCallback(TrainerCallback):
             and self.halted_at is None
             and step // every > (self._last_check or 0) // every
         )
-        if self._is_main:
+        if self._is_main and not due:
             if logs:
                 self._take(self.monitor.observe(step, values=logs, check=False))
-            elif not due and self.monitor.background:
+            elif self.monitor.background:
                 self._take(self.monitor.poll())  # a step without a log row: answers so far
         if not (due or self._share_every_step):
             return
         if due:
             self._last_check = step
-            if self._is_main:
-                self.guard.run("running the doctor", self._check, step)
+            if self._is_main:  # the row and the check in one call
+                self.guard.run("running the doctor", self._check, step, logs)
         halt = self._is_main and self.halt is not None
         if self.guard.run("sharing the halt decision", _agree, halt, default=False):
             control.should_training_stop = True
             if self.halted_at is None:
                 self.halted_at = step
 
-    def _check(self, step: int) -> None:
-        """One monitor check (in background mode: handed over; earlier answers judged)."""
-        self._take(self.monitor.observe(step, check=True))
+    def _check(self, step: int, logs: dict[str, Any] | None = None) -> None:
+        """Feed the step's log row (if any) and check (in background mode: handed over;
+        earlier answers judged)."""
+        self._take(self.monitor.observe(step, values=logs or None, check=True))
 
     def _final_check(self, step: int) -> None:
         if self.monitor.n_steps and step != self._last_check:
@@ -436,7 +437,8 @@ def _install_tap(trainer: Any, callback: RlvitalsCallback) -> None:
     def generate_and_score(inputs: Any) -> Any:
         box.clear()
         output = score(inputs)
-        callback.guard.run("reading TRL's batch", _tap_batch, trainer, box, callback)
+        # timed as the callback's own, reading the batch included; failures contained there
+        callback._timed("recording groups", _tap_batch, trainer, box, callback)
         return output
 
     trainer._calculate_rewards = calculate_rewards
@@ -450,8 +452,7 @@ def _tap_batch(trainer: Any, box: dict[str, Any], callback: RlvitalsCallback) ->
         return
     if not trainer.model.training or not callback.record_groups or not callback._is_main:
         return  # what rlvitals_groups would drop (evaluation batches): nothing to compute
-    # timed as the callback's own, reading the batch included
-    callback._timed("recording groups", _read_batch, trainer, rewards_per_func, callback)
+    _read_batch(trainer, rewards_per_func, callback)
 
 
 def _read_batch(trainer: Any, rewards_per_func: Any, callback: RlvitalsCallback) -> None:
