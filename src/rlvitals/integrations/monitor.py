@@ -70,6 +70,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import sys
 import threading
 import time
 import warnings
@@ -91,7 +92,6 @@ from rlvitals.integrations._window import (
     wire,
 )
 from rlvitals.recording.run import Manifest, Run
-from rlvitals.recording.writer import Recorder
 
 __all__ = [
     "DEFAULT_CHECK_EVERY",
@@ -793,7 +793,7 @@ class Monitor:
         rec = self.recorder
         if rec is None:
             return
-        if type(rec) is Recorder:  # checked by _groups already: the recorder's own checks skipped
+        if _plain_recorder(rec):  # checked by _groups already: the recorder's own checks skipped
             rec._log_host_groups(step, r, g, prompts, lens, adv)
         else:
             rec.log_groups(step, r, g, prompts=prompts, lengths=lens, advantages=adv)
@@ -802,7 +802,7 @@ class Monitor:
         rec = self.recorder
         if rec is None:
             return
-        if type(rec) is Recorder and len(plain) == len(scalars):  # every value a number
+        if _plain_recorder(rec) and len(plain) == len(scalars):  # every value a number
             rec._log_floats(step, plain)
         else:
             rec.log_scalars(step, scalars)
@@ -930,6 +930,14 @@ def _groups(rewards: Any, group_ids: Any, advantages: Any, lengths: Any) -> tupl
         if lens.shape != r.shape:
             raise ValueError(f"lengths {lens.shape} and rewards {r.shape} differ")
     return r, g, adv, lens
+
+
+def _plain_recorder(rec: Any) -> bool:
+    """Whether ``rec`` is a :class:`~rlvitals.recording.Recorder` itself (not a subclass or a
+    stand-in), whose private paths may skip the checks the monitor made (no import here: if
+    the module is not loaded, no recorder of it exists)."""
+    mod = sys.modules.get("rlvitals.recording.writer")
+    return mod is not None and type(rec) is mod.Recorder
 
 
 _QUIET = threading.local()
