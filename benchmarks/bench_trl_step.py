@@ -20,8 +20,9 @@ every 3 steps, the catalogue every 15, the window and the checks in the helper p
 same with ``background=False`` (all of it in the training process), rotating so that the
 machine's load hits all alike. Printed per variant: the median CPU time of the training process
 and its ratio to the plain runs (target <= 1.02), the wall-time ratio, the ratios of the runs
-of one round (paired: a slow spell of the machine hits both; their median and middle half say
-how far the ratio of medians can be trusted; not the target), the callback's own CPU
+of one round (paired: a slow spell of the machine hits both; their median, middle half and a
+90% bootstrap interval of the median say how far the ratio of medians can be trusted; not the
+target), the callback's own CPU
 time as a share of its run (the same quantity measured inside the run, far less noisy), and the
 helper process's CPU time for its window and checks (spent on another core).
 
@@ -153,6 +154,16 @@ def _guard_run(h, tmp: Path, mode: str, a: argparse.Namespace, i: int) -> dict:
     return out
 
 
+def _bootstrap_median(xs: list[float], rounds: int = 2000) -> tuple[float, float]:
+    """5th and 95th percentiles of the median of ``xs`` resampled with replacement (seeded)."""
+    import random
+    import statistics
+
+    rng = random.Random(0)
+    medians = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(rounds))
+    return medians[int(0.05 * rounds)], medians[int(0.95 * rounds) - 1]
+
+
 def guard_overhead(h, a: argparse.Namespace) -> bool:
     """The guard section (module docstring); True when the default callback is within the
     target (ratio of medians and its own share both)."""
@@ -189,12 +200,14 @@ def guard_overhead(h, a: argparse.Namespace) -> bool:
         # the same round's runs paired: a slow spell of the machine hits both of a pair
         paired = sorted(r["cpu"] / p["cpu"] for r, p in zip(rs, runs["plain"]))
         quarter = len(paired) // 4
+        low, high = _bootstrap_median(paired)
         print(
             f"  {mode:<11} {cpu:6.2f} s CPU, {wall:6.2f} s wall (runs: "
             + ", ".join(f"{r['cpu']:.2f}" for r in rs)
             + f"): ratio of medians {ratio:.3f} CPU, {wall / base_wall:.3f} wall (paired by "
             f"round: median {statistics.median(paired):.3f}, middle half {paired[quarter]:.3f}-"
-            f"{paired[-1 - quarter]:.3f}); its own CPU "
+            f"{paired[-1 - quarter]:.3f}, 90% bootstrap interval of the median {low:.3f}-"
+            f"{high:.3f}); its own CPU "
             f"{100 * share:.2f}% of the run ({1000 * share * cpu / a.steps:.2f} ms/step); "
             f"helper process {1000 * helper / a.steps:.2f} ms/step; "
             f"{rs[0]['checks']} checks per run, hook errors {sum(r['errors'] for r in rs)}, "
