@@ -129,16 +129,8 @@ def common_metrics(
     )
     n_col, n_all, n_none = int(stats.collapsed.sum()), int(at_max.sum()), int(at_min.sum())
     alive = stats.count_true(abs(adv) > ZERO_ATOL)
-    residual = int(((alive == 0) & stats.scorable).sum()) / n_groups
-    return {
-        "acr": n_col / n_groups,
-        "acr_residual": residual,
-        "acr_solve_all": n_all / n_groups,
-        "acr_solve_none": n_none / n_groups,
-        "acr_flat": (n_col - n_all - n_none) / n_groups,
-        "adv_std": adv_std,
-        "adv_zero_frac": adv_zero,
-    }
+    dead = int(((alive == 0) & stats.scorable).sum())
+    return split_metrics(n_groups, n_col, n_all, n_none, dead, adv_std, adv_zero)
 
 
 def _plain(stats: GroupStats, adv: Any) -> bool:

@@ -604,14 +604,14 @@ class Monitor:
         checker = self._checker
         if checker is None or checker.proc is None:
             return None
-        answers = checker.poll()
-        if not answers and not checker.problems and checker.broken is None and not self._owed:
-            return None  # most steps: nothing came, nothing is owed
-        return self._answers(answers)
+        return self._answers(checker.poll())
 
     def _answers(self, answers: list) -> MonitorCheck | None:
-        out = None
         checker = self._checker
+        quiet = checker is None or (checker.usable and not checker.problems)
+        if quiet and not answers and not self._owed:
+            return None  # most steps: nothing came, nothing is owed, nothing broke
+        out = None
         if checker is not None:
             for site, err in checker.take_problems():
                 self.guard.report(site, err)

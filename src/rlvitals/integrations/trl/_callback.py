@@ -452,10 +452,6 @@ def _tap_batch(trainer: Any, box: dict[str, Any], callback: RlvitalsCallback) ->
         return
     if not trainer.model.training or not callback.record_groups or not callback._is_main:
         return  # what rlvitals_groups would drop (evaluation batches): nothing to compute
-    _read_batch(trainer, rewards_per_func, callback)
-
-
-def _read_batch(trainer: Any, rewards_per_func: Any, callback: RlvitalsCallback) -> None:
     rewards = combined_rewards(rewards_per_func, trainer.reward_weights)
     n = int(rewards.shape[0])
     g = trainer.num_generations
