@@ -130,5 +130,5 @@ def test_compare_cli_runs_of_one_store_and_bad_input(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "nope: no such file or directory" in err and len(err.strip().splitlines()) == 1
     assert main(["compare", str(log), str(log), "-o", str(log)]) == 2
-    assert "would modify it" in capsys.readouterr().err
+    assert "the output would replace it" in capsys.readouterr().err
     assert json.loads(log.read_text())  # untouched

@@ -336,7 +336,7 @@ def test_output_suffix_and_output_over_input_are_refused(tmp_path, capsys):
     p = _jsonl(tmp_path / "r.jsonl", rows)
     before = p.read_bytes()
     assert main(["doctor", str(p), "-o", str(p)]) == 2
-    assert "overwrite" in capsys.readouterr().err and p.read_bytes() == before
+    assert "would replace it" in capsys.readouterr().err and p.read_bytes() == before
     assert main(["doctor", str(p), "-o", str(tmp_path / "report.pdf")]) == 2
     assert "no report format" in capsys.readouterr().err
     assert not (tmp_path / "report.pdf").exists()

@@ -334,7 +334,7 @@ def test_scan_cli_formats_exit_codes_and_sort(tree, tmp_path, capsys):
         (["scan", "/tmp/rlvitals-no-such-*-dir"], "no file or folder matches this pattern"),
         (["scan", "-"], "for standard input use doctor"),
         (["scan", "{empty}"], "no run found"),
-        (["scan", "{run}", "-o", "{run}/report.html"], "the scan never modifies a run"),
+        (["scan", "{run}", "-o", "{run}/report.html"], "never writes into a run"),
         (["scan", "{run}", "-o", "{empty}/x.pdf"], "no format for this file name"),
         (["scan", "{run}", "--jobs", "0"], "--jobs must be 1 or more"),
     ],

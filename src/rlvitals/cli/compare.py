@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 from rlvitals.errors import InputError
 
@@ -61,11 +60,9 @@ def run(args: argparse.Namespace) -> int:
         if fmt is None:
             raise InputError(args.output, "-o: no format for this file name (or pass --format)")
     if args.output:
-        out = os.path.realpath(args.output)
-        for src in (args.a, args.b):
-            real = os.path.realpath(src)
-            if out == real or (os.path.isdir(real) and out.startswith(real + os.sep)):
-                raise InputError(args.output, f"-o lies in the run {src}; it would modify it")
+        from rlvitals.cli._output import refuse_input_target
+
+        refuse_input_target(args.output, [args.a, args.b])
     config = load_config(args.config, start_dir=".")
     c = compare_paths(
         args.a,
@@ -77,10 +74,9 @@ def run(args: argparse.Namespace) -> int:
     )
     text = render_compare(c, fmt or "text")
     if args.output:
-        try:
-            Path(args.output).write_text(text, encoding="utf-8")
-        except OSError as e:
-            raise InputError(args.output, f"cannot write: {e.strerror or e}") from None
+        from rlvitals.cli._output import write_replacing
+
+        write_replacing(args.output, text)
         print(f"rlvitals: wrote {one_line(args.output)}", file=sys.stderr)
     else:
         sys.stdout.write(text)

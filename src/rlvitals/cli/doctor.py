@@ -231,11 +231,10 @@ def run(args: argparse.Namespace) -> int:
     )
     report = render(diagnosis, fmt, options)
     if args.output:
+        from rlvitals.cli._output import write_replacing
+
         out = Path(args.output)
-        try:
-            out.write_text(report, encoding="utf-8")
-        except OSError as e:
-            raise InputError(out, f"cannot write the report: {e.strerror or e}") from None
+        write_replacing(out, report)
         worst = diagnosis.worst()
         print(
             f"rlvitals: wrote {out} ({len(diagnosis.findings)} finding(s)"
@@ -271,15 +270,11 @@ def _reward_range(text: str) -> tuple[float, float]:
 
 def _check_output(output: str, report_format: str | None, source: Path) -> None:
     """Refuse an -o that would overwrite the input, or whose suffix names no report format."""
+    from rlvitals.cli._output import refuse_input_target
     from rlvitals.report import suffix_format
 
     out = Path(output)
-    try:
-        same = out.exists() and source.exists() and out.resolve() == source.resolve()
-    except OSError:
-        same = False
-    if same:
-        raise InputError(out, "-o names the input file; the report would overwrite it")
+    refuse_input_target(out, [source])
     if report_format is None and suffix_format(output) is None:
         raise InputError(
             out,

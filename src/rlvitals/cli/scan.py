@@ -8,7 +8,6 @@ could not be read or judged. A run that cannot be read is a row with its error, 
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -141,11 +140,9 @@ def _check_output(output: str, fmt: str | None, targets) -> None:
         raise InputError(
             output, "-o: no format for this file name (.txt, .csv, .json, .md, .html; or --format)"
         )
-    out = os.path.realpath(output)
-    for t in targets:
-        real = os.path.realpath(t.path)
-        if out == real or (t.is_dir and out.startswith(real + os.sep)):
-            raise InputError(output, f"-o lies in the run {t.path}; the scan never modifies a run")
+    from rlvitals.cli._output import refuse_input_target
+
+    refuse_input_target(output, [t.path for t in targets])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -194,10 +191,9 @@ def run(args: argparse.Namespace) -> int:
         against=args.against,
     )
     if args.output:
-        try:
-            Path(args.output).write_text(text, encoding="utf-8")
-        except OSError as e:
-            raise InputError(args.output, f"cannot write: {e.strerror or e}") from None
+        from rlvitals.cli._output import write_replacing
+
+        write_replacing(args.output, text)
         print(
             f"rlvitals: wrote {one_line(args.output)} ({len(result.rows)} run(s), "
             f"{len(result.errors)} unreadable)",
