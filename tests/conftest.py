@@ -32,6 +32,7 @@ HELPERS = {
     "rlvitals_tests_trl_producer": "_trl_producer.py",
     "rlvitals_tests_binary_producers": "_binary_producers.py",
     "rlvitals_tests_format_producers": "_format_producers.py",
+    "rlvitals_tests_ranges": "_ranges.py",
 }
 """Module name -> file in tests/; in load order (the TRL producer uses the TRL harness)."""
 

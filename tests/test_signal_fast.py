@@ -20,6 +20,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rlvitals_tests_ranges import covering  # loaded by conftest.py
 
 import rlvitals
 from rlvitals import signal as sig
@@ -76,8 +77,9 @@ def everything(r, ids):
         m.setattr(_small, "SMALL_MAX", 0)  # the numpy estimators
         for est in ESTIMATORS:
             state = {"tau_adapt": 0.3} if est == "avspo" else None
+            config = covering(est, r, {})
             for _ in range(2):
-                adv, metrics, state = rlvitals.estimate(est, r, ids, state=state)
+                adv, metrics, state = rlvitals.estimate(est, r, ids, state=state, **config)
                 out.append((adv, metrics, state))
     return out
 

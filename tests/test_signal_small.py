@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rlvitals_tests_ranges import covering  # loaded by conftest.py
 
 import rlvitals
 from rlvitals.estimators import AvspoState
@@ -45,6 +46,7 @@ def same(a, b) -> bool:
 
 def run(method, rewards, ids, steps=1, state=None, **config):
     """``steps`` consecutive calls of ``method`` (state carried over)."""
+    config = covering(method, rewards, config)
     out = []
     for _ in range(steps):
         adv, metrics, state = rlvitals.estimate(method, rewards, ids, state=state, **config)

@@ -772,3 +772,97 @@ def test_torchrun_two_ranks_match_single_process(tmp_path):
         run.groups.rewards, np.concatenate([r["rewards"] for r in ranks[0]])
     )
     np.testing.assert_array_equal(run.series["acr"], [r["metrics"]["acr"] for r in ranks[0]])
+
+
+# -- issue 21: rewards outside the declared range never put NaN into the model ----------------
+
+
+def _reward_01(completions, **kwargs) -> list[float]:
+    return [float(sum(map(ord, t)) % 2) for t in completions]
+
+
+def _reward_01_b(completions, **kwargs) -> list[float]:
+    return [float(len(t) % 2) for t in completions]
+
+
+def _reward_1000(completions, **kwargs) -> list[float]:
+    return [1000.0 * (sum(map(ord, t)) % 2) for t in completions]
+
+
+REWARD_SETUPS = {
+    "two 0/1 functions (0..2)": [_reward_01, _reward_01_b],
+    "0 or 1000": [_reward_1000],
+}
+
+
+@pytest.mark.parametrize("setup", list(REWARD_SETUPS))
+@pytest.mark.parametrize(
+    "estimator",
+    ["grpo", "dr_grpo", "rloo", "avspo", "avspo_released", "zero_var_filter", "history_baseline"],
+)
+def test_out_of_range_rewards_train_finite_or_stop_before_the_first_update(
+    tok, tmp_path, estimator, setup
+):
+    """Each estimator either trains on finite advantages (its range does not matter) or stops
+    with one error naming the setting before any optimizer step (its range does): never NaN
+    weights, as history_baseline gave on two summed 0/1 rewards (grad_norm nan at step 1)."""
+    trainer = _trainer(
+        Capturing,
+        tok,
+        tmp_path,
+        reward_funcs=REWARD_SETUPS[setup],
+        trainer_kwargs={"estimator": estimator},
+    )
+    if rlvitals.estimators.get_estimator(estimator).ranged:
+        with pytest.raises(rlvitals.estimators.RewardRangeError, match="r_max"):
+            trainer.train()
+        assert trainer.state.global_step == 0 and trainer.trained_on == []
+    else:
+        trainer.train()
+        assert trainer.state.global_step == 2 and len(trainer.infos) == 2
+        assert all(bool(torch.isfinite(a).all()) for a in trainer.trained_on)
+    assert all(bool(torch.isfinite(p).all()) for p in trainer.model.parameters())
+
+
+def test_history_baseline_with_the_range_declared_trains_finite(tok, tmp_path):
+    trainer = _trainer(
+        Capturing,
+        tok,
+        tmp_path,
+        reward_funcs=REWARD_SETUPS["two 0/1 functions (0..2)"],
+        max_steps=3,
+        trainer_kwargs={"estimator": "history_baseline", "estimator_config": {"r_max": 2.0}},
+    )
+    trainer.train()
+    assert trainer.state.global_step == 3 and trainer.rlvitals_guard.total == 0
+    assert any(float(r.max()) > 1.0 for r in (i["rewards"] for i in trainer.infos))
+    assert all(
+        bool(torch.isfinite(a).all()) and bool(a.abs().sum() > 0) for a in trainer.trained_on
+    )
+    assert all(bool(torch.isfinite(p).all()) for p in trainer.model.parameters())
+
+
+def test_a_range_error_after_the_first_batch_falls_back_and_is_counted(tok, tmp_path, caplog):
+    """Mid-run the run is not stopped: the batch keeps TRL's advantages, said once."""
+    calls = {"n": 0}
+
+    def late_two(completions, **kwargs):
+        calls["n"] += 1
+        return [2.0 if calls["n"] > 1 else 1.0 for _ in completions]
+
+    trainer = _trainer(
+        Capturing,
+        tok,
+        tmp_path,
+        reward_funcs=[late_two],
+        max_steps=3,
+        trainer_kwargs={"estimator": "avspo"},
+    )
+    with caplog.at_level(logging.WARNING, logger="rlvitals.integrations"):
+        trainer.train()
+    assert trainer.state.global_step == 3
+    assert trainer.rlvitals_guard.errors["advantage estimation"] == 2
+    assert sum("RewardRangeError" in r.getMessage() for r in caplog.records) == 1
+    fallback = [r["rlvitals/estimator_fallback"] for r in trainer.state.log_history if "loss" in r]
+    assert fallback[0] == 0.0 and fallback[1:] == [1.0, 1.0]
+    assert all(bool(torch.isfinite(p).all()) for p in trainer.model.parameters())

@@ -172,8 +172,10 @@ def _main(out_dir: str, estimator: str) -> None:
     Path(out_dir, f"rank{rank}.json").write_text(json.dumps(records))
 
 
-DDP_ESTIMATOR_CONFIG = {"avspo": {"tau_adapt0": 0.1}}
-"""Estimator config of the torchrun run: AVSPO with the lowest threshold, so it triggers."""
+DDP_ESTIMATOR_CONFIG = {"avspo": {"tau_adapt0": 0.1, "r_max": 2.0, "flat": "stratify"}}
+"""Estimator config of the torchrun run: AVSPO with the lowest threshold, so it triggers; the
+range of the two 0/1 reward functions TRL sums; groups collapsed at 1 (inside that range)
+augmented too, so a step augments groups whichever value its groups collapse at."""
 
 
 # -- the plain gloo worker of tests/test_distributed.py -----------------------------------------

@@ -28,6 +28,7 @@ from rlvitals.estimators._base import (
     register_estimator,
 )
 from rlvitals.estimators._common import COMMON_METRICS
+from rlvitals.estimators._safety import NonFiniteAdvantageError, RewardRangeError
 from rlvitals.estimators.avspo import (
     AvspoConfig,
     AvspoReleasedConfig,
@@ -62,6 +63,8 @@ __all__ = [
     "GrpoConfig",
     "HistoryBaselineConfig",
     "HistoryState",
+    "NonFiniteAdvantageError",
+    "RewardRangeError",
     "RlooConfig",
     "UnknownEstimatorError",
     "ZeroVarFilterConfig",

@@ -18,6 +18,7 @@ from enum import Enum
 from typing import Any
 
 from rlvitals.errors import RlvitalsError
+from rlvitals.estimators._safety import safe_call
 from rlvitals.registry import Registry
 
 __all__ = [
@@ -65,6 +66,10 @@ class Estimator:
         summary: one line for listings.
         scale: what its advantages are divided by (:class:`rlvitals.vocabulary.Scale` value),
             from the vocabulary; None for an estimator the vocabulary does not know.
+        ranged: its advantages depend on the config's ``r_min``/``r_max`` (virtual rewards,
+            Beta counts), so rewards outside that range are refused
+            (:class:`~rlvitals.estimators.RewardRangeError`). For the others the range only
+            splits ACR into solve-all / solve-none.
     """
 
     name: str
@@ -73,11 +78,18 @@ class Estimator:
     state_cls: type | None = None
     summary: str = ""
     scale: str | None = None
+    ranged: bool = False
 
     def __call__(
         self, rewards: Any, group_ids: Any, config: Any = None, state: Any = None
     ) -> tuple[Any, dict[str, float], Any]:
-        """Run the estimator. ``config`` defaults to ``config_cls()``."""
+        """Run the estimator. ``config`` defaults to ``config_cls()``.
+
+        Every call goes through :func:`rlvitals.estimators._safety.safe_call`: half-precision
+        rewards are widened to float32, a ``ranged`` estimator refuses rewards outside
+        ``[r_min, r_max]``, and non-finite advantages are recomputed in float64 or refused
+        (:class:`~rlvitals.estimators.NonFiniteAdvantageError`): none is ever returned.
+        """
         if config is None:
             config = self.config_cls()
         elif not isinstance(config, self.config_cls):
@@ -85,7 +97,9 @@ class Estimator:
                 f"estimator {self.name!r} needs a {self.config_cls.__name__}, "
                 f"got {type(config).__name__}"
             )
-        return self.fn(rewards, group_ids, config, state)
+        return safe_call(
+            self.fn, rewards, group_ids, config, state, name=self.name, ranged=self.ranged
+        )
 
     def make_config(self, **kwargs: Any) -> Any:
         """Build ``config_cls(**kwargs)``; an unknown key raises ValueError listing valid ones."""
@@ -107,13 +121,15 @@ def register_estimator(
     state_cls: type | None = None,
     summary: str = "",
     scale: str | None = None,
+    ranged: bool = False,
 ) -> Callable[[EstimatorFn], EstimatorFn]:
     """Decorator: register ``fn`` under ``name`` (twice raises).
 
     ``config_cls`` is a frozen dataclass whose docstring documents every field; ``state_cls``
     (optional) a dataclass with ``to_dict``/``from_dict``; ``scale`` what the advantages are
     divided by (``group_std``, ``batch_std``, ``none``, ``virtual``), so the doctor judges runs
-    trained with it by the right gates; a name of the vocabulary (:mod:`rlvitals.vocabulary`)
+    trained with it by the right gates; ``ranged`` that its advantages depend on the config's
+    ``r_min``/``r_max`` (rewards outside are then refused); a name of the vocabulary (:mod:`rlvitals.vocabulary`)
     takes its scale from there. For example::
 
         @dataclass(frozen=True)
@@ -140,7 +156,7 @@ def register_estimator(
         raise ValueError(f"scale must be one of {valid}, got {scale!r}")
 
     def deco(fn: EstimatorFn) -> EstimatorFn:
-        ESTIMATORS.add(name, Estimator(name, config_cls, fn, state_cls, summary, scale))
+        ESTIMATORS.add(name, Estimator(name, config_cls, fn, state_cls, summary, scale, ranged))
         if known is None and scale is not None:  # runs recorded with it resolve its scale
             vocabulary.add(vocabulary.EstimatorInfo(name, vocabulary.Scale(scale), summary=summary))
         return fn

@@ -386,6 +386,7 @@ def _sign(x: float) -> float:
     AvspoConfig,
     state_cls=AvspoState,
     summary="GRPO + stratified virtual rewards in collapsed groups, adaptive gate",
+    ranged=True,
 )
 def avspo(rewards: Any, group_ids: Any, config: AvspoConfig, state: Any = None) -> tuple:
     """AVSPO advantages ``(n,)``, metrics and the next :class:`AvspoState` (see module doc)."""
@@ -509,6 +510,7 @@ def _avspo_small(rewards: Any, group_ids: Any, config: AvspoConfig, state: Avspo
     EstimatorName.AVSPO_RELEASED.value,
     AvspoReleasedConfig,
     summary="one virtual reward r_min + r_max - c per collapsed group, no gate",
+    ranged=True,
 )
 def avspo_released(
     rewards: Any, group_ids: Any, config: AvspoReleasedConfig, state: Any = None

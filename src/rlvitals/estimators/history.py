@@ -174,6 +174,7 @@ def _group_keys(group_ids: Any, n_groups: int, config: HistoryBaselineConfig) ->
     HistoryBaselineConfig,
     state_cls=HistoryState,
     summary="discounted Beta-Bernoulli pass rate per prompt as the baseline (DBB-style)",
+    ranged=True,
 )
 def history_baseline(
     rewards: Any, group_ids: Any, config: HistoryBaselineConfig, state: Any = None

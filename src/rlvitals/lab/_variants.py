@@ -110,4 +110,5 @@ if NAME not in ESTIMATORS:
         state_cls=get_estimator("avspo").state_cls,
         summary="AVSPO with stratified, uniform-random or fixed virtual rewards (lab ablation)",
         scale="virtual",
+        ranged=True,
     )(lab_avspo_virtual)

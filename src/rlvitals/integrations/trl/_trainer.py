@@ -18,7 +18,12 @@ TRL 1.16 has no hook for the advantage computation: it happens inline in
    and read back on ``trainer.train(resume_from_checkpoint=...)``.
 
 If the estimator raises, the failure is reported once and counted, the batch keeps TRL's own
-advantages, and ``rlvitals/estimator_fallback`` is 1 for that batch.
+advantages (any that are not finite set to 0 and counted in ``rlvitals/nonfinite_advantages``),
+and ``rlvitals/estimator_fallback`` is 1 for that batch. One exception: rewards outside the
+estimator's declared range (:class:`~rlvitals.estimators.RewardRangeError`) on the first batch,
+before any optimizer step, stop training with that error: it names the setting to change, and
+a run that trains with another estimator than the one asked for would be a quiet lie. The
+estimator itself never returns a non-finite advantage (:mod:`rlvitals.estimators._safety`).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any
 
 from trl import GRPOTrainer
 
+from rlvitals.estimators import RewardRangeError
 from rlvitals.integrations._guard import Guard
 from rlvitals.integrations.trl._batch import (
     GroupBatch,
@@ -113,6 +119,7 @@ class RlvitalsGRPOMixin:
         self.rlvitals_estimator_on = estimator_on
         self.rlvitals_guard = Guard("TRL estimator")
         self.rlvitals_state: Any = None
+        self._rlvitals_estimated = False
         self.rlvitals_seconds = 0.0
         self.rlvitals_cpu_seconds = 0.0
         self._rlvitals_rewards_per_func: Any = None
@@ -165,17 +172,39 @@ class RlvitalsGRPOMixin:
         self._rlvitals_rewards_per_func = None
         output = super()._generate_and_score_completions(inputs)
         mode = "train" if self.model.training else "eval"
-        info = self.rlvitals_guard.run(
-            "advantage estimation", self._rlvitals_apply, output, len(inputs), mode
-        )
-        if info is None:
-            self._metrics[mode][METRIC_PREFIX + "estimator_fallback"].append(1.0)
+        try:
+            info = self._rlvitals_apply(output, len(inputs), mode)
+            self._rlvitals_estimated = True
+        except Exception as err:
+            if isinstance(err, RewardRangeError) and not self._rlvitals_estimated:
+                raise  # a setting to fix, found before the first optimizer step: stop here
+            self.rlvitals_guard.report("advantage estimation", err)
+            self._rlvitals_fall_back(output, mode)
             return output
         self.rlvitals_guard.run("handing the batch to callbacks", self._rlvitals_handover, info)
         self.rlvitals_guard.run("the after-estimate hook", self._rlvitals_after_estimate, info)
         return output
 
     # -- the estimator step -------------------------------------------------------------------
+
+    def _rlvitals_fall_back(self, output: dict[str, Any], mode: str) -> None:
+        """The batch keeps TRL's own advantages; any that are not finite become 0, counted in
+        ``rlvitals/nonfinite_advantages`` and reported once (a NaN must not reach the model)."""
+        import torch
+
+        self._metrics[mode][METRIC_PREFIX + "estimator_fallback"].append(1.0)
+        adv = output["advantages"]
+        bad = ~torch.isfinite(adv)
+        n_bad = int(bad.sum())
+        if n_bad:
+            output["advantages"] = torch.where(bad, torch.zeros_like(adv), adv)
+            self.rlvitals_guard.report(
+                "TRL's own advantages",
+                FloatingPointError(
+                    f"{n_bad} of {adv.numel()} advantages not finite; set to 0 for this batch"
+                ),
+            )
+        self._metrics[mode][METRIC_PREFIX + "nonfinite_advantages"].append(float(n_bad))
 
     def _rlvitals_apply(self, output: dict[str, Any], n_local: int, mode: str) -> dict[str, Any]:
         import torch
