@@ -29,6 +29,7 @@ COMMANDS: tuple[str, ...] = (
     "inspect",
     "lab",
     "demo",
+    "mcp",
 )
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
