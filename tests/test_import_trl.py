@@ -305,7 +305,7 @@ def test_missing_pyarrow_names_the_extra(grpo_run, monkeypatch):
     table = sorted((grpo_run / "completions").glob("*.parquet"))[0]
     for mod in ("pyarrow", "pyarrow.parquet"):
         monkeypatch.setitem(sys.modules, mod, None)
-    with pytest.raises(MissingExtraError, match=r"pip install 'rlvitals\[parquet\]'"):
+    with pytest.raises(MissingExtraError, match=r"pip install -e '\.\[parquet\]'"):
         load(table, "trl_completions")
     # The state is still readable; the tables are skipped with a note.
     run = load(grpo_run)

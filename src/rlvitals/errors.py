@@ -32,8 +32,18 @@ class InputError(RlvitalsError, ValueError):
 
 
 class MissingExtraError(RlvitalsError, ImportError):
-    """An optional feature whose dependencies are not installed; says what to install."""
+    """An optional feature whose dependencies are not installed; says what to install.
+
+    rlvitals is installed from its repository, not from a package index (docs/install.md), so
+    the command is the checkout's:
+
+    >>> print(MissingExtraError("reading parquet", "parquet", "pyarrow"))
+    reading parquet needs the 'pyarrow' package (the rlvitals[parquet] extra): pip install -e '.[parquet]' in an rlvitals checkout (docs/install.md)
+    """
 
     def __init__(self, feature: str, extra: str, module: str):
-        super().__init__(f"{feature} needs the '{module}' package: pip install 'rlvitals[{extra}]'")
+        super().__init__(
+            f"{feature} needs the '{module}' package (the rlvitals[{extra}] extra): "
+            f"pip install -e '.[{extra}]' in an rlvitals checkout (docs/install.md)"
+        )
         self.extra = extra
