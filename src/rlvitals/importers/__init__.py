@@ -26,6 +26,7 @@ from rlvitals.importers._source import (
     input_context,
     is_stream,
     lenient_reading,
+    read_notes,
     read_prefix,
 )
 from rlvitals.recording import _memory
@@ -313,8 +314,15 @@ def load(
     Memory is bounded by a small multiple of the input (:mod:`rlvitals.recording._memory`):
     an input that would need more is an :class:`InputError` saying which limit it hit.
     """
-    with input_context(path) as p, lenient_reading(lenient), _memory.reading(input_bytes(p)):
-        return _load(p, fmt, progress, run)
+    with (
+        input_context(path) as p,
+        lenient_reading(lenient),
+        _memory.reading(input_bytes(p)),
+        read_notes() as notes,
+    ):
+        out = _load(p, fmt, progress, run)
+    out.warnings.extend(n for n in notes if n not in out.warnings)
+    return out
 
 
 def _load(p: Path, fmt: str | None, progress: Progress | None, run: str | None) -> Run:

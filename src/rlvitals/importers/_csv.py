@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from rlvitals.errors import InputError
+from rlvitals.importers._lines import MAX_BLANK_RUN, MAX_LINE_BYTES, blank_run_error
 from rlvitals.importers._source import input_size, open_input
 
 __all__ = [
@@ -42,10 +43,32 @@ unparsed (quoted commas in text cells stay well inside that)."""
 
 
 def _bounded_lines(text, path: Path, cap: list[int | None]) -> Iterator[str]:
-    """The lines of ``text``; a line longer than ``cap[0]`` characters holding more than
-    ``cap[0]`` commas is refused before the C parser splits it (``cap`` is set once the header
-    is known: ``[None]`` until then)."""
-    for n, line in enumerate(text, 1):
+    """The lines of ``text``, each read with the JSONL path's bound
+    (:data:`~rlvitals.importers._lines.MAX_LINE_BYTES` characters: a file of no newlines,
+    ``/dev/zero`` forced as a CSV, is refused at the bound instead of growing without one),
+    and no more than :data:`~rlvitals.importers._lines.MAX_BLANK_RUN` blank lines in a row.
+    A line longer than ``cap[0]`` characters holding more than ``cap[0]`` commas is refused
+    before the C parser splits it (``cap`` is set once the header is known: ``[None]`` until
+    then)."""
+    readline = text.readline
+    n = blank = 0
+    while True:
+        line = readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        n += 1
+        if len(line) > MAX_LINE_BYTES and line[-1] not in "\r\n":
+            raise InputError(
+                path,
+                f"line longer than {MAX_LINE_BYTES} characters (the limit of one line)",
+                f"line {n}",
+            )
+        if len(line) <= 2 and not line.strip():
+            blank += 1
+            if blank > MAX_BLANK_RUN:
+                raise blank_run_error(path, n)
+        else:
+            blank = 0
         limit = cap[0]
         if limit is not None and len(line) > limit and line.count(",") > limit:
             raise InputError(

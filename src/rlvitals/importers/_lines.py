@@ -18,8 +18,10 @@ from rlvitals.importers._source import input_size, is_lenient, open_input
 from rlvitals.recording._memory import JSON_CHECK_BYTES, check_json, note_read
 
 __all__ = [
+    "MAX_BLANK_RUN",
     "MAX_LINE_BYTES",
     "MAX_STEP",
+    "blank_run_error",
     "iter_json_array",
     "iter_json_lines",
     "iter_lines",
@@ -29,12 +31,25 @@ __all__ = [
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
 """A longer line is an error rather than a memory blow-up."""
+MAX_BLANK_RUN = 1_000_000
+"""More blank lines in a row than this is an error, not minutes of reading nothing: a
+"newline bomb" (a gzip of a gigabyte of newlines is one megabyte) ends in a fraction of a
+second. No logger writes a million empty lines."""
 MAX_STEP = 2**63 - 1
 """Steps are stored as int64; a larger step number is bad input."""
 _CHUNK = 1 << 20
 FAST_JSON_BYTES = 512 << 10
 """Files at least this large (or of unknown size) are parsed with orjson when it is there."""
 _PROGRESS_EVERY = 8 << 20
+
+
+def blank_run_error(path: Path, lineno: int) -> InputError:
+    """The error of a run of :data:`MAX_BLANK_RUN` blank lines ending at ``lineno``."""
+    return InputError(
+        path,
+        f"more than {MAX_BLANK_RUN:,} blank lines in a row (a newline bomb?); not read further",
+        f"line {lineno}",
+    )
 
 
 def fast_loads() -> Callable[[bytes], Any] | None:
@@ -64,12 +79,19 @@ def iter_lines(path: Path, progress=None, size: Any = ...) -> Iterator[tuple[int
     done = 0
     next_report = _PROGRESS_EVERY
     lineno = 0
+    blank = 0
     with open_input(path) as f:
         while True:
             line = f.readline(MAX_LINE_BYTES + 1)
             if not line:
                 break
             lineno += 1
+            if len(line) <= 2 and not line.strip():
+                blank += 1
+                if blank > MAX_BLANK_RUN:
+                    raise blank_run_error(path, lineno)
+            else:
+                blank = 0
             done += len(line)
             if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
                 raise InputError(

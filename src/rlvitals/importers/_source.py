@@ -48,6 +48,7 @@ __all__ = [
     "is_stream",
     "lenient_reading",
     "open_input",
+    "read_notes",
     "read_prefix",
 ]
 
@@ -96,11 +97,91 @@ def _zstd_reader(raw: BinaryIO, path: Path) -> BinaryIO:
     return io.BufferedReader(reader, buffer_size=_CHUNK)  # type: ignore[arg-type]
 
 
+class _GzipLikeGunzip(io.RawIOBase):
+    """A gzip reader that ends where ``gzip -d`` ends, with a note instead of an error:
+
+    - **trailing garbage** after complete members (a log with bytes appended, a padded
+      download): the members are read, the rest ignored (``gzip -d``: "trailing garbage
+      ignored");
+    - **a stream cut short** (a ``.gz`` still being written, or cut): everything decompressed
+      before the cut is read, so a line reader keeps the complete lines and drops the torn one.
+
+    A CRC mismatch or corrupt deflate data stays an error (the bytes read are wrong).
+    """
+
+    def __init__(self, gz: BinaryIO, path: Path) -> None:
+        self._gz = gz
+        self._path = path
+        self._out = 0
+        self._ended = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # type: ignore[override]
+        if self._ended:
+            return 0
+        import gzip
+
+        try:
+            # read1: one member read per call, so that an error comes on a call of its own
+            # and never takes the bytes decompressed before it (readinto loops to fill b).
+            data = self._gz.read1(len(b))  # type: ignore[attr-defined]
+            n = len(data)
+            b[:n] = data
+        except EOFError:
+            self._ended = True
+            _note(
+                self._path,
+                f"the gzip data ends early after {self._out:,} bytes (a file still being "
+                "written, or cut): the complete lines before the end are read",
+            )
+            return 0
+        except gzip.BadGzipFile as e:
+            if not self._out or not str(e).startswith("Not a gzipped file"):
+                raise
+            self._ended = True
+            _note(self._path, "trailing garbage after the gzip data ignored (as gzip -d does)")
+            return 0
+        self._out += n
+        return n
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._gz.close()
+        super().close()
+
+
+_NOTES: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "rlvitals_read_notes", default=None
+)
+
+
+def _note(path: Path, text: str) -> None:
+    notes = _NOTES.get()
+    line = f"{path}: {text}"
+    if notes is not None and line not in notes:
+        notes.append(line)
+
+
+@contextlib.contextmanager
+def read_notes() -> Iterator[list[str]]:
+    """Collect, while the block runs, what reading noticed below the importers (a gzip file
+    cut short or followed by garbage): the list the block gets fills as inputs are read."""
+    notes: list[str] = []
+    token = _NOTES.set(notes)
+    try:
+        yield notes
+    finally:
+        _NOTES.reset(token)
+
+
 def _decompress(raw: BinaryIO, kind: str | None, path: Path) -> BinaryIO:
     if kind == "gzip":
         import gzip  # on first use: the compression modules are ~1 ms of every start-up
 
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+        gz = gzip.GzipFile(fileobj=raw, mode="rb")
+        return io.BufferedReader(_GzipLikeGunzip(gz, path), buffer_size=_CHUNK)  # type: ignore[return-value]
     if kind == "zstd":
         return _zstd_reader(raw, path)
     return raw
