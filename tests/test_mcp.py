@@ -179,3 +179,15 @@ def test_a_missing_mcp_package_names_the_pip_command(monkeypatch, capsys):
         err.startswith("rlvitals: error: rlvitals mcp needs the 'mcp' package")
         and "docs/install.md" in err
     )
+
+
+def test_the_agents_page_lists_every_tool_with_its_arguments():
+    import inspect
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "agents.md").read_text()
+    rows = {ln.split("|")[1].strip(" `"): ln for ln in text.splitlines() if ln.startswith("| `")}
+    for fn in _mcp.TOOLS:
+        row = rows.get(fn.__name__)
+        assert row, f"docs/agents.md: no row for the tool {fn.__name__}"
+        for name in inspect.signature(fn).parameters:
+            assert f"`{name}`" in row, f"docs/agents.md: {fn.__name__} does not name {name}"

@@ -68,7 +68,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--engine",
         choices=ENGINES,
         default="process",
-        help="process (a process pool, default), serial, or ray (pip install 'rlvitals[ray]')",
+        help="process (a process pool, default), serial, or ray (the ray extra: "
+        "pip install -e '.[ray]' in an rlvitals checkout)",
     )
     p.add_argument(
         "--ray-address",
