@@ -47,31 +47,17 @@ _PROGRESS_ROWS = 50_000
 _MAX_DEPTH = 8
 
 
-def _connect(db: Path) -> sqlite3.Connection:
-    # immutable=1 creates no -shm/-wal beside a WAL-mode file (issue 11; _sqlite.connect).
-    uri = _sqlite.uri(db)
-    if _sqlite.pending_log(db):  # a live writer's -wal/-shm are there already: read them too
-        uri = uri.replace("&immutable=1", "")
-    con = sqlite3.connect(uri, uri=True, timeout=5.0)
-    con.text_factory = lambda b: b.decode("utf-8", "replace")  # invalid UTF-8 in a name
-    con.execute("PRAGMA query_only = 1")
-    return con
-
-
 def is_trackio_db(db: Path) -> bool:
     """True for an SQLite file with trackio's ``metrics`` (run_name, step, metrics) table."""
     try:
         with open(db, "rb") as f:
             if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
                 return False
-        con = _connect(db)
-        try:
+        with _sqlite.connect(db, copy=False) as con:  # the schema is in the main file
             cols = {r[1] for r in con.execute("PRAGMA table_info(metrics)")}
             tables = {
                 r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
             }
-        finally:
-            con.close()
     except (OSError, sqlite3.Error):
         return False
     return {"run_id", "run_name", "step", "metrics"} <= cols and "runs" not in tables
@@ -96,14 +82,11 @@ def _sniff(path: Path, head: bytes) -> float:
 def _runs(dbs: list[Path]) -> list[dict[str, Any]]:
     out = []
     for db in dbs:
-        con = _connect(db)
-        try:
+        with _sqlite.connect(db) as con:
             rows = con.execute(
                 "SELECT run_id, run_name, MIN(id), MIN(timestamp), COUNT(*) FROM metrics "
                 "GROUP BY run_id ORDER BY MIN(id)"
             ).fetchall()
-        finally:
-            con.close()
         for rid, name, first, started, count in rows:
             out.append(
                 {
@@ -210,8 +193,7 @@ def load_trackio(path: Path, progress: Progress | None = None, *, run: str | Non
 
 def _read(chosen: dict[str, Any], builder: RunBuilder, progress: Progress | None) -> None:
     db: Path = chosen["db"]
-    con = _connect(db)
-    try:
+    with _sqlite.connect(db) as con:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if "configs" in tables:
             row = con.execute(
@@ -266,8 +248,6 @@ def _read(chosen: dict[str, Any], builder: RunBuilder, progress: Progress | None
                 builder.add_row(last_g, h)
         if progress is not None:
             progress(total, total)
-    finally:
-        con.close()
     builder.manifest.step_key = _GLOBAL_STEP if gstep_mode else "the step column"
     if n == 0:
         raise InputError(db, f"trackio run {chosen['name']} has no numeric metrics")
