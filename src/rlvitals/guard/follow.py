@@ -9,6 +9,10 @@
 - **rotation** (``train.log`` moved to ``train.log.1`` and a new ``train.log`` begun) and
   **truncation** (``copytruncate``): the steps read before are kept, and the new file's steps
   are added to them (a step in both is the new file's);
+- a **binary** file (an SQLite store, parquet, a compressed log, an event file) is handed whole
+  to its importer, which reads a file being written on its own terms;
+- an unreadable file, or one that vanishes between two looks, is an :class:`InputError`
+  naming it (kept in :attr:`RunFollower.error`), never an ``OSError``;
 - a file that cannot be read yet (a ``trainer_state.json`` rewritten right now, a recording
   whose manifest is not there yet): the last good run is kept, and the next change is tried.
 
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 import time
 from dataclasses import dataclass, replace
@@ -97,12 +102,20 @@ class RunFollower:
     # -- reading ---------------------------------------------------------------------------
 
     def _read(self) -> Run:
+        try:
+            return self._read_once()
+        except OSError as e:  # unreadable, or gone between the stat and the read
+            raise InputError(self.path, f"cannot read: {e.strerror or e}") from None
+
+    def _read_once(self) -> Run:
         from rlvitals.importers import load
 
         p = self.path
         if p.is_dir() or self.fmt == "recording":
             return load(p, self.fmt, run=self.select, lenient=True)
         st = os.stat(p)
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or a device: read as it is, once per change
+            return load(p, self.fmt, run=self.select, lenient=True)
         if self._inode is not None and (st.st_ino != self._inode or st.st_size < self._offset):
             # rotated or truncated: what was read stays, the new file's steps come on top
             self._history = (
@@ -110,6 +123,12 @@ class RunFollower:
             )
             self.rotations += 1
         self._inode = st.st_ino
+        if not _is_text(p):
+            # A database, a parquet file, a compressed log, a binary event file: its importer
+            # gets it whole (a cut at a newline byte would make it unreadable); each reads a
+            # file being written on its own terms (a live SQLite WAL, a torn last record).
+            self._offset = st.st_size
+            return load(p, self.fmt, run=self.select, lenient=True)
         cut = _last_newline(p, st.st_size)
         self._offset = cut
         if cut == st.st_size:
@@ -120,9 +139,13 @@ class RunFollower:
             copy = Path(tmp) / p.name  # same name: some importers look at it
             with open(p, "rb") as src, open(copy, "wb") as dst:
                 shutil.copyfileobj(_Limited(src, cut), dst)
-            run = load(copy, self.fmt, run=self.select, lenient=True)
+            try:
+                run = load(copy, self.fmt, run=self.select, lenient=True)
+            except InputError as e:  # name the user's file, never our copy
+                raise InputError(p, _renamed(e.problem, copy, p), e.where) from None
         m = replace(run.manifest, source=str(p))
-        return replace(run, manifest=m)
+        warnings = [_renamed(w, copy, p) for w in run.warnings]
+        return replace(run, manifest=m, warnings=warnings)
 
     def _stamp_now(self) -> _Stamp | None:
         p = self.path
@@ -155,6 +178,23 @@ class _Limited:
         data = self.f.read(size)
         self.left -= len(data)
         return data
+
+
+_TEXT_PROBE = 1 << 16
+
+
+def _is_text(p: Path) -> bool:
+    """True for a file that is read line by line: no compression magic, no NUL byte in its
+    first 64 KiB (SQLite, parquet, TFRecord, W&B and recording files all have some)."""
+    from rlvitals.importers._source import compression_of
+
+    with open(p, "rb") as f:
+        head = f.read(_TEXT_PROBE)
+    return compression_of(head) is None and b"\0" not in head
+
+
+def _renamed(text: str, copy: Path, p: Path) -> str:
+    return text.replace(str(copy), str(p))
 
 
 def _last_newline(p: Path, size: int, chunk: int = 1 << 16) -> int:
