@@ -19,6 +19,9 @@ Bad input (:class:`~rlvitals.InputError`, an unknown detector, a bad argument) i
 carrying the one line the CLI would print; an unexpected exception is a tool error naming its
 type. The server never stops on a tool's failure. The functions here are plain Python (the SDK
 is imported only by :func:`build_server`), so the library can call them too.
+
+Past the ~500 lines a module usually keeps: each tool's docstring is the description (and the
+argument list) an agent reads, so they stay complete rather than short.
 """
 
 from __future__ import annotations
@@ -93,31 +96,19 @@ def _source(path: str | None, example: str | None) -> str:
     return os.path.expanduser(path)
 
 
-def _config(
-    config: str | None = None,
-    select: list[str] | None = None,
-    ignore: list[str] | None = None,
-    metric: list[str] | None = None,
-    group_size: int | None = None,
-    reward_range: str | None = None,
-    fail_on: str | None = None,
-):
-    """The doctor's configuration, built and validated as ``rlvitals doctor`` builds it."""
+def _config(**flags: Any):
+    """The doctor's configuration from the flags ``rlvitals doctor`` has (``config``,
+    ``select``, ``ignore``, ``metric``, ``group_size``, ``reward_range``, ``fail_on``), built
+    and validated as the CLI builds it."""
     from rlvitals.cli.doctor import FAIL_ON, config_from_args
 
+    fail_on = flags.get("fail_on")
     if fail_on is not None and fail_on not in FAIL_ON:
         raise InputError(None, f"fail_on must be one of {', '.join(FAIL_ON)}, got {fail_on!r}")
-    args = SimpleNamespace(
-        config=config,
-        select=select,
-        ignore=ignore,
-        metric=metric,
-        group_size=group_size,
-        reward_range=reward_range,
-        fail_on=fail_on,
-        allow_unjudged=None,
+    names = ("config", "select", "ignore", "metric", "group_size", "reward_range", "fail_on")
+    return config_from_args(
+        SimpleNamespace(allow_unjudged=None, **{n: flags.get(n) for n in names})
     )
-    return config_from_args(args)
 
 
 # --- the tools -----------------------------------------------------------------------------
@@ -159,7 +150,14 @@ def doctor(
     from rlvitals.report import render
 
     with _one_line_errors():
-        cfg = _config(config, select, ignore, metric, group_size, reward_range)
+        cfg = _config(
+            config=config,
+            select=select,
+            ignore=ignore,
+            metric=metric,
+            group_size=group_size,
+            reward_range=reward_range,
+        )
         source = _source(path, example)
         d = diagnose_path(source, fmt=input_format, config=cfg, run=run, lenient=lenient)
         return json.loads(render(d, "json"))
@@ -268,7 +266,7 @@ def compare(
     from rlvitals.compare._render import render_compare
 
     with _one_line_errors():
-        cfg = _config(config)
+        cfg = _config(config=config)
         a, b = _source(a, None), _source(b, None)
         c = compare_paths(a, b, run_a=run_a, run_b=run_b, fmt=input_format, config=cfg)
         return json.loads(render_compare(c, "json"))
@@ -487,8 +485,11 @@ def build_server():
 
         # The SDK reads the arguments' schema from the signature and the description from the
         # docstring: the wrapper shows the tool's own, with its annotations evaluated.
-        call.__signature__ = _signature(fn)  # type: ignore[attr-defined]
-        call.__annotations__ = typing.get_type_hints(fn)
+        hints = typing.get_type_hints(fn)
+        sig = _pyinspect.signature(fn)
+        params = [p.replace(annotation=hints[p.name]) for p in sig.parameters.values()]
+        call.__signature__ = sig.replace(parameters=params, return_annotation=hints["return"])  # type: ignore[attr-defined]
+        call.__annotations__ = hints
         call.__doc__, call.__name__ = fn.__doc__, fn.__name__
         return call
 
@@ -531,15 +532,6 @@ def build_server():
             raise ResourceNotFoundError(str(err)) from None
 
     return server
-
-
-def _signature(fn) -> _pyinspect.Signature:
-    hints = typing.get_type_hints(fn)
-    sig = _pyinspect.signature(fn)
-    params = [
-        p.replace(annotation=hints.get(p.name, p.annotation)) for p in sig.parameters.values()
-    ]
-    return sig.replace(parameters=params, return_annotation=hints.get("return", Any))
 
 
 def serve() -> None:
