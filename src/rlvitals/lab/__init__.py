@@ -14,7 +14,8 @@ rewards and prompt ids, so the doctor and every report read it.
 Modules: :mod:`~rlvitals.lab.tasks` (tasks, levels), :mod:`~rlvitals.lab.policy` (the tiny
 model, warm start, cache, pass rates), :mod:`~rlvitals.lab.train` (``Args``, presets, one run),
 :mod:`~rlvitals.lab.experiments` (predict, compare, ablate), :mod:`~rlvitals.lab.stats`,
-:mod:`~rlvitals.lab.report`, :mod:`~rlvitals.lab.demo`. Needs ``pip install 'rlvitals[lab]'``
+:mod:`~rlvitals.lab.report`, :mod:`~rlvitals.lab.demo`, :mod:`~rlvitals.lab.failure_zoo` (the failure
+zoo: one known failure injected into each real run). Needs ``pip install 'rlvitals[lab]'``
 (TRL, torch, matplotlib, scipy). See docs/lab.md.
 """
 
@@ -34,6 +35,7 @@ _LAZY = {
     "compare": "rlvitals.lab.experiments",
     "ablate": "rlvitals.lab.experiments",
     "demo": "rlvitals.lab.demo",
+    "zoo": "rlvitals.lab.failure_zoo",
     "BasePolicy": "rlvitals.lab.policy",
     "prepare_base": "rlvitals.lab.policy",
     "TASKS": "rlvitals.lab.tasks",
