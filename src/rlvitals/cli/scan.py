@@ -76,6 +76,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="ADDR",
         help="Ray cluster to run on (default: $RAY_ADDRESS, else a local Ray instance)",
     )
+    p.add_argument(
+        "--follow-links",
+        action="store_true",
+        help="follow symbolic links to files outside the scanned folders (default: not "
+        "followed, said in a note)",
+    )
     p.add_argument("--no-cache", action="store_true", help="read every run, use no cache")
     p.add_argument(
         "--cache-dir",
@@ -160,7 +166,12 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
     with Counter(force=args.progress) as counter:
-        found = discover(args.paths, skip=[cache_dir], on_entry=counter.finding)
+        found = discover(
+            args.paths,
+            skip=[cache_dir],
+            on_entry=counter.finding,
+            follow_links=args.follow_links,
+        )
         if not found.targets:
             raise InputError(
                 " ".join(args.paths), f"no run found ({found.skipped} file(s) looked at)"

@@ -50,6 +50,7 @@ __all__ = [
     "open_input",
     "read_notes",
     "read_prefix",
+    "walk_tree",
 ]
 
 STDIN = "-"
@@ -462,6 +463,41 @@ _WALK_ENTRIES = 20_000
 the size of its first entries, still far more than a run's logs)."""
 
 
+WALK_DEPTH = 64
+"""Folder levels :func:`walk_tree` goes below its root (a run's files sit a few levels down)."""
+
+
+def walk_tree(
+    root: str | os.PathLike, max_entries: int, max_depth: int = WALK_DEPTH
+) -> Iterator[tuple[str, list[str], list[str]]]:
+    """``os.walk(root)`` top down in name order, iterative (a folder 1,000 levels deep is no
+    ``RecursionError``), never following links to folders, skipping unreadable folders, and
+    ending after ``max_entries`` entries or below ``max_depth`` levels. The caller may prune
+    ``dirnames`` in place, as with ``os.walk``."""
+    stack: list[tuple[str, int]] = [(os.fspath(root), 0)]
+    seen = 0
+    while stack:
+        top, depth = stack.pop()
+        try:
+            with os.scandir(top) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            continue
+        dirs, files = [], []
+        for e in entries:
+            try:
+                is_dir = e.is_dir(follow_symlinks=False)
+            except OSError:
+                is_dir = False
+            (dirs if is_dir else files).append(e.name)
+        seen += len(entries)
+        yield top, dirs, files
+        if seen > max_entries:
+            return
+        if depth < max_depth:
+            stack.extend((os.path.join(top, d), depth + 1) for d in reversed(dirs))
+
+
 def input_bytes(path: str | os.PathLike) -> int:
     """Size of what reading ``path`` may read, for the memory budget
     (:mod:`rlvitals.recording._memory`): a file's size, the regular files under a directory
@@ -474,19 +510,15 @@ def input_bytes(path: str | os.PathLike) -> int:
         return 0
     if not stat.S_ISDIR(st.st_mode):
         return st.st_size if stat.S_ISREG(st.st_mode) else 0
-    total = seen = 0
-    for dirpath, dirnames, filenames in os.walk(path):
+    total = 0
+    for dirpath, _dirnames, filenames in walk_tree(path, _WALK_ENTRIES):
         for name in filenames:
-            seen += 1
             try:
                 lst = os.lstat(os.path.join(dirpath, name))
             except OSError:
                 continue
             if stat.S_ISREG(lst.st_mode):
                 total += lst.st_size
-        seen += len(dirnames)
-        if seen > _WALK_ENTRIES:
-            break
     return total
 
 

@@ -53,7 +53,7 @@ from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Progress, register
 from rlvitals.importers._crc32c import crc32c, crc32c_many, mask, mask_many
 from rlvitals.importers._protobuf import Field, Message, ProtobufError, decode, read_varint
-from rlvitals.importers._source import is_regular
+from rlvitals.importers._source import is_regular, walk_tree
 from rlvitals.recording._memory import protobuf_bytes
 from rlvitals.recording.metrics import is_eval_key
 from rlvitals.recording.run import Manifest, Run, RunBuilder
@@ -377,8 +377,7 @@ def find_event_files(root: Path, max_entries: int = _LOAD_WALK_ENTRIES) -> list[
         return [root]
     found: list[Path] = []
     seen = 0
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
+    for dirpath, dirnames, filenames in walk_tree(root, max_entries + 1):
         seen += len(dirnames) + len(filenames)
         found.extend(
             Path(dirpath) / n

@@ -1,9 +1,10 @@
 """The scan cache: a re-scan of unchanged runs reads none of them again.
 
-A row is stored under a key made of the rlvitals version, the scan's settings (the doctor's
+A row is stored under a key made of the rlvitals source (:func:`source_version`: the version
+and the bytes of the package's code), the scan's settings (the doctor's
 configuration, ``--eval-key``), the importer, the target's real path, the run within a store,
 and a **fingerprint** of every file the importer may read for it: path, size and modification
-time (nanoseconds) of
+time (nanoseconds), inode and ctime of
 
 - a file target, plus SQLite's ``-wal`` / ``-journal`` beside it; for a recording stream, the
   whole recording folder; for the TRL and ms-swift files (:data:`BESIDE_FORMATS`), the JSON /
@@ -18,7 +19,10 @@ store listings that failed.
 The cache is one SQLite file, ``scan.sqlite3``, in ``--cache-dir`` or
 ``$XDG_CACHE_HOME/rlvitals`` (``~/.cache/rlvitals``): never inside the scanned folders (the
 walk skips it if it is there). Only the scanning process writes it; a cache that cannot be
-opened or written turns itself off with a note, and the scan goes on without it. It keeps the
+opened or written turns itself off with a note, and the scan goes on without it; so does one
+whose file (or ``-wal`` / ``-shm`` / ``-journal``) is a symbolic link or not a regular file: the
+cache never writes through a link planted there. A row that cannot be decoded (a damaged or
+foreign row) is a miss: the run is read again and its row rewritten. It keeps the
 :data:`MAX_ROWS` most recently used rows.
 """
 
@@ -30,6 +34,7 @@ import json
 import os
 import re
 import sqlite3
+import stat
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -67,18 +72,43 @@ def default_cache_dir() -> Path:
     return Path(base) / "rlvitals"
 
 
-def _stat(p: str) -> tuple[int, int] | None:
+def _stat(p: str) -> tuple[int, int, int, int] | None:
     try:
         st = os.stat(p)
     except OSError:
         return None
-    return st.st_size, st.st_mtime_ns
+    # The inode and ctime too: a file replaced by another of the same size and mtime (a
+    # restore, `touch -r`, a rename over it) is a new file.
+    return st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns
+
+
+_SOURCE: str | None = None
+
+
+def source_version() -> str:
+    """A digest of the rlvitals code that makes the rows: the version and the bytes of every
+    ``.py`` file of the installed package (an editable install's rows are not reused across
+    edits or commits of the source tree). Computed once per process (~3 ms)."""
+    global _SOURCE
+    if _SOURCE is None:
+        import rlvitals
+        from rlvitals._version import __version__
+
+        h = hashlib.sha256(__version__.encode())
+        root = Path(rlvitals.__file__).parent
+        for f in sorted(root.rglob("*.py")):
+            h.update(str(f.relative_to(root)).encode() + b"\0")
+            with contextlib.suppress(OSError):
+                h.update(f.read_bytes())
+        _SOURCE = h.hexdigest()
+    return _SOURCE
 
 
 def _walk_stats(root: str, out: list, limit: int) -> bool:
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in sorted(filenames):
+    from rlvitals.importers._source import walk_tree
+
+    for dirpath, _dirnames, filenames in walk_tree(root, 2 * limit + 2):
+        for name in filenames:
             p = os.path.join(dirpath, name)
             s = _stat(p)
             if s is not None:
@@ -138,10 +168,25 @@ def _beside(d: str) -> list[Any]:
 
 def row_key(settings: str, fmt: str | None, path: str, run: str | None, fp: str) -> str:
     """The cache key of one run's row (the module docstring says what goes in)."""
-    from rlvitals._version import __version__
-
-    blob = json.dumps([SCHEMA, __version__, settings, fmt, os.path.realpath(path), run, fp])
+    blob = json.dumps([SCHEMA, source_version(), settings, fmt, os.path.realpath(path), run, fp])
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _refuse_links(directory: Path, path: Path) -> None:
+    """OSError unless the cache folder is a folder and its file and side files are regular
+    files or absent (never links: SQLite would write through them); creates the file with
+    ``O_NOFOLLOW`` so that no link can be planted between this check and the open."""
+    if os.path.islink(directory):
+        raise OSError(f"{directory} is a symbolic link; not followed")
+    for suffix in ("", *_SIDECARS, "-shm"):
+        try:
+            st = os.lstat(f"{path}{suffix}")
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{path}{suffix} is not a regular file (a link?); not followed")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    os.close(fd)
 
 
 class ScanCache:
@@ -156,10 +201,13 @@ class ScanCache:
         self.path = self.directory / CACHE_NAME
         self.note: str | None = None
         self.hits = 0
+        self.damaged = 0
+        """Rows found but not usable (damaged, foreign): read again and rewritten."""
         self._pending: list[tuple[str, str, float]] = []
         self._con: sqlite3.Connection | None = None
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
+            _refuse_links(self.directory, self.path)
             con = sqlite3.connect(self.path, timeout=_TIMEOUT_S, isolation_level=None)
             con.execute("PRAGMA journal_mode=WAL")
             con.execute("PRAGMA synchronous=NORMAL")  # a cache: losing the last rows is fine
@@ -195,7 +243,10 @@ class ScanCache:
                 for k, v in self._con.execute(
                     f"SELECT key, value FROM entries WHERE key IN ({marks})", chunk
                 ):
-                    out[k] = json.loads(v)
+                    try:
+                        out[k] = json.loads(v)
+                    except (TypeError, ValueError, RecursionError):
+                        self.damaged += 1  # a miss: the run is read and the row rewritten
             if out:
                 now = time.time()
                 self._con.execute("BEGIN")

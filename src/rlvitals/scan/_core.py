@@ -129,8 +129,10 @@ class _Scan:
         ``(None, None)`` when only reading a run tells (a probe), or ``(None, error)``."""
         key = self._key(i, _LISTING)
         hit = self.cache.get(key) if key is not None else None
-        if hit is not None:
+        if isinstance(hit, list) and all(isinstance(e, dict) for e in hit):
             return hit, None
+        if hit is not None:
+            self.cache.damaged += 1  # a miss: listed again, and the listing rewritten
         if imp.list_runs is None:
             return None, None
         path = self.targets[i].path
@@ -183,9 +185,15 @@ class _Scan:
         todo = []
         for j in wanted:
             hit = got.get(keys.get(id(j)) or "")
+            row = None
             if hit is not None:
+                try:
+                    row = ScanRow.from_cache(hit)
+                except (TypeError, ValueError):
+                    self.cache.damaged += 1  # a miss: the run is read, the row rewritten
+            if row is not None:
                 self.cached += 1
-                self._add(j, ScanRow.from_dict(hit))
+                self._add(j, row)
             else:
                 todo.append(j)
         return todo
@@ -226,6 +234,7 @@ def scan(
     progress: Callable[[int, int], None] | None = None,
     ray_address: str | None = None,
     discovery: Discovery | None = None,
+    follow_links: bool = False,
 ) -> ScanResult:
     """Find every run under ``paths`` and diagnose each: one :class:`ScanRow` per run.
 
@@ -241,6 +250,7 @@ def scan(
         ray_address: the Ray cluster for ``engine="ray"`` (default ``$RAY_ADDRESS``, else a
             local instance).
         discovery: targets already found (skips the walk).
+        follow_links: follow symbolic links to files outside the folders walked.
 
     Raises:
         InputError: a path that does not exist or a glob that matches nothing (a run that
@@ -252,7 +262,11 @@ def scan(
         jobs = max(1, jobs or 1)
     store = ScanCache(cache_dir) if cache else None
     skip = [store.directory] if store is not None else []
-    found = discovery if discovery is not None else discover(paths, skip=skip)
+    found = (
+        discovery
+        if discovery is not None
+        else discover(paths, skip=skip, follow_links=follow_links)
+    )
     live = store if store is not None and store.enabled else None
     state = _Scan(found.targets, config, eval_key, live, progress)
     notes: list[str] = []
@@ -266,6 +280,12 @@ def scan(
             store.close()
             if store.note:
                 notes.append(store.note)
+            if store.damaged:
+                notes.append(
+                    f"scan cache {store.path}: {store.damaged} damaged or foreign row(s) "
+                    "ignored; those runs were read again and their rows rewritten"
+                )
+        notes += found.notes
     rows = [state.rows[k] for k in sorted(state.rows)]
     return ScanResult(
         rows=rows,

@@ -19,7 +19,14 @@ cannot read is a row with its error. A **folder** is walked top down:
    :data:`WALK_CONFIDENCE`): a model's ``config.json`` is not a run. Files no importer claims
    are skipped (counted, not reported);
 3. then its subfolders, in name order; hidden ones (``.git``, ``.venv``) and symbolic links to
-   folders are not entered.
+   folders are not entered. The walk is iterative, with budgets: :data:`MAX_DEPTH` levels
+   below a folder given, :data:`MAX_ENTRIES` entries in all; what is past them is a row
+   saying so (an error row, so ``--fail-on`` fails).
+
+A symbolic link to a file **outside** the scanned folder is not followed (counted in a note)
+unless ``follow_links`` (``rlvitals scan --follow-links``). A folder that cannot be listed, a
+candidate file that cannot be opened and an SQLite file whose schema cannot be read are rows
+with their error ("could not be read"), never skipped in silence.
 
 A companion file (ms-swift's
 ``completions.jsonl`` beside its ``logging.jsonl``, which reads it) is not a run of its own.
@@ -34,6 +41,7 @@ trackio, logs with runs back to back) are expanded into their runs later, by the
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import stat
@@ -70,6 +78,12 @@ CANDIDATE_SUFFIXES = frozenset(
 code, images) are never opened."""
 COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd")
 _GENERIC = frozenset({"jsonl", "csv"})
+MAX_DEPTH = 64
+"""Folder levels a walk goes below each folder it is given; deeper ones are a row that says so
+(a folder 800 levels deep took 49 s, 1,000 levels a RecursionError)."""
+MAX_ENTRIES = 2_000_000
+"""Entries a walk looks at in all; past this it stops, with a row that says so."""
+_UNREADABLE = "unreadable: "
 _GLOB_CHARS = frozenset("*?[")
 
 
@@ -97,6 +111,18 @@ class Discovery:
     targets: list[Target] = field(default_factory=list)
     skipped: int = 0
     entries: int = 0
+    links_out: int = 0
+    """File links that lead out of the scanned folder, not followed (``follow_links``)."""
+
+    @property
+    def notes(self) -> list[str]:
+        """What the walk left out on purpose, said once."""
+        if not self.links_out:
+            return []
+        return [
+            f"{self.links_out} file link(s) leading out of the scanned folder not followed "
+            "(--follow-links follows them)"
+        ]
 
 
 def _is_glob(p: str) -> bool:
@@ -166,6 +192,26 @@ def _claim_dir(d: Path) -> str | None:
     return imp.name
 
 
+def _unreadable_db(p: Path) -> bool:
+    """True for an SQLite file (by its magic) whose schema cannot be read: damaged, locked, or
+    encrypted; a store of runs that cannot be listed, not a file to skip."""
+    import sqlite3
+
+    from rlvitals.importers import _sqlite
+
+    try:
+        with open(p, "rb") as f:
+            if f.read(16) != b"SQLite format 3\0":
+                return False
+        with _sqlite.connect(p, copy=False) as con:
+            con.execute("SELECT name FROM sqlite_master").fetchall()
+    except OSError:
+        return True
+    except (sqlite3.Error, UnicodeDecodeError):
+        return True
+    return False
+
+
 def _claim_file(p: Path, walked: bool) -> tuple[str | None, str | None]:
     """``(format, None)``, or ``(None, why)`` when no importer reads ``p`` (or, in a walk, a
     generic one is not sure enough)."""
@@ -175,7 +221,10 @@ def _claim_file(p: Path, walked: bool) -> tuple[str | None, str | None]:
     try:
         imp = sniff(p)
     except InputError as e:
-        return None, " ".join(str(e).split())
+        why = " ".join(str(e).split())
+        if walked and (e.problem.startswith("cannot") or _unreadable_db(p)):
+            return None, _UNREADABLE + e.problem  # a run may be in there: a row, not a skip
+        return None, why
     if walked and imp.name in _GENERIC:
         try:
             score = imp.sniff(p, read_prefix(p, SNIFF_BYTES))
@@ -187,15 +236,29 @@ def _claim_file(p: Path, walked: bool) -> tuple[str | None, str | None]:
 
 
 class _Walker:
-    def __init__(self, skip: Iterable[Path], on_entry: Callable[[int, int], None] | None):
+    def __init__(
+        self,
+        skip: Iterable[Path],
+        on_entry: Callable[[int, int], None] | None,
+        follow_links: bool = False,
+        max_depth: int = MAX_DEPTH,
+        max_entries: int = MAX_ENTRIES,
+    ):
         self.out = Discovery()
         self.skip = {os.path.realpath(p) for p in skip}
         self.on_entry = on_entry
+        self.follow_links = follow_links
+        self.max_depth = max_depth
+        self.max_entries = max_entries
+        self.stopped = False
 
     def _tick(self) -> None:
         self.out.entries += 1
         if self.on_entry is not None and self.out.entries % 256 == 0:
             self.on_entry(self.out.entries, len(self.out.targets))
+
+    def _unreadable(self, p: str, why: str, is_dir: bool) -> None:
+        self.out.targets.append(Target(p, None, why, is_dir=is_dir))
 
     def explicit(self, p: str) -> None:
         path = Path(p)
@@ -207,40 +270,80 @@ class _Walker:
 
     def file(self, p: str) -> None:
         self._tick()
-        fmt, _ = _claim_file(Path(p), walked=True)
-        if fmt is None:
-            self.out.skipped += 1
-        else:
-            self.out.targets.append(Target(p, fmt))
-
-    def walk(self, d: str) -> None:
-        self._tick()
-        if os.path.realpath(d) in self.skip:
-            return
-        fmt = _claim_dir(Path(d))
+        fmt, why = _claim_file(Path(p), walked=True)
         if fmt is not None:
-            self.out.targets.append(Target(d, fmt, is_dir=True))
-            return
-        try:
-            entries = sorted(os.scandir(d), key=lambda e: e.name)
-        except OSError:
-            return  # an unreadable folder (another user's, a lost+found) holds nothing we read
-        subdirs = []
-        for e in entries:
-            try:
-                mode = e.stat(follow_symlinks=True).st_mode
-                is_link = e.is_symlink()
-            except OSError:
+            self.out.targets.append(Target(p, fmt))
+        elif why is not None and why.startswith(_UNREADABLE):
+            self._unreadable(p, why[len(_UNREADABLE) :], False)
+        else:
+            self.out.skipped += 1
+
+    def walk(self, root: str) -> None:
+        """Walk ``root`` top down, in name order, with an explicit stack (no recursion): at
+        most :attr:`max_depth` levels below it and :attr:`max_entries` entries in all."""
+        top = os.path.realpath(root)
+        stack: list[tuple[str, int]] = [(root, 0)]
+        while stack and not self.stopped:
+            d, depth = stack.pop()
+            self._tick()
+            if self.out.entries > self.max_entries:
+                self.stopped = True
+                self._unreadable(
+                    d,
+                    f"not read: the walk stopped after {self.max_entries:,} entries (its budget); "
+                    "scan the folders one by one",
+                    True,
+                )
+                return
+            if os.path.realpath(d) in self.skip:
                 continue
-            if stat.S_ISDIR(mode):
-                if not is_link and not e.name.startswith(".") and e.name != "__pycache__":
-                    subdirs.append(e.path)
-            elif stat.S_ISREG(mode) and _candidate(e.name):
-                self.file(e.path)
-            else:
-                self._tick()
-        for s in subdirs:
-            self.walk(s)
+            fmt = _claim_dir(Path(d))
+            if fmt is not None:
+                self.out.targets.append(Target(d, fmt, is_dir=True))
+                continue
+            try:
+                with os.scandir(d) as it:
+                    entries = sorted(it, key=lambda e: e.name)
+            except OSError as e:  # said, so that --fail-on fails: a run may be in there
+                self._unreadable(d, f"cannot read this folder: {e.strerror or e}", True)
+                continue
+            subdirs = []
+            for e in entries:
+                try:
+                    is_link = e.is_symlink()
+                    mode = e.stat(follow_symlinks=True).st_mode
+                except OSError as err:
+                    if _candidate(e.name) and err.errno not in (errno.ENOENT, None):
+                        self._unreadable(e.path, f"cannot read: {err.strerror or err}", False)
+                    else:
+                        self._tick()
+                    continue
+                if stat.S_ISDIR(mode):
+                    if not is_link and not e.name.startswith(".") and e.name != "__pycache__":
+                        subdirs.append(e.path)
+                elif stat.S_ISREG(mode) and _candidate(e.name):
+                    if is_link and not self.follow_links and not _inside(e.path, top):
+                        self.out.skipped += 1  # a link out of the folder: --follow-links
+                        self.out.links_out += 1
+                        self._tick()
+                    else:
+                        self.file(e.path)
+                else:
+                    self._tick()
+            if subdirs and depth >= self.max_depth:
+                self._unreadable(
+                    subdirs[0] if len(subdirs) == 1 else d,
+                    f"not entered: {len(subdirs)} folder(s) deeper than {self.max_depth} levels "
+                    "below the scanned folder (the walk's depth budget); scan them directly",
+                    True,
+                )
+                continue
+            stack.extend((s, depth + 1) for s in reversed(subdirs))
+
+
+def _inside(path: str, top: str) -> bool:
+    real = os.path.realpath(path)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
 
 
 _COMPANIONS = {"ms_swift_completions": "ms_swift"}
@@ -282,6 +385,9 @@ def discover(
     *,
     skip: Iterable[str | os.PathLike] = (),
     on_entry: Callable[[int, int], None] | None = None,
+    follow_links: bool = False,
+    max_depth: int = MAX_DEPTH,
+    max_entries: int = MAX_ENTRIES,
 ) -> Discovery:
     """The targets under ``paths`` (see the module docstring), each once, in walk order.
 
@@ -289,11 +395,13 @@ def discover(
         paths: files, folders and globs.
         skip: folders never entered (the scan's own cache).
         on_entry: ``on_entry(entries_seen, targets_found)`` now and then, for a progress line.
+        follow_links: follow symbolic links to files outside the folder being walked.
+        max_depth, max_entries: the walk's budgets (:data:`MAX_DEPTH`, :data:`MAX_ENTRIES`).
 
     Raises:
         InputError: a path that does not exist, a glob that matches nothing, or ``-``.
     """
-    w = _Walker([Path(s) for s in skip], on_entry)
+    w = _Walker([Path(s) for s in skip], on_entry, follow_links, max_depth, max_entries)
     for raw in paths:
         p = os.fspath(raw)
         if p == "-":

@@ -174,6 +174,42 @@ class ScanRow:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 
+    @classmethod
+    def from_cache(cls, d: Any) -> ScanRow:
+        """:meth:`from_dict` for a row read back from the scan cache, checked field by field:
+        ValueError for anything :meth:`to_dict` could not have written (a damaged row, or a
+        foreign one planted in the cache), so the caller treats it as a miss."""
+        if not isinstance(d, dict) or set(d) != {f.name for f in fields(cls)}:
+            raise ValueError("not a scan row")
+        for name, (kinds, optional) in _cache_kinds().items():
+            v = d[name]
+            if (v is None and not optional) or (
+                v is not None and (isinstance(v, bool) or not isinstance(v, kinds))
+            ):
+                raise ValueError(f"bad {name}")
+        sev = d["severities"]
+        if not all(k in _SEVERITIES and isinstance(n, int) for k, n in sev.items()):
+            raise ValueError("bad severities")
+        if not all(isinstance(x, str) for x in d["finding_ids"]):
+            raise ValueError("bad finding_ids")
+        for name in ("worst", "incident_severity"):
+            if d[name] is not None and d[name] not in _SEVERITIES:
+                raise ValueError(f"bad {name}")
+        return cls(**d)
+
+
+_SEVERITIES = frozenset({"info", "warn", "critical"})
+_KIND_OF = {"str": (str,), "int": (int,), "float": (int, float), "dict": (dict,), "list": (list,)}
+
+
+def _cache_kinds() -> dict[str, tuple[tuple[type, ...], bool]]:
+    """Field -> (the types its value may have, whether None is allowed), from the annotations."""
+    out = {}
+    for f in fields(ScanRow):
+        t = str(f.type)
+        out[f.name] = (_KIND_OF[re.match(r"\w+", t).group()], "None" in t)
+    return out
+
 
 def _r(x: Any, digits: int = 6) -> float | None:
     if x is None:
