@@ -12,7 +12,8 @@ HELP = "real GRPO runs on CPU that measure the AVSPO paper's claims (predict, co
 EXAMPLE = """examples:
   rlvitals lab compare --preset quick --out lab-out
   rlvitals lab predict --preset full --out docs/lab/predict
-  rlvitals lab train --method avspo --level 5 --out runs && rlvitals doctor runs/avspo/rlvitals"""
+  rlvitals lab train --method avspo --level 5 --out runs && rlvitals doctor runs/avspo/rlvitals
+  rlvitals lab zoo --preset smoke --out zoo && rlvitals doctor zoo/runaway_length-s0/rlvitals"""
 
 _EXPERIMENTS = {
     "predict": (
@@ -85,6 +86,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--reward", choices=("binary", "partial"), help="reward kind")
     _common(t)
     t.set_defaults(func=run_train)
+    z = lab.add_parser(
+        "zoo",
+        help="real GRPO runs with one known failure injected into each (the failure zoo)",
+        description="Train one TRL GRPO run per condition with the failure injected from "
+        "inside the run (docs/doctor.md, Conditions), each recorded by every writer "
+        "(recording, trainer_state.json, console, TensorBoard) with its ground truth in "
+        "truth.json; then say what the doctor names first on each.",
+        epilog="example: rlvitals lab zoo --preset smoke --out zoo",
+    )
+    z.add_argument("--preset", default="smoke", help="smoke (4 runs), dev or full; default smoke")
+    z.add_argument("--out", required=True, help="folder of the zoo (resumable)")
+    z.add_argument("--workers", type=int, default=2, help="runs training at once (default 2)")
+    z.add_argument(
+        "--condition", action="append", help="only this condition (repeatable; its dev seeds)"
+    )
+    _common(z)
+    z.set_defaults(func=run_zoo)
     p.set_defaults(func=lambda args: _no_experiment(p))
 
 
@@ -231,4 +249,60 @@ def run_train(args: argparse.Namespace) -> int:
         raise InputError(None, str(err)) from err
     json.dump(result["summary"], sys.stdout, indent=1)
     print(f"\nrecording: {result['recording']}  (rlvitals doctor {result['recording']})")
+    return 0
+
+
+def run_zoo(args: argparse.Namespace) -> int:
+    _require()
+    from rlvitals.lab import failure_zoo as zoo_mod
+    from rlvitals.lab.zoo_judge import judge_run
+
+    if args.workers < 1:
+        raise InputError(None, f"--workers must be >= 1, got {args.workers}")
+    if args.task != "sum":
+        raise InputError(None, "the zoo runs the sum task only (--task sum)")
+    preset: str | list = args.preset
+    if args.condition:
+        unknown = [c for c in args.condition if c not in zoo_mod.ZOO_CONDITIONS]
+        if unknown:
+            raise InputError(
+                None,
+                f"no zoo run for {', '.join(unknown)}; valid: {', '.join(zoo_mod.ZOO_CONDITIONS)}",
+            )
+        preset = zoo_mod.runs_of(args.condition, heldout=False)
+    elif args.preset not in zoo_mod.PRESETS:
+        raise InputError(
+            None, f"unknown zoo preset {args.preset!r}; valid: {', '.join(zoo_mod.PRESETS)}"
+        )
+    show = not args.no_progress and sys.stderr.isatty()
+
+    def progress(run, done, total):
+        if show:
+            print(f"\rzoo: {done}/{total} runs ({run.name})\033[K", end="", file=sys.stderr)
+
+    try:
+        truths = zoo_mod.zoo(
+            preset,
+            args.out,
+            workers=args.workers,
+            model=args.model,
+            device=args.device,
+            cache_dir=args.cache,
+            progress=progress,
+        )
+    except (ValueError, FileNotFoundError) as err:
+        raise InputError(None, str(err)) from err
+    if show:
+        print(file=sys.stderr)
+    print(f"{'run':<28} {'injected':<22} {'at':>3}  the doctor names first (recording)")
+    for truth in truths:
+        name = f"{truth['condition'].lower()}-s{truth['seed']}"
+        verdict = judge_run(f"{args.out}/{name}", "recording")
+        print(
+            f"{name:<28} {truth['condition']:<22} {truth['injected_step']:>3}  {verdict['named']}"
+        )
+    print(
+        f"\nzoo: {args.out} (each run: rlvitals/, trainer_state.json, console.log, "
+        "tensorboard/, truth.json); score it: python benchmarks/zoo.py --out " + args.out
+    )
     return 0

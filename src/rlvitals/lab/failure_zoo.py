@@ -316,7 +316,7 @@ def _zoo_trainer(base_cls: type) -> type:
         """Adds the pending held-out accuracy to the training log row of its step, and applies
         an advantage-side injection (a sign or clamp bug after the estimator) to what trains."""
 
-        zoo_state: dict = {}
+        zoo_state: dict[str, Any] | None = None  # set per run, after construction
 
         def _generate_and_score_completions(self, inputs):
             out = super()._generate_and_score_completions(inputs)
@@ -467,7 +467,9 @@ def _finite(x: Any) -> Any:
 def _job(spec_dict: dict, out: str, base_dict: dict | None, base_kw: dict) -> dict:
     from rlvitals.lab.policy import BasePolicy
 
-    spec = ZooRun(**{**spec_dict, "inject": tuple(spec_dict["inject"]) if spec_dict["inject"] else None})
+    spec = ZooRun(
+        **{**spec_dict, "inject": tuple(spec_dict["inject"]) if spec_dict["inject"] else None}
+    )
     base = BasePolicy.from_dict(base_dict) if base_dict else None
     return run_one(spec, out, base=base, **base_kw)
 
@@ -542,9 +544,7 @@ def zoo(
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
             futures = {
-                pool.submit(
-                    _job, dataclasses.asdict(runs[i]), str(out), base.to_dict(), base_kw
-                ): i
+                pool.submit(_job, dataclasses.asdict(runs[i]), str(out), base.to_dict(), base_kw): i
                 for i in todo
             }
             for fut in as_completed(futures):
@@ -571,6 +571,3 @@ def load_zoo(out: str | os.PathLike) -> list[dict]:
         doc["path"] = str(path.parent)
         docs.append(doc)
     return docs
-
-
-
