@@ -207,3 +207,31 @@ def test_a_store_larger_than_tmpdir_is_still_read(mlflow_db, tmp_path, monkeypat
     assert any("was not read: no room in" in w for w in run.warnings)
     monkeypatch.undo()
     assert 999 in load(db, run="main").steps.tolist()  # with room, the log is read
+
+
+# --- item 8: a file truncated while read ---------------------------------------------------------
+def test_a_file_truncated_while_read_says_so(tmp_path):
+    p = tmp_path / "a.jsonl"
+    p.write_bytes(_jsonl(300))
+    cut = []
+
+    def progress(done, total):  # the truncation lands while the importer holds the file
+        if not cut:
+            cut.append(done)
+            os.truncate(p, 1000)
+
+    with pytest.raises(InputError, match=r"shrank from [\d,]+ to 1,000 bytes while it was read"):
+        load(p, progress=progress)
+    assert cut
+
+
+def test_a_file_that_grows_while_read_is_fine(tmp_path):
+    p = tmp_path / "a.jsonl"
+    p.write_bytes(_jsonl(300))
+
+    def progress(done, total):
+        with open(p, "ab") as f:
+            f.write(b"")  # a live writer appending is not a truncation
+            f.write(json.dumps({"step": 10_000, "reward": 1.0}).encode() + b"\n")
+
+    assert len(load(p, progress=progress).steps) >= 300

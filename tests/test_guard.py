@@ -253,8 +253,12 @@ def test_a_failing_sink_leaves_training_running_and_is_reported_once(
     assert mon.last_step == 120 and len(mon.alerts) >= 2  # training went on, alerts were raised
     assert [a.kind for a in good] == [a.kind for a in mon.alerts]  # the healthy sink got all
     assert slowest < 5.0, slowest  # nobody waited for the failing sink (it hangs for 30 s)
-    problems = [r.getMessage() for r in caplog.records if "alert sink" in r.getMessage()]
-    assert len(problems) == 1, problems
+    said = [r.getMessage() for r in caplog.records if "alert sink" in r.getMessage()]
+    # the first problem once; at close, the alerts a hung sink never got (issue 21.8)
+    problems = [m for m in said if " lost " not in m]
+    assert len(problems) == 1, said
+    if failure == "hang":  # (the webhook's own timeout makes its alerts failures, not losses)
+        assert any(" lost " in m and "not delivered at close" in m for m in said), said
     expected = {
         "raise": "raised ConnectionError",
         "hang": "did not return within 0.3 s",

@@ -10,6 +10,8 @@ queue, so the training loop only ever enqueues:
 - a sink that **hangs** past ``timeout`` seconds is reported; alerts meant for it wait in its
   queue, and are dropped (counted) once the queue is full;
 - each sink's first problem is reported, once; later ones (of any kind) are only counted;
+- at :meth:`SinkRunner.close`, the alerts a sink never got (still queued or in delivery when
+  the close gave up, or dropped) are counted as lost and said for each sink;
 - the training thread never waits for a sink, except in :meth:`SinkRunner.flush` /
   :meth:`SinkRunner.close`, which wait at most their timeout.
 
@@ -22,7 +24,8 @@ trackio keeps its current run in a context variable a worker thread would not se
 >>> runner.send(Alert("opened", 5, "warn", "demo", "demo alert"))
 >>> runner.flush(2.0), [a.step for a in got]
 (True, [5])
->>> runner.close()
+>>> runner.close()  # the alerts lost
+0
 """
 
 from __future__ import annotations
@@ -257,8 +260,8 @@ class SinkRunner:
         queue_size: alerts waiting per sink before new ones are dropped.
 
     Attributes:
-        counts: ``(sink name, what)`` → how many: ``sent``, ``failed``, ``dropped``, and the
-            problems ``raise``, ``hang``, ``full``.
+        counts: ``(sink name, what)`` → how many: ``sent``, ``failed``, ``dropped``, ``lost``
+            (not delivered at :meth:`close`), and the problems ``raise``, ``hang``, ``full``.
         problems: sink name → the first problem reported for it.
     """
 
@@ -375,14 +378,36 @@ class SinkRunner:
             time.sleep(0.005)
         return True
 
-    def close(self, timeout: float = 1.0) -> None:
+    def close(self, timeout: float = 1.0) -> int:
         """Flush for at most ``timeout`` seconds, then stop the workers (a hung one is left to
-        die with the process: its thread is a daemon). Idempotent."""
+        die with the process: its thread is a daemon). Idempotent.
+
+        Returns the alerts lost: those still waiting or in delivery at the end (counted as
+        ``lost``) and those dropped on a full queue. Each sink that lost any is said, always
+        (not only the first problem): a ``logging`` warning and a :meth:`take_problems` entry.
+        """
         if self.closed:
-            return
+            return 0
         self.flush(timeout)
         self.closed = True
+        lost = 0
         for w in self.workers:
+            waiting = w.queue.unfinished_tasks
+            dropped = self.counts[(w.name, "dropped")]
+            if waiting:
+                self.counts[(w.name, "lost")] += waiting
+            if waiting or dropped:
+                lost += waiting + dropped
+                what = (
+                    f"lost {waiting + dropped} alert(s): {waiting} not delivered at close "
+                    f"(waiting or in delivery after {timeout:g} s), {dropped} dropped on a full "
+                    "queue"
+                )
+                with self._lock:
+                    self.problems[w.name] = what
+                    self._new.append((w.name, what))
+                logger.warning("rlvitals guard: alert sink %r %s", w.name, what)
             if w.thread is not None:
                 with contextlib.suppress(queue.Full):
                     w.queue.put_nowait(None)
+        return lost

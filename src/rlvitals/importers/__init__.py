@@ -15,6 +15,7 @@ the others (a ``runs`` event lists them all (:func:`runs_of`)).
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -320,9 +321,29 @@ def load(
         _memory.reading(input_bytes(p)),
         read_notes() as notes,
     ):
+        before = _identity(p)
         out = _load(p, fmt, progress, run)
+        after = _identity(p)
+    if before is not None and after is not None and after[0] == before[0] and after[1] < before[1]:
+        # Like tar's "file shrank": what was read may end anywhere (a log cut by copytruncate).
+        raise InputError(
+            p,
+            f"the file shrank from {before[1]:,} to {after[1]:,} bytes while it was read "
+            "(truncated, or rotated with copytruncate): what was read may be cut; read it again",
+        )
     out.warnings.extend(n for n in notes if n not in out.warnings)
     return out
+
+
+def _identity(p: Path) -> tuple[tuple[int, int], int] | None:
+    """``((st_dev, st_ino), size)`` of a regular file, else None (a folder, a stream)."""
+    if is_stream(p):
+        return None
+    try:
+        st = os.stat(p)
+    except (OSError, ValueError):
+        return None
+    return ((st.st_dev, st.st_ino), st.st_size) if stat.S_ISREG(st.st_mode) else None
 
 
 def _load(p: Path, fmt: str | None, progress: Progress | None, run: str | None) -> Run:

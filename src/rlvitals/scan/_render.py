@@ -167,6 +167,11 @@ def _text(result: ScanResult, rows: Sequence[ScanRow], width: int | None, tail: 
 
 
 def _csv(rows: Sequence[ScanRow]) -> str:
+    """One CSV row per run; every text cell made :func:`~rlvitals.report._common.one_line`
+    (paths, run names and errors come from the input: an escape sequence in a run name never
+    reaches a terminal raw, and a line break never splits a row)."""
+    from rlvitals.report._common import one_line
+
     buf = io.StringIO()
     fields = [k for k in ScanRow.__dataclass_fields__ if k not in ("severities", "finding_ids")]
     w = csv.writer(buf, lineterminator="\n")
@@ -175,9 +180,12 @@ def _csv(rows: Sequence[ScanRow]) -> str:
         d = r.to_dict()
         w.writerow(
             [
-                *("" if d[k] is None else d[k] for k in fields),
+                *(
+                    "" if d[k] is None else one_line(d[k]) if isinstance(d[k], str) else d[k]
+                    for k in fields
+                ),
                 *(r.severities.get(s, 0) for s in ("critical", "warn", "info")),
-                ";".join(r.finding_ids),
+                one_line(";".join(r.finding_ids)),
             ]
         )
     return buf.getvalue()

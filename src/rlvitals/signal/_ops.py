@@ -108,8 +108,8 @@ class Ops:
             if span <= _COMPACT_SPAN * self.n + 1024:
                 if lo == 0 and ids.dtype == np.intp:
                     slot = ids  # already the slots: no (n,) subtraction
-                else:
-                    slot = (ids - lo).astype(np.intp, copy=False)
+                else:  # widened first: int8 ids -100 and 100 differ by 200 (wraps in int8)
+                    slot = ids.astype(np.intp, copy=False) - lo
                 counts = np.bincount(slot, minlength=span)
                 present = counts > 0
                 if present.all():
