@@ -40,7 +40,10 @@ to ``3 c - 1`` steps late.
 ``background=True`` (the TRL callback's default) keeps steps 1 and 3 in a helper process
 (:mod:`rlvitals.integrations._checker`): the training process records, hands each step's data
 over and reads the answers without waiting; a check's alerts and halt then arrive at a later
-``observe`` (or :meth:`Monitor.poll`), normally the next one, dated at the step judged.
+``observe`` (or :meth:`Monitor.poll`), normally the next one, dated at the step judged. The
+training process keeps the messages of the window's steps (references to the bytes it sent,
+no reduction): if the helper dies, the window is refilled from them and the check in flight is
+run in-process before anything is judged, so onsets, halts and the resume point do not move.
 
 Nothing here may stop or slow training: bad *arguments* raise at the call (they are bugs in the
 caller, as with the :class:`~rlvitals.Recorder`), everything else (a doctor error, a full disk,
@@ -74,7 +77,7 @@ import sys
 import threading
 import time
 import warnings
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,6 +92,7 @@ from rlvitals.integrations._window import (
     known_range,
     plain_scalars,
     run_of,
+    unwire,
     wire,
 )
 from rlvitals.recording.run import Manifest, Run
@@ -180,7 +184,10 @@ class Monitor:
             window over and reads the answers, so a check costs it ~0.1 ms instead of the
             check itself. A check's alerts and halt then arrive at a later ``observe`` (or
             :meth:`poll`), normally the next one; their ``step`` is the step checked. If the
-            helper cannot start or fails, the monitor says so once and checks in-process.
+            helper cannot start or fails, the monitor says so once and checks in-process,
+            first refilling the window from the steps this process kept (the messages it
+            sent) and running the check that was in flight: what is told, the halt and the
+            step to resume from are those of a run whose helper never failed.
     """
 
     def __init__(
@@ -254,6 +261,12 @@ class Monitor:
         self._owed = 0  # a check fell due while one was in flight: 1 fast, 2 full
         self._checker: Any = None
         self._held: deque[int] = deque(maxlen=window)  # background mode: the window's steps
+        # Background mode: the messages of the window's steps, as sent (the wire bytes, no
+        # reduction), to refill the window here if the helper goes away; and the check in
+        # flight, to run it here over the same steps.
+        self._sent: OrderedDict[int, list[tuple]] = OrderedDict()
+        self._asked: tuple | None = None  # (config, step, partial) of the check in flight
+        self._owed_here = 0  # a check owed when the helper went away: 1 fast, 2 full
         self._polled: int | None = None
         self._sent_configs: set[tuple[str, ...] | None] = set()
         if self.background:
@@ -349,6 +362,9 @@ class Monitor:
                 else:
                     due = bool(check)
                     full = full or (due and not self.check_every)
+                if self._owed_here and check is not False and self.halted is None:
+                    due, full = True, full or self._owed_here == 2  # owed when the helper went
+                    self._owed_here = 0
                 if due:
                     now = self.guard.run(
                         "running the doctor", self._check, full, default=MonitorCheck(step)
@@ -502,6 +518,12 @@ class Monitor:
             if self._checker is not None:  # still usable: handed over (or answered)
                 self.check_seconds += time.perf_counter() - start
                 return got or MonitorCheck(step)
+        out = self._check_here(config, step, partial)
+        self.check_seconds += time.perf_counter() - start
+        return out
+
+    def _check_here(self, config: Any, step: int, partial: bool) -> MonitorCheck:
+        """A check over this process's window, judged as of ``step``."""
         self._window.close_step()
         from rlvitals.doctor import diagnose
 
@@ -512,11 +534,9 @@ class Monitor:
                 prepared=self._prepared(config),
                 explain=False,
             )
-        out = self._judged(
+        return self._judged(
             step, partial, diagnosis.findings, diagnosis.detectors, diagnosis.incidents
         )
-        self.check_seconds += time.perf_counter() - start
-        return out
 
     def _judged(
         self, step: int, partial: bool, findings: list, detectors: list, incidents: list
@@ -555,10 +575,22 @@ class Monitor:
         checker = self._checker
         if checker is None:
             return False
+        self._keep(message)
         if checker.send(message):
             return True
-        self._checker_broke()
-        return False
+        self._checker_broke()  # the refill holds this message too
+        return True
+
+    def _keep(self, message: tuple) -> None:
+        """Keep a step's message for a refill (:meth:`_checker_broke`): the last ``window``
+        steps, forgotten past a rewind as the window forgets them."""
+        step, sent = message[1], self._sent
+        if sent and next(reversed(sent)) > step:  # the run went back
+            for s in [s for s in sent if s > step]:
+                del sent[s]
+        sent.setdefault(step, []).append(message)
+        while len(sent) > self.window:
+            sent.popitem(last=False)
 
     def _config_key(self, config: Any) -> tuple[str, ...] | None:
         """The helper's name for ``config`` (sent once): its selection. Every config a check
@@ -583,6 +615,7 @@ class Monitor:
                 return None
         key = self._config_key(config)
         if checker.ask(("check", key), (step, partial)):
+            self._asked = (config, step, partial)
             return self._answers(checker.wait(DEFAULT_FLUSH_SECONDS)) if wait else None
         if checker.usable:  # busy
             self._owed = max(self._owed, 2 if config is self._full_config() else 1)
@@ -630,27 +663,64 @@ class Monitor:
                 got.halt = got.halt or out.halt
             out = got
         if self._checker is not None and not self._checker.usable:
-            self._checker_broke()
+            redone = self._checker_broke()
+            if redone is not None:
+                if out is not None:
+                    redone.alerts[:0] = out.alerts
+                    redone.halt = redone.halt or out.halt
+                out = redone
         elif self._owed and self._checker is not None and self._checker.in_flight is None:
             full, self._owed = self._owed == 2, 0
             self._check(full)
         return out
 
-    def _checker_broke(self) -> None:
-        """Say once that the window and the checks are in the training process from now on
-        (the window the helper held is lost: it fills again from the next step)."""
+    def _checker_broke(self) -> MonitorCheck | None:
+        """Say once that the window and the checks are in the training process from now on.
+
+        Before anything is judged here, the window is refilled from the messages of its steps
+        this process kept (:meth:`_keep`), and the check the helper had in flight is run here
+        over exactly the steps it covered: onsets, alerts, halts and the step to resume from
+        are those of a run whose helper never went away. Returns that check (None if none
+        was in flight)."""
         checker, self._checker = self._checker, None
         if checker is None:
-            return
+            return None
         why = checker.broken or "unknown"
+        lost = checker.in_flight[1] if checker.in_flight is not None else None
         checker.close()
-        self._owed = 0
+        owed, self._owed = self._owed, 0
+        asked, self._asked = self._asked, None
+        sent, self._sent = self._sent, OrderedDict()
         logger.warning(
-            "rlvitals: the monitor's helper process is not usable (%s); the window and the "
-            "checks are in the training process from now on, starting from the next step",
+            "rlvitals: the monitor's helper process is not usable (%s); the window (%d steps "
+            "kept here) and the checks are in the training process from now on",
             why,
+            len(sent),
         )
         self.background_failure = why
+        redo = asked if asked is not None and lost == (asked[1], asked[2]) else None
+        out = None
+        for step, messages in sent.items():
+            if redo is not None and step > redo[1]:
+                out = self.guard.run("running the doctor", self._check_here, *redo)
+                redo = None
+            for m in messages:
+                self.guard.run(
+                    "reading the groups" if m[0] == "groups" else "reading the scalars",
+                    self._refill,
+                    m,
+                )
+        if redo is not None:
+            out = self.guard.run("running the doctor", self._check_here, *redo)
+        self._owed_here = owed
+        return out
+
+    def _refill(self, message: tuple) -> None:
+        if message[0] == "groups":
+            _, step, r, g, prompts, adv = message
+            self._window.add_groups(step, unwire(r), unwire(g), prompts, unwire(adv))
+        else:
+            self._window.add_scalars(message[1], message[2])
 
     def poll(self) -> MonitorCheck | None:
         """Background mode: judge the checks the helper answered since the last call (alerts,
