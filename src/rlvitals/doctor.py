@@ -26,6 +26,7 @@ import numpy as np
 from rlvitals._array import quiet_numerics
 from rlvitals._record import record
 from rlvitals.detectors import DETECTORS, Detector, Finding, Severity, catalogue, load_all
+from rlvitals.differential import differential
 from rlvitals.errors import InputError
 from rlvitals.incidents import Incident, group_findings
 from rlvitals.recording.run import Run
@@ -45,7 +46,7 @@ __all__ = [
     "select_detectors",
 ]
 
-JSON_SCHEMA = 1
+JSON_SCHEMA = 2
 """Version of the JSON contract written by :meth:`Diagnosis.to_dict`."""
 
 FAIL_ON_CHOICES = ("info", "warn", "critical", "never")
@@ -124,6 +125,9 @@ class Diagnosis:
         detectors: IDs that ran.
         incidents: the findings grouped by shared cause and time, root cause first
             (:mod:`rlvitals.incidents`); every finding is in exactly one.
+        conditions: the differential diagnosis (:mod:`rlvitals.differential`): the causes
+            from the closed vocabulary, primary first; one ``HEALTHY`` call for a run with
+            nothing wrong, none for a run that was not judged.
         allow_unjudged: the config's opt-out: a run not judged does not fail.
     """
 
@@ -135,6 +139,7 @@ class Diagnosis:
     detectors: list[str] = field(default_factory=list)
     incidents: list[Incident] = field(default_factory=list)
     allow_unjudged: bool = False
+    conditions: list[Any] = field(default_factory=list)
 
     def not_judged(self) -> str | None:
         """Why the run could not be judged, or None when it was.
@@ -214,6 +219,7 @@ class Diagnosis:
             "run": run,
             "vitals": v.summary(),
             "not_judged": self.not_judged(),
+            "conditions": [c.to_dict() for c in self.conditions],
             "incidents": [i.to_dict(index) for i in self.incidents],
             "findings": [f.to_dict() for f in self.findings],
             "worst": worst.value if worst else None,
@@ -376,7 +382,7 @@ def _diagnose(run: Run, config: DoctorConfig, prepared: Prepared, explain: bool)
             if need:
                 skipped[cls.id] = need
     findings.sort(key=_sort_key)
-    return Diagnosis(
+    dx = Diagnosis(
         run=run,
         vitals=vitals,
         findings=findings,
@@ -386,6 +392,14 @@ def _diagnose(run: Run, config: DoctorConfig, prepared: Prepared, explain: bool)
         incidents=group_findings(findings, vitals),
         allow_unjudged=config.allow_unjudged,
     )
+    try:
+        dx.conditions = differential(dx)
+    except Exception as e:  # the signs stand even when the cause cannot be named
+        if strict:
+            raise
+        tb = traceback.extract_tb(e.__traceback__)[-1]
+        errors["DIFFERENTIAL"] = f"{type(e).__name__}: {e} ({tb.filename}:{tb.lineno})"
+    return dx
 
 
 def _why_not_judged(det: Detector, vitals: Vitals) -> str | None:

@@ -8,12 +8,13 @@ Each run is the lab's code path (:mod:`rlvitals.lab.train`: the tiny Qwen2 warm-
 condition                     injection
 ============================  ==================================================================
 ``HEALTHY``                   none
-``VERIFIER_CONSTANT``         from step k the reward function scores a group's first completion
-                              and returns that score for every member (a cached result)
+``VERIFIER_CONSTANT``         from step k the reward function returns 0.0 for every completion
+                              (its answer parser broke: nothing matches any more)
 ``IDENTICAL_COMPLETIONS``     from step k generation is greedy (``do_sample=False``)
 ``SATURATED``                 the easiest level (L0, base pass rate ~95%)
 ``TOO_HARD``                  the hardest level (L6, ~1%)
-``SMALL_GROUPS``              G = 2 and four prompts a step at a mid level
+``SMALL_GROUPS``              G = 2 and four prompts a step at a mid level (learning rate 5e-5:
+                              eight completions a step are a noisy gradient)
 ``ADVANTAGE_PIPELINE``        from step k the estimator's std epsilon is 1e4 (a typo for 1e-4)
 ``POLICY_DEGRADATION``        from step k the learning rate is 3x (the tiny policy degrades
                               over ~20 steps; 6x wrecks it in three)
@@ -118,11 +119,11 @@ def _spec(condition: str) -> dict[str, Any]:
     k = {"inject_at": INJECT_AT}
     return {
         "HEALTHY": {},
-        "VERIFIER_CONSTANT": {"inject": ("verifier_first", 1.0), **k},
+        "VERIFIER_CONSTANT": {"inject": ("verifier_constant", 0.0), **k},
         "IDENTICAL_COMPLETIONS": {"inject": ("greedy", 1.0), **k},
         "SATURATED": {"level": 0},
         "TOO_HARD": {"level": 6},
-        "SMALL_GROUPS": {"group_size": 2, "prompts_per_step": 4},
+        "SMALL_GROUPS": {"group_size": 2, "prompts_per_step": 4, "learning_rate": 5e-5},
         "ADVANTAGE_PIPELINE": {"inject": ("adv_eps", 1e4), **k},
         "POLICY_DEGRADATION": {"inject": ("lr_times", 3.0), **k},
         "ENTROPY_COLLAPSE": {"inject": ("entropy_coef", -10.0), **k},
@@ -151,10 +152,10 @@ ZOO_CONDITIONS = (
     "REWARD_HACKING",
 )
 """Conditions with a zoo run (every condition but NO_GROUP_BASELINE)."""
-DEV_SEEDS = (0,)
-HELDOUT_SEEDS = (1,)
-HEALTHY_DEV_SEEDS = (0, 2)
-HEALTHY_HELDOUT_SEEDS = (1, 3)
+DEV_SEEDS = (0, 2, 4, 6)
+HELDOUT_SEEDS = (1, 3)
+HEALTHY_DEV_SEEDS = (0, 2, 4, 6, 8)
+HEALTHY_HELDOUT_SEEDS = (1, 3, 5)
 
 
 def runs_of(conditions: Sequence[str], *, dev: bool = True, heldout: bool = True) -> list[ZooRun]:
@@ -172,10 +173,14 @@ def runs_of(conditions: Sequence[str], *, dev: bool = True, heldout: bool = True
 
 
 PRESETS: dict[str, list[ZooRun]] = {
-    "smoke": runs_of(
-        ["HEALTHY", "IDENTICAL_COMPLETIONS", "POLICY_DEGRADATION", "RUNAWAY_LENGTH"],
-        heldout=False,
-    )[1:],  # one healthy control (seed 2) and three injected conditions
+    "smoke": [
+        r
+        for r in runs_of(
+            ["HEALTHY", "IDENTICAL_COMPLETIONS", "POLICY_DEGRADATION", "RUNAWAY_LENGTH"],
+            heldout=False,
+        )
+        if r.seed == 2
+    ],  # one healthy control and three injected conditions, development seed 2
     "dev": runs_of(ZOO_CONDITIONS, heldout=False),
     "full": runs_of(ZOO_CONDITIONS),
 }
@@ -219,9 +224,8 @@ def _reward_fn(spec: ZooRun, task: Any, answers: dict, eos: int, truth: _Truth, 
         rewards = list(correct)
         if spec.hack:  # a length term the policy can game
             rewards = [r + float(len(t.strip()) == 1) for r, t in zip(rewards, completions)]
-        if state["verifier_first"]:  # one score for the whole group: a cached result
-            g = spec.group_size
-            rewards = [rewards[i - i % g] for i in range(len(rewards))]
+        if state["verifier_constant"] is not None:  # the answer parser broke: one score for all
+            rewards = [state["verifier_constant"]] * len(rewards)
         truth.add(state["step"], rewards, correct)
         return rewards
 
@@ -242,8 +246,8 @@ def _injector(spec: ZooRun, state: dict) -> Any:
                 return
             kind, value = spec.inject
             t = self.trainer
-            if kind == "verifier_first":
-                state["verifier_first"] = True
+            if kind == "verifier_constant":
+                state["verifier_constant"] = value
             elif kind == "greedy":
                 _generation(t, do_sample=False)
             elif kind == "temperature":
@@ -251,6 +255,8 @@ def _injector(spec: ZooRun, state: dict) -> Any:
                 t.temperature = value  # TRL scales the logits by it for logprobs and entropy
             elif kind == "eos_bias":  # EOS made unlikely, not impossible: some still stop
                 _generation(t, sequence_bias={(t.processing_class.eos_token_id,): value})
+            elif kind == "adv_positive":  # negatives clamped away: the policy imitates its wins
+                state["advantages"] = lambda a: a.clamp(min=0.0) * value
             elif kind == "entropy_coef":  # TRL's entropy term (grpo_trainer.py, TRL 1.16)
                 t.entropy_coef = value
                 t._entropy_bonus_enabled = True
@@ -385,7 +391,7 @@ def _run_one(spec: ZooRun, run_dir: Path, base: Any, base_kw: dict) -> dict:
     answers = {p.prompt: p for p in train_set}
     torch.manual_seed(spec.seed)
     model, tok = load_policy(base.path, base_kw.get("device", "cpu"))
-    state: dict[str, Any] = {"step": 1, "verifier_first": False, "eval": None}
+    state: dict[str, Any] = {"step": 1, "verifier_constant": None, "eval": None}
     truth = _Truth(spec.group_size)
     reward = _reward_fn(spec, task, answers, tok.eos_token_id, truth, state)
 
