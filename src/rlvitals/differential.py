@@ -39,6 +39,10 @@ __all__ = ["ConditionCall", "Events", "differential"]
 EARLY_SHARE = 0.15
 """Share of the logged steps (at least 3) that make a series' early level (zoo dev: the first
 ~12 of 80 steps precede every injection at step 20)."""
+ENTROPY_EARLY_SHARE = 0.05
+"""Entropy's early level comes from a shorter start: on real runs it falls within the first
+2% of the steps (real logs: 0.389 at step 1, 0.10 by step 20 of 1,100), and a baseline taken
+after the fall hides the collapse."""
 LATE_SHARE = 0.2
 """Share of the last logged steps that make its late level."""
 JUMP_ACR = 0.95
@@ -81,6 +85,10 @@ LAG = 0.2
 onset is where a series crosses a band around its early level, and a slow series (entropy,
 truncation) crosses later than it starts to move (zoo dev: entropy rises from ~step 44 and
 crosses 1.5x at 52 while the pass rate crosses at 40-56)."""
+
+INFO_ONLY = {"SMALL_GROUPS"}
+"""Conditions that inform but never lead when another condition is present (chance ties at a
+small G are a fact of the set-up, not the cause of another failure)."""
 
 EXPLAINS: dict[str, set[str]] = {
     "KL_BLOWUP": {"POLICY_DEGRADATION", "ENTROPY_BLOWUP", "ENTROPY_COLLAPSE", "RUNAWAY_LENGTH"},
@@ -164,11 +172,11 @@ class Events:
             return None
         return self.steps[ok], x[ok]
 
-    def early(self, name: str) -> float | None:
+    def early(self, name: str, share: float = EARLY_SHARE) -> float | None:
         s = self.series(name)
         if s is None:
             return None
-        n = max(3, int(len(s[1]) * EARLY_SHARE))
+        n = max(3, int(len(s[1]) * share))
         return float(np.median(s[1][:n]))
 
     def late(self, name: str) -> float | None:
@@ -276,6 +284,17 @@ def _cap(vitals: Any) -> float | None:
     trunc = vitals.series.get("truncation_frac")
     if mx is not None and trunc is not None and np.nanmax(np.asarray(trunc, float)) > 0:
         return float(np.nanmax(np.asarray(mx, float)))
+    for name in ("length_max", "length_mean"):
+        # a length pinned at one maximum on many steps: the cap (real logs: a TRL console
+        # whose mean length is exactly 256 on 18% of the steps, every completion cut)
+        x = vitals.series.get(name)
+        if x is None:
+            continue
+        x = np.asarray(x, float)
+        x = x[np.isfinite(x)]
+        # pinned on some steps, not most: a length that never varies is the answer's own
+        if x.size >= 10 and 0.1 <= np.mean(x == x.max()) <= 0.6:
+            return float(x.max())
     return None
 
 
@@ -408,7 +427,7 @@ def _candidates(ev: Events, found: set[str]) -> list[ConditionCall]:
             )
 
     # Entropy: collapse or blow-up.
-    e_early, e_late = ev.early("entropy"), ev.late("entropy")
+    e_early, e_late = ev.early("entropy", ENTROPY_EARLY_SHARE), ev.late("entropy")
     e_s = ev.series("entropy")
     if e_early is not None and e_late is not None and e_early > 0:
         if e_late <= ENTROPY_FALL * e_early:
@@ -573,7 +592,12 @@ def _small_groups(ev: Events, G: int | None, others: list[ConditionCall]) -> Con
         return None
     acr = ev.series("acr")
     p = ev.series("pass_rate")
-    if acr is None or p is None:
+    if acr is None:  # no ACR: steps whose reward spread is exactly 0 are whole-step ties
+        rs = ev.series("reward_std")
+        if rs is None:
+            return None
+        acr = (rs[0], (rs[1] == 0).astype(float))
+    if p is None:
         return None
     p_mid = float(np.median(p[1]))
     if not 0.15 <= p_mid <= 0.85:
@@ -584,7 +608,7 @@ def _small_groups(ev: Events, G: int | None, others: list[ConditionCall]) -> Con
     if G is None:
         # no group size: a coarse ACR grid (few groups a step) with intermittent whole-step ties
         grid = np.unique(np.round(acr[1] * 8) / 8).size <= 5 and ties >= 0.1
-        if not grid or ev.onset("acr", lambda x: x >= JUMP_ACR, hold=0.9) is not None:
+        if not grid or _onset(acr[0], acr[1] >= JUMP_ACR, 0.9) is not None:
             return None
         chance = None
     else:
@@ -623,7 +647,11 @@ def differential(diagnosis: Any) -> list[ConditionCall]:
                 return True
         return False
 
-    roots = [c for c in calls if not explained(c)] or calls
+    roots = (
+        [c for c in calls if not explained(c) and c.id not in INFO_ONLY]
+        or [c for c in calls if c.id not in INFO_ONLY]
+        or calls
+    )
     order = {cid: i for i, cid in enumerate(_PRIORITY)}
     roots.sort(
         key=lambda c: (
