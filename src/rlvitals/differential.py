@@ -413,18 +413,25 @@ def _candidates(ev: Events, found: set[str]) -> list[ConditionCall]:
 
     # The policy got worse: the training reward falls (quarter means and medians agree).
     q_early, q_late = ev.quarter("pass_rate", first=True), ev.quarter("pass_rate", first=False)
-    if p_early is not None and p_late is not None and q_early and q_early[0] >= 0.15:
-        if max(p_late, q_late[0], q_late[1]) <= FALL_RATIO * min(q_early[0], q_early[1], p_early):
-            onset = ev.changepoint("pass_rate")
-            out.append(
-                ConditionCall(
-                    "POLICY_DEGRADATION",
-                    onset or first,
-                    0.75,
-                    [f"pass rate falls {p_early:.2f} -> {p_late:.2f} (from step {onset})"],
-                    findings=sorted(found & {"DEGENERATE_GROUPS", "GRAD_SPIKE"}),
-                )
+    falls = (
+        p_early is not None
+        and p_late is not None
+        and q_early is not None
+        and q_late is not None
+        and q_early[0] >= 0.15
+        and max(p_late, q_late[0], q_late[1]) <= FALL_RATIO * min(q_early[0], q_early[1], p_early)
+    )
+    if falls:
+        onset = ev.changepoint("pass_rate")
+        out.append(
+            ConditionCall(
+                "POLICY_DEGRADATION",
+                onset or first,
+                0.75,
+                [f"pass rate falls {p_early:.2f} -> {p_late:.2f} (from step {onset})"],
+                findings=sorted(found & {"DEGENERATE_GROUPS", "GRAD_SPIKE"}),
             )
+        )
 
     # Entropy: collapse or blow-up.
     e_early, e_late = ev.early("entropy", ENTROPY_EARLY_SHARE), ev.late("entropy")
