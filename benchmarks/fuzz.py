@@ -20,6 +20,14 @@ run of overlapping frame headers), deep nesting, long and dense lines — then `
 doctor`` (text, JSON, Markdown or HTML), ``inspect`` or ``acr``, sometimes with the format forced
 or ``--lenient``.
 
+**Attack cases** (issue 21; ``--attack-share`` of the file cases): inputs no byte mutation
+makes — a log, or an SQLite store's ``-journal`` / ``-wal`` / ``-shm``, that is a link to
+``/dev/zero``, ``/dev/urandom`` or ``/dev/null``; CSV exports that are gzip bombs of newlines,
+digits, commas or NUL bytes; a scan cache whose rows are damaged, foreign, nested 100,000 deep,
+or whose file is a link planted to a victim file; folders 70 to 1,200 levels deep (scan, doctor,
+inspect); a WAL-mode trackio store a writer process commits to while it is read (any exit 2 is
+a failure there: a live store must read).
+
 **Value cases**: a ``Run`` built from extreme series (NaN, ±inf, 1e308, subnormals, constants,
 one-ulp differences at large magnitudes, empty and one-step runs, huge step numbers, odd manifests
 and group tables) through ``diagnose`` and every renderer.
@@ -637,6 +645,245 @@ def _good_error(stderr: str, case: Path) -> bool:
     )
 
 
+# --- attack cases (issue 21) ------------------------------------------------------------------
+ATTACKS = ("device_symlink", "csv_bomb", "damaged_cache", "deep_folder", "live_wal")
+"""Hostile inputs no byte mutation makes: a log or an SQLite side file that is a link to a
+device, decompression and newline bombs in CSV exports, a scan cache with damaged, foreign or
+linked rows, folders hundreds of levels deep, a WAL-mode store being written while it is read."""
+_TRACKIO_TABLE = (
+    "CREATE TABLE metrics (id INTEGER PRIMARY KEY AUTOINCREMENT, timestamp TEXT, run_id TEXT, "
+    "run_name TEXT, step INTEGER, metrics TEXT)"
+)
+_WAL_WRITER = r"""
+import json, sqlite3, sys, time
+con = sqlite3.connect(sys.argv[1], timeout=10)
+con.execute("PRAGMA journal_mode=WAL")
+print("ready", flush=True)
+step, end = 1000, time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    con.executemany(
+        "INSERT INTO metrics (timestamp, run_id, run_name, step, metrics) VALUES (?, ?, ?, ?, ?)",
+        [("t", "r1", "run", step, json.dumps({"train/reward": 0.5, "train/k%d" % j: 1.0}))
+         for j in range(20)],
+    )
+    con.commit()
+    step += 1
+"""
+
+
+def _trackio_db(path: Path, steps: int = 60) -> Path:
+    import sqlite3
+
+    con = sqlite3.connect(path)
+    con.execute(_TRACKIO_TABLE)
+    con.executemany(
+        "INSERT INTO metrics (timestamp, run_id, run_name, step, metrics) VALUES (?, ?, ?, ?, ?)",
+        [("t", "r1", "run", s, json.dumps({"train/reward": (s % 7) / 7, "train/loss": 0.1}))
+         for s in range(steps)],
+    )  # fmt: skip
+    con.commit()
+    con.close()
+    return path
+
+
+def _deep_tree(root: Path, levels: int, run: bytes) -> None:
+    """``root/d/d/.../d/train.jsonl`` built relative to descriptors (never a long path)."""
+    root.mkdir()
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        for _ in range(levels):
+            os.mkdir("d", dir_fd=fd)
+            nfd = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+        wfd = os.open("train.jsonl", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(wfd, run)
+        os.close(wfd)
+    finally:
+        os.close(fd)
+
+
+def _remove_tree(root: Path) -> None:
+    """shutil.rmtree recurses (a RecursionError at 1,000 levels): unchain the ``d`` folders."""
+    cur, i = root, 0
+    while os.path.isdir(cur / "d") and not os.path.islink(cur / "d"):
+        nxt = root.parent / f"{root.name}-unchained-{i}"
+        os.rename(cur / "d", nxt)
+        shutil.rmtree(cur, ignore_errors=True)
+        cur, i = nxt, i + 1
+    shutil.rmtree(cur, ignore_errors=True)
+
+
+def _shallow_snapshot(root: Path) -> dict[str, tuple[int, str]]:
+    """Size and digest of every regular file within 8 levels of ``root`` (iterative)."""
+    out: dict[str, tuple[int, str]] = {}
+    stack = [(root, 0)]
+    while stack:
+        d, depth = stack.pop()
+        for e in sorted(os.scandir(d), key=lambda e: e.name):
+            if e.is_symlink():
+                out[e.path] = (-1, os.readlink(e.path))
+            elif e.is_dir() and depth < 8:
+                stack.append((Path(e.path), depth + 1))
+            elif e.is_file():
+                out[e.path] = (
+                    e.stat().st_size,
+                    hashlib.sha1(Path(e.path).read_bytes()).hexdigest(),
+                )
+    return out
+
+
+def _jsonl_run(rng: random.Random, steps: int = 40) -> bytes:
+    return b"".join(
+        json.dumps({"step": s, "reward": rng.random(), "loss": 0.1, "kl": 0.01}).encode() + b"\n"
+        for s in range(steps)
+    )
+
+
+def _attack(rng: random.Random, kind: str, case: Path) -> tuple[list[str], Path, list[Path]]:
+    """Build one attack under ``case``: the argv, the input (whose bytes must not change) and
+    the other paths that must not change (a victim a planted link points at)."""
+    victims: list[Path] = []
+    if kind == "device_symlink":
+        dev = rng.choice(["/dev/zero", "/dev/urandom", "/dev/null"])
+        if rng.random() < 0.5:  # a log that is a device
+            inp = case / rng.choice(["train.jsonl", "history.csv", "export.csv", "run.log"])
+            os.symlink(dev, inp)
+            fmt = rng.choice([None, "jsonl", "csv", "wandb_history", "wandb_chart", "verl_console"])
+            argv = [rng.choice(["doctor", "inspect"]), str(inp)]
+            if fmt:
+                argv += ["--input-format" if argv[0] == "doctor" else "--format", fmt]
+            return argv, case, victims
+        inp = _trackio_db(case / "proj.db")  # an SQLite store whose side file is a device
+        os.symlink(dev, case / f"proj.db{rng.choice(['-journal', '-wal', '-shm'])}")
+        return [rng.choice(["doctor", "inspect"]), str(inp)], case, victims
+    if kind == "csv_bomb":
+        header = rng.choice(
+            [b"_step,_runtime,train/reward\n0,1,0.5\n", b"Step,run - train/reward\n1,0.5\n"]
+        )
+        fmt = "wandb_history" if header.startswith(b"_step") else "wandb_chart"
+        inp = case / f"{fmt}.csv.gz"
+        import gzip
+
+        with gzip.open(inp, "wb", compresslevel=6) as f:
+            f.write(header)
+            chunk = rng.choice([b"\n", b"\r\n", b"9", b",", b"\0"]) * (1 << 20)
+            for _ in range(rng.choice([4, 32, 160])):
+                f.write(chunk)
+            if rng.random() < 0.5:
+                f.write(b"\n" + header.split(b"\n")[1] + b"\n")
+        argv = ["doctor", str(inp)] + (["--input-format", fmt] if rng.random() < 0.7 else [])
+        return argv, case, victims
+    if kind == "deep_folder":
+        levels = rng.choice([70, 300, 800, 1000, 1200])
+        root = case / "runs"
+        _deep_tree(root, levels, _jsonl_run(rng))
+        if rng.random() < 0.5:
+            (root / "shallow").mkdir()
+            (root / "shallow" / "train.jsonl").write_bytes(_jsonl_run(rng))
+        cmd = rng.choice(["scan", "scan", "doctor", "inspect"])
+        argv = [cmd, str(root)] + (["--no-cache", "-j", "1"] if cmd == "scan" else [])
+        return argv, root, victims
+    if kind == "damaged_cache":
+        root = case / "runs"
+        root.mkdir()
+        for i in range(rng.choice([1, 3])):
+            (root / f"r{i}.jsonl").write_bytes(_jsonl_run(rng))
+        cache = case / "cache"
+        warm = run_forked(_cli_body(["scan", str(root), "--cache-dir", str(cache), "-j", "1"]))
+        if warm.rc not in (0, 1, 2) or not (cache / "scan.sqlite3").exists():
+            return ["scan", str(root), "--cache-dir", str(cache), "-j", "1"], root, victims
+        how = rng.choice(["garbage", "types", "nested", "link", "foreign"])
+        db = cache / "scan.sqlite3"
+        if how == "link":
+            victim = case / "victim.txt"
+            victim.write_bytes(b"precious\n")
+            victims.append(victim)
+            target = cache / f"scan.sqlite3{rng.choice(['', '-wal', '-shm', '-journal'])}"
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(f"{db}{suffix}").unlink(missing_ok=True)
+            os.symlink(victim, target)
+        else:
+            import sqlite3
+
+            con = sqlite3.connect(db)
+            keys = [k for (k,) in con.execute("SELECT key FROM entries")]
+            values = {
+                "garbage": lambda: rng.choice(["not json", "{", "", "\x00\x01", "[1,2"]),
+                "types": lambda: json.dumps(rng.choice([3, [], {"path": 3}, {"severities": "x"}])),
+                "nested": lambda: "[" * 100_000 + "]" * 100_000,
+                "foreign": lambda: json.dumps({"path": "/etc/passwd", "error": None, "x": 1}),
+            }[how]
+            for k in keys:
+                if rng.random() < 0.7:
+                    con.execute("UPDATE entries SET value = ? WHERE key = ?", (values(), k))
+            con.commit()
+            con.close()
+        return ["scan", str(root), "--cache-dir", str(cache), "-j", "1"], root, victims
+    assert kind == "live_wal"
+    inp = _trackio_db(case / "proj.db")
+    return [rng.choice(["doctor", "inspect"]), str(inp)], case, victims
+
+
+def attack_case(rng: random.Random, i: int, work: Path, keep: Path, stats: Stats) -> None:
+    kind = rng.choice(ATTACKS)
+    case = work / f"case-{i:06d}"
+    case.mkdir()
+    writer = None
+    try:
+        argv, inp, victims = _attack(rng, kind, case)
+        before = {} if kind == "live_wal" else _shallow_snapshot(inp)
+        watched = {v: v.read_bytes() for v in victims}
+        if kind == "live_wal":  # a writer commits and checkpoints all along the read
+            writer = subprocess.Popen(
+                [sys.executable, "-c", _WAL_WRITER, argv[1], str(CASE_TIMEOUT_S)],
+                stdout=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            writer.stdout.readline()
+        res = run_forked(_cli_body(argv))
+        command = argv[0]
+        key = f"attack:{kind} {command}"
+        stats.runs[f"attack:{kind}"] += 1
+        stats.exits[res.rc] += 1
+        stats.slowest = max(stats.slowest, res.wall)
+        failed = None
+        allowed = {0, 1, 2} if command in ("doctor", "scan") else {0, 2}
+        if res.timed_out:
+            stats.hangs.append(key)
+            failed = "hang"
+        elif res.rc == TRACEBACK_RC or "Traceback (most recent call last)" in res.stderr:
+            where = _where(res.stderr)
+            stats.tracebacks[where] += 1
+            stats.examples.setdefault(where, f"{kind} | rlvitals {' '.join(argv)}")
+            failed = "traceback"
+        elif res.rc not in allowed or (kind == "live_wal" and res.rc == 2):
+            stats.wrong_exits.append(f"{key}: rc {res.rc}: {res.stderr.strip()[-200:]!r}")
+            failed = "wrong-exit"
+        elif command != "scan" and res.rc == 2 and not _good_error(res.stderr, case):
+            stats.wrong_exits.append(f"{key}: rc 2: {res.stderr.strip()[-200:]!r}")
+            failed = "wrong-exit"
+        if (kind != "live_wal" and _shallow_snapshot(inp) != before) or any(
+            v.read_bytes() != b for v, b in watched.items()
+        ):
+            stats.modified.append(key)
+            failed = failed or "modified"
+        if failed:
+            dest = keep / f"{failed}-{i:06d}"
+            dest.mkdir(parents=True, exist_ok=True)
+            (dest / "README.txt").write_text(
+                f"attack {kind}\nrlvitals {' '.join(argv)}\nrc {res.rc}\n"
+                f"--- stderr\n{res.stderr[-20000:]}\n"
+            )
+    finally:
+        if writer is not None:
+            writer.kill()
+            writer.wait()
+        for p in list(case.iterdir()):
+            if p.is_dir() and not p.is_symlink():
+                _remove_tree(p)
+        shutil.rmtree(case, ignore_errors=True)
+
+
 # --- value cases -----------------------------------------------------------------------------
 SPECIAL = [
     math.nan, math.inf, -math.inf, 0.0, -0.0, 1e308, -1e308, 5e-324, 1e-300, 1.0, 0.5, 4500.0,
@@ -750,6 +997,7 @@ def summarise(stats: Stats, elapsed: float) -> dict[str, Any]:
     return {
         "elapsed_s": round(elapsed),
         "file_cases": sum(v for k, v in stats.runs.items() if k != "value"),
+        "attack_cases": {k: v for k, v in sorted(stats.runs.items()) if k.startswith("attack:")},
         "value_cases": stats.runs["value"],
         "by_command": dict(stats.runs),
         "tracebacks": sum(stats.tracebacks.values()),
@@ -782,6 +1030,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", choices=("fast", "all"), default="all")
     ap.add_argument("--value-share", type=float, default=0.25,
                     help="share of the time given to value cases (default 0.25)")  # fmt: skip
+    ap.add_argument("--attack-share", type=float, default=0.15,
+                    help="share of the file cases that are attack cases (default 0.15)")  # fmt: skip
     ap.add_argument("--files", type=int, default=0, help="stop file cases after this many")
     ap.add_argument("--values", type=int, default=0, help="stop value cases after this many")
     ap.add_argument("--keep", type=Path, help="where failing inputs are kept")
@@ -806,7 +1056,7 @@ def main(argv: list[str] | None = None) -> int:
               + ", ".join(sorted({s.fmt for s in seeds})), flush=True)  # fmt: skip
         # Everything a case may import, once, before forking: each case then runs the same
         # code (a tree edited during a long run does not change it) and imports nothing.
-        for name in ("rlvitals.cli", "rlvitals.doctor", "rlvitals.report"):
+        for name in ("rlvitals.cli", "rlvitals.doctor", "rlvitals.report", "rlvitals.scan"):
             importlib.import_module(name)
         importlib.import_module("rlvitals.importers").formats()
         cli = importlib.import_module("rlvitals.cli")
@@ -832,6 +1082,8 @@ def main(argv: list[str] | None = None) -> int:
             i += 1
             if want_value:
                 value_case(rng, i, keep, stats)
+            elif rng.random() < args.attack_share:
+                attack_case(rng, i, work, keep, stats)
             else:
                 file_case(rng, i, seeds, pool, work, keep, stats)
             if time.monotonic() - last_print > 60:

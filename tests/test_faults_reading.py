@@ -235,3 +235,13 @@ def test_a_file_that_grows_while_read_is_fine(tmp_path):
             f.write(json.dumps({"step": 10_000, "reward": 1.0}).encode() + b"\n")
 
     assert len(load(p, progress=progress).steps) >= 300
+
+
+@pytest.mark.parametrize("fmt", [None, "jsonl", "wandb_history", "verl_console"])
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom", "/dev/null"])
+def test_a_log_linked_to_a_device_is_refused_not_read_forever(tmp_path, device, fmt):
+    # /dev/urandom forced as a console log never ended (it has newlines); /dev/zero grew.
+    p = tmp_path / "train.jsonl"
+    os.symlink(device, p)
+    with pytest.raises(InputError, match=r"is a character device \(/dev/\w+\), not a log"):
+        load(p, fmt)

@@ -222,7 +222,24 @@ def _is_nonregular_file(path: Path) -> bool:
 
 
 def _open_fifo(path: Path) -> BinaryIO:
-    """Open a FIFO, pipe or device for reading without ever blocking on a missing writer."""
+    """Open a FIFO or a pipe for reading without ever blocking on a missing writer.
+
+    A character or block device (``/dev/zero``, ``/dev/urandom``, a disk; a log symlinked to
+    one) is refused before it is opened: it never ends, so no budget but time would stop it.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as e:
+        raise InputError(path, f"cannot read: {e.strerror or e}") from None
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        kind = "character" if stat.S_ISCHR(mode) else "block"
+        real = os.path.realpath(path)
+        shown = f" ({real})" if real != os.fspath(path) else ""
+        raise InputError(
+            path,
+            f"is a {kind} device{shown}, not a log (a device may never end); copy what you want "
+            "read into a file, or pipe it in: CMD | rlvitals doctor -",
+        )
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as e:
