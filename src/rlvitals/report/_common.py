@@ -56,6 +56,25 @@ def counts(findings: list[dict]) -> dict[str, int]:
     return out
 
 
+def lead(conditions: list[dict] | None) -> str | None:
+    """The report's first sentence: the primary condition, since when, its first sign, and
+    the others by ID (None when the run was not judged).
+
+    >>> lead([{"id": "RUNAWAY_LENGTH", "title": "Completions stop terminating",
+    ...        "onset_step": 75, "for": ["90% cut at the cap"]}, {"id": "SMALL_GROUPS"}])
+    'Completions stop terminating (RUNAWAY_LENGTH) since step 75: 90% cut at the cap. Also: SMALL_GROUPS.'
+    """
+    if not conditions:
+        return None
+    p = conditions[0]
+    since = f" since step {p['onset_step']}" if p.get("onset_step") is not None else ""
+    sign = f": {p['for'][0]}" if p.get("for") else ""
+    text = f"{p['title']} ({p['id']}){since}{sign}."
+    if len(conditions) > 1:
+        text += " Also: " + ", ".join(c["id"] for c in conditions[1:]) + "."
+    return text
+
+
 def verdict(findings: list[dict], incidents: list | None = None, not_judged: Any = None) -> str:
     """``"2 warnings, 1 info"``, ``"... in 1 incident"``, ``"no findings"`` or ``"not judged"``
     (a run the doctor could not judge is never a plain "no findings").

@@ -23,6 +23,7 @@ from rlvitals.report._common import (
     INCIDENT_ACTIONS,
     header_facts,
     incident_span,
+    lead,
     marks_text,
     number,
     skip_groups,
@@ -159,6 +160,10 @@ def render_html(diagnosis: Diagnosis, options: RenderOptions) -> str:
             f'<section class="unjudged-note"><p><strong>Not judged:</strong> '
             f"{escape(str(not_judged))}</p>{_skipped(d)}</section>"
         )
+    first = lead(d.get("conditions"))
+    if first:
+        out.append(f'<p class="lead"><strong>{escape(first)}</strong></p>')
+        out.append(_conditions(d["conditions"]))
     if incidents:
         out.append('<h2 class="section">Incidents</h2>')
         out += [_incident(inc, findings) for inc in incidents]
@@ -319,3 +324,18 @@ register(
         "html", "self-contained HTML page with plots (no network requests)", ".html", render_html
     )
 )
+
+
+def _conditions(conditions: list[dict]) -> str:
+    items = []
+    for i, c in enumerate(conditions):
+        since = f" · since step {c['onset_step']}" if c.get("onset_step") is not None else ""
+        rows = "".join(f"<li>for: {escape(x)}</li>" for x in c.get("for") or [])
+        rows += "".join(f"<li>against: {escape(x)}</li>" for x in c.get("against") or [])
+        rows += "".join(f"<li>try: {escape(x)}</li>" for x in c.get("actions") or [])
+        role = "primary" if i == 0 else "also"
+        items.append(
+            f"<li><strong>{escape(c['title'])}</strong> <code>{escape(c['id'])}</code> "
+            f"({role}{escape(since)}, confidence {c['confidence']:.2f})<ul>{rows}</ul></li>"
+        )
+    return f'<h2 class="section">Conditions</h2><ul class="conditions">{"".join(items)}</ul>'

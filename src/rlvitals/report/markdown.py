@@ -19,6 +19,7 @@ from rlvitals.report._common import (
     INCIDENT_ACTIONS,
     header_facts,
     incident_span,
+    lead,
     marks_text,
     number,
     one_line,
@@ -67,6 +68,21 @@ def md_code(text: object) -> str:
     return f"`{s}`" if _PLAIN.match(s) else md_escape(s)
 
 
+def _conditions(conditions: list[dict]) -> list[str]:
+    out = ["### Conditions", ""]
+    for i, c in enumerate(conditions):
+        since = f" · since step {c['onset_step']}" if c.get("onset_step") is not None else ""
+        role = "primary" if i == 0 else "also"
+        out.append(
+            f"- **{md_escape(c['title'])}** ({md_code(c['id'])}, {role}{since}, "
+            f"confidence {c['confidence']:.2f})"
+        )
+        out += [f"  - for: {md_escape(x)}" for x in c.get("for") or []]
+        out += [f"  - against: {md_escape(x)}" for x in c.get("against") or []]
+        out += [f"  - try: {md_escape(x)}" for x in c.get("actions") or []]
+    return [*out, ""]
+
+
 def render_markdown(diagnosis: Diagnosis, options: RenderOptions) -> str:
     """The Markdown report of ``diagnosis`` (see the module docstring)."""
     d = diagnosis.to_dict()
@@ -83,6 +99,10 @@ def render_markdown(diagnosis: Diagnosis, options: RenderOptions) -> str:
     ]
     if not_judged:
         out += [f"> **Not judged:** {md_escape(not_judged)}", ""]
+    first = lead(d.get("conditions"))
+    if first:
+        out += [f"**{md_escape(first)}**", ""]
+        out += _conditions(d["conditions"])
     if incidents:
         out += ["### Incidents", ""]
         for inc in incidents:

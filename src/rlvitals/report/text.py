@@ -27,6 +27,7 @@ from rlvitals.report._common import (
     INCIDENT_ACTIONS,
     header_facts,
     incident_span,
+    lead,
     marks_text,
     number,
     skip_groups,
@@ -63,6 +64,7 @@ def render_text(diagnosis: Diagnosis, options: RenderOptions) -> str:
         legacy_windows=False,
     )
     _header(console, d)
+    _conditions(console, d.get("conditions") or [])
     findings = d["findings"]
     incidents = d.get("incidents") or []
     if incidents:
@@ -92,6 +94,21 @@ def _header(console: Console, d: dict) -> None:
     if not_judged:
         line.append(f": {not_judged}")
     console.print(line)
+    console.print()
+
+
+def _conditions(console: Console, conditions: list[dict]) -> None:
+    first = lead(conditions)
+    if not first:
+        return
+    console.print(Text(first, style="bold"))
+    for c in conditions:
+        for action in (c.get("actions") or [])[:2] if c is conditions[0] else []:
+            t = Text("try: ", style="green")
+            t.append(str(action))
+            console.print(Padding(t, (0, 0, 0, INDENT)))
+        for against in (c.get("against") or [])[:1] if c is conditions[0] else []:
+            console.print(Padding(Text(f"but: {against}", style="dim"), (0, 0, 0, INDENT)))
     console.print()
 
 
