@@ -113,7 +113,7 @@ def test_doctor_formats_and_output_file(length_file, tmp_path, capsys):
         out = capsys.readouterr().out
         assert "LENGTH_EXPLOSION" in out
     main(["doctor", str(length_file), "--output-format", "json"])  # the synonym
-    assert json.loads(capsys.readouterr().out)["schema"] == 1
+    assert json.loads(capsys.readouterr().out)["schema"] == 2
     html = tmp_path / "report.html"
     assert main(["doctor", str(length_file), "-o", str(html)]) == 1
     captured = capsys.readouterr()

@@ -37,7 +37,7 @@ def test_json_contract(collapsed):
     d = collapsed.to_dict()
     text = json.dumps(d, allow_nan=False)
     d = json.loads(text)
-    assert d["schema"] == JSON_SCHEMA == 1
+    assert d["schema"] == JSON_SCHEMA == 2
     assert {"schema", "run", "vitals", "findings"} <= set(d)
     v = d["vitals"]
     assert v["evidence"] in (

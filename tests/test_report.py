@@ -80,7 +80,7 @@ def test_registry_shape():
 
 def test_json_is_the_schema_1_contract(diagnosis):
     d = json.loads(render(diagnosis, "json"))
-    assert d["schema"] == 1
+    assert d["schema"] == 2
     assert set(d) >= {"schema", "run", "vitals", "findings"}
     assert d["vitals"]["evidence"] in {
         "groups",
@@ -218,9 +218,13 @@ def test_one_collapse_reads_as_one_incident_at_the_top(collapse, fmt):
     inc = collapse.incidents[0]
     n = len(collapse.findings)
     assert f"{n} warnings in 1 incident" in plain
+    # the primary condition leads, in one sentence, before the incident
+    primary = collapse.conditions[0]
+    assert plain.index(f"({primary.id})") < plain.index(inc.title)
     # the incident (its title, cause, root and detectors) comes before the findings
     at_title = plain.index(inc.title)
-    first_finding = min(plain.index(f.message[:40]) for f in collapse.findings)
+    table = plain.index("Findings", at_title)
+    first_finding = min(plain.index(f.message[:40], table) for f in collapse.findings)
     assert at_title < plain.index(inc.cause[:40]) < first_finding
     assert plain.count(inc.title) == 1
     head = plain[at_title:first_finding]
@@ -237,7 +241,7 @@ def test_incident_lists_only_its_first_actions(collapse):
     from rlvitals.report._common import INCIDENT_ACTIONS
 
     out = render(collapse, "text", RenderOptions(width=400))
-    head = out[: out.index("Findings")]
+    head = out[out.index("Incidents") : out.index("Findings")]
     assert head.count("try: ") == INCIDENT_ACTIONS
     assert f"(+{len(collapse.incidents[0].actions) - INCIDENT_ACTIONS} more" in head
 

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from rlvitals._median import median
 from rlvitals.conditions import get_condition
 
 __all__ = ["ConditionCall", "Events", "differential"]
@@ -177,14 +178,14 @@ class Events:
         if s is None:
             return None
         n = max(3, int(len(s[1]) * share))
-        return float(np.median(s[1][:n]))
+        return float(median(s[1][:n]))
 
     def late(self, name: str) -> float | None:
         s = self.series(name)
         if s is None:
             return None
         n = max(3, int(len(s[1]) * LATE_SHARE))
-        return float(np.median(s[1][-n:]))
+        return float(median(s[1][-n:]))
 
     def changepoint(self, name: str, min_seg: int = 5) -> int | None:
         """The step that best splits the series into two levels (largest between-segment
@@ -208,12 +209,12 @@ class Events:
             return None
         n = max(5, len(s[1]) // 4)
         x = s[1][:n] if first else s[1][-n:]
-        return float(np.mean(x)), float(np.median(x))
+        return float(np.mean(x)), float(median(x))
 
     def half(self, name: str) -> float | None:
         """Median of the second half of the run."""
         s = self.series(name)
-        return None if s is None else float(np.median(s[1][len(s[1]) // 2 :]))
+        return None if s is None else float(median(s[1][len(s[1]) // 2 :]))
 
     def first(self, name: str) -> float | None:
         s = self.series(name)
@@ -230,7 +231,7 @@ class Events:
         return int(self.steps[0]) if self.steps.size else 0
 
     def step_gap(self) -> float:
-        return float(np.median(np.diff(self.steps))) if self.steps.size > 1 else 1.0
+        return float(median(np.diff(self.steps))) if self.steps.size > 1 else 1.0
 
 
 def _onset(steps: np.ndarray, mask: np.ndarray, hold: float = 0.7, run: int = 3) -> int | None:
@@ -254,7 +255,7 @@ def _policy_moved(ev: Events, step: int, k: int = 5) -> str | None:
         before, after = x[st < step][-k:], x[st >= step][:k]
         if before.size < 2 or after.size < 2:
             continue
-        b, a = float(np.median(before)), float(np.median(after))
+        b, a = float(median(before)), float(median(after))
         if name == "kl":
             if a > max(hi * b, 0.1):
                 return f"KL {b:.3g} -> {a:.3g}"
@@ -337,7 +338,7 @@ def _candidates(ev: Events, found: set[str]) -> list[ConditionCall]:
     acr_s = ev.series("acr")
     if jump is not None and acr_s is not None:
         before_acr = acr_s[1][acr_s[0] < jump][-5:]
-        if before_acr.size < 2 or float(np.median(before_acr)) >= 0.6:
+        if before_acr.size < 2 or float(median(before_acr)) >= 0.6:
             jump = None  # not abrupt: a gradual rise is the pass rate's doing
     if jump is not None and jump > first:
         pass_s = ev.series("pass_rate")
@@ -345,9 +346,9 @@ def _candidates(ev: Events, found: set[str]) -> list[ConditionCall]:
         constant = False
         if pass_s is not None:
             st, x = pass_s
-            before = float(np.median(x[st < jump][-10:])) if (st < jump).any() else None
+            before = float(median(x[st < jump][-10:])) if (st < jump).any() else None
             after_x = x[st >= jump]
-            after = float(np.median(after_x[:10])) if after_x.size else None
+            after = float(median(after_x[:10])) if after_x.size else None
             constant = after_x.size >= 3 and float(np.ptp(after_x)) <= 1e-9
         moved = _policy_moved(ev, jump)
         if constant and before is not None and abs(after - before) > 0.05 and not moved:
@@ -472,7 +473,7 @@ def _candidates(ev: Events, found: set[str]) -> list[ConditionCall]:
     cap = _cap(v)
     if t_late is not None and max(t_late, t_half or 0) >= TRUNCATED:
         term = ev.series("length_terminated_mean")
-        term_med = float(np.median(term[1][term[1] > 0])) if term and (term[1] > 0).any() else None
+        term_med = float(median(term[1][term[1] > 0])) if term and (term[1] > 0).any() else None
         short = cap is not None and term_med is not None and term_med < SHORT_TERMINATED * cap
         from_start = t_early is not None and t_early >= TRUNCATED
         onset = ev.onset("truncation_frac", lambda x: x >= TRUNCATED, hold=0.6) or first
@@ -549,7 +550,7 @@ def _candidates(ev: Events, found: set[str]) -> list[ConditionCall]:
     acr_late = None
     if onset is not None and acr_s is not None:
         after_acr = acr_s[1][acr_s[0] >= onset][:5]
-        acr_late = float(np.median(after_acr)) if after_acr.size else None
+        acr_late = float(median(after_acr)) if after_acr.size else None
     if onset is not None and (acr_late is None or acr_late < 0.8):
         out.append(
             ConditionCall(
@@ -569,7 +570,7 @@ def _candidates(ev: Events, found: set[str]) -> list[ConditionCall]:
     # Reward hacking: the evaluation falls while the training reward rises.
     p_s = ev.series("pass_rate")
     if "REWARD_HACKING" in found and p_s is not None and p_late is not None:
-        start = float(np.median(p_s[1][:3]))
+        start = float(median(p_s[1][:3]))
         if max(p_late, p_half or 0) >= start + 0.1:
             out.append(
                 ConditionCall(
@@ -606,7 +607,7 @@ def _small_groups(ev: Events, G: int | None, others: list[ConditionCall]) -> Con
         acr = (rs[0], (rs[1] == 0).astype(float))
     if p is None:
         return None
-    p_mid = float(np.median(p[1]))
+    p_mid = float(median(p[1]))
     if not 0.15 <= p_mid <= 0.85:
         return None
     if G is not None and G > SMALL_G:
@@ -614,7 +615,8 @@ def _small_groups(ev: Events, G: int | None, others: list[ConditionCall]) -> Con
     ties = float(np.mean(acr[1] >= JUMP_ACR))
     if G is None:
         # no group size: a coarse ACR grid (few groups a step) with intermittent whole-step ties
-        grid = np.unique(np.round(acr[1] * 8) / 8).size <= 5 and ties >= 0.1
+        # (a set, not np.unique: np.unique imports numpy.ma, ~9 ms of the doctor's start-up)
+        grid = len(set((np.round(acr[1] * 8) / 8).tolist())) <= 5 and ties >= 0.1
         if not grid or _onset(acr[0], acr[1] >= JUMP_ACR, 0.9) is not None:
             return None
         chance = None
