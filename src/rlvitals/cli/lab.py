@@ -295,9 +295,11 @@ def run_zoo(args: argparse.Namespace) -> int:
     if show:
         print(file=sys.stderr)
     print(f"{'run':<28} {'injected':<22} {'at':>3}  the doctor names first (recording)")
+    right = 0
     for truth in truths:
         name = f"{truth['condition'].lower()}-s{truth['seed']}"
         verdict = judge_run(f"{args.out}/{name}", "recording")
+        right += verdict["primary"] == truth["condition"]
         print(
             f"{name:<28} {truth['condition']:<22} {truth['injected_step']:>3}  {verdict['named']}"
         )
@@ -305,4 +307,5 @@ def run_zoo(args: argparse.Namespace) -> int:
         f"\nzoo: {args.out} (each run: rlvitals/, trainer_state.json, console.log, "
         "tensorboard/, truth.json); score it: python benchmarks/zoo.py --out " + args.out
     )
+    print(f"zoo: {right} of {len(truths)} runs named their injected condition first")
     return 0

@@ -55,7 +55,8 @@ def judge_run(run_dir: str | os.PathLike, writer: str = "recording") -> dict[str
     named = primary
     lead = getattr(dx, "conditions", None)
     if lead:
-        named = f"{primary} (since step {lead[0].onset_step})"
+        since = lead[0].onset_step
+        named = primary if since is None else f"{primary} (since step {since})"
     elif dx.incidents:
         named = f"{primary} <- {dx.incidents[0].root}: {dx.incidents[0].title[:60]}"
     return {"primary": primary, "conditions": ids, "named": named}
