@@ -33,7 +33,7 @@ import numpy as np
 from rlvitals._median import median
 from rlvitals.conditions import get_condition
 
-__all__ = ["ConditionCall", "Events", "differential"]
+__all__ = ["ConditionCall", "Events", "condition_severity", "differential"]
 
 # -- thresholds (each: what it was calibrated on) ----------------------------------------------
 
@@ -151,6 +151,33 @@ class ConditionCall:
             "actions": list(self.actions),
             "findings": list(self.findings),
         }
+
+
+SIGN_DETECTORS: dict[str, set[str]] = {
+    "VERIFIER_CONSTANT": {"EXCESS_COLLAPSE", "REWARD_STD_DEATH", "DEGENERATE_GROUPS", "ACR_STALL"},
+    "IDENTICAL_COMPLETIONS": {"EXCESS_COLLAPSE", "REWARD_STD_DEATH", "DEGENERATE_GROUPS"},
+    "SATURATED": {"SATURATION", "DEGENERATE_GROUPS", "REWARD_STD_DEATH"},
+    "TOO_HARD": {"DEGENERATE_GROUPS", "REWARD_STD_DEATH"},
+    "SMALL_GROUPS": {"REWARD_STD_DEATH", "DEGENERATE_GROUPS", "EXCESS_COLLAPSE"},
+    "NO_GROUP_BASELINE": {"GROUP_SIZE_ONE"},
+    "ADVANTAGE_PIPELINE": {"ADV_COLLAPSE", "EXCESS_COLLAPSE"},
+    "POLICY_DEGRADATION": {"DEGENERATE_GROUPS", "GRAD_SPIKE", "REWARD_HACKING"},
+    "ENTROPY_COLLAPSE": {"ENTROPY_COLLAPSE"},
+    "ENTROPY_BLOWUP": {"ENTROPY_COLLAPSE", "LENGTH_EXPLOSION"},
+    "RUNAWAY_LENGTH": {"LENGTH_EXPLOSION", "TRUNCATION"},
+    "LENGTH_LIMIT": {"TRUNCATION"},
+    "KL_BLOWUP": {"KL_BLOWUP"},
+    "REWARD_HACKING": {"REWARD_HACKING"},
+}
+"""The detectors whose family a condition belongs to: a condition is not named when the user
+deselected all of them (``--select``/``--ignore``: a run checked for lengths only is not told
+about its learning rate)."""
+
+
+def condition_severity(cid: str) -> str:
+    """``info`` for conditions that inform (chance ties at a small G), ``warn`` for the others
+    (the run is failing, whatever its detectors' own severities); HEALTHY has none."""
+    return "info" if cid in INFO_ONLY else "warn"
 
 
 # -- 1. events ---------------------------------------------------------------------------------
@@ -753,7 +780,8 @@ def differential(diagnosis: Any) -> list[ConditionCall]:
         return []
     ev = Events(diagnosis.vitals)
     found = {f.id for f in diagnosis.findings}
-    calls = _candidates(ev, found)
+    ran = set(diagnosis.detectors)
+    calls = [c for c in _candidates(ev, found) if SIGN_DETECTORS.get(c.id, ran) & ran]
     if not calls:
         calls = _from_findings(diagnosis, ev)
     if not calls:

@@ -26,7 +26,7 @@ import numpy as np
 from rlvitals._array import quiet_numerics
 from rlvitals._record import record
 from rlvitals.detectors import DETECTORS, Detector, Finding, Severity, catalogue, load_all
-from rlvitals.differential import differential
+from rlvitals.differential import condition_severity, differential
 from rlvitals.errors import InputError
 from rlvitals.incidents import Incident, group_findings
 from rlvitals.recording.run import Run
@@ -176,10 +176,13 @@ class Diagnosis:
         return None
 
     def worst(self) -> Severity | None:
-        """The highest severity among the findings, or None when there are none."""
-        if not self.findings:
+        """The highest severity among the findings and the conditions named (a condition other
+        than HEALTHY is at least ``warn``, SMALL_GROUPS ``info``), or None when there is none."""
+        levels = [Severity(f.severity) for f in self.findings]
+        levels += [Severity(condition_severity(c.id)) for c in self.conditions if c.id != "HEALTHY"]
+        if not levels:
             return None
-        return max((Severity(f.severity) for f in self.findings), key=lambda s: s.rank)
+        return max(levels, key=lambda s: s.rank)
 
     def fails(self, fail_on: str) -> bool:
         """True when a finding is at or above ``fail_on``, or the run was not judged (unless
@@ -189,7 +192,8 @@ class Diagnosis:
         if not self.allow_unjudged and self.not_judged() is not None:
             return True
         bar = Severity.parse(fail_on).rank
-        return any(Severity(f.severity).rank >= bar for f in self.findings)
+        worst = self.worst()
+        return worst is not None and worst.rank >= bar
 
     def by_id(self, det_id: str) -> list[Finding]:
         return [f for f in self.findings if f.id == det_id]

@@ -56,6 +56,11 @@ def counts(findings: list[dict]) -> dict[str, int]:
     return out
 
 
+def named_conditions(d: dict) -> bool:
+    """Whether a report dict names a condition other than HEALTHY."""
+    return any(c.get("id") != "HEALTHY" for c in d.get("conditions") or [])
+
+
 def lead(conditions: list[dict] | None) -> str | None:
     """The report's first sentence: the primary condition, since when, its first sign, and
     the others by ID (None when the run was not judged).
@@ -75,9 +80,15 @@ def lead(conditions: list[dict] | None) -> str | None:
     return text
 
 
-def verdict(findings: list[dict], incidents: list | None = None, not_judged: Any = None) -> str:
+def verdict(
+    findings: list[dict],
+    incidents: list | None = None,
+    not_judged: Any = None,
+    conditions_named: bool = False,
+) -> str:
     """``"2 warnings, 1 info"``, ``"... in 1 incident"``, ``"no findings"`` or ``"not judged"``
-    (a run the doctor could not judge is never a plain "no findings").
+    (a run the doctor could not judge is never a plain "no findings"; a run whose conditions
+    name a cause no detector saw reads "no detector findings", and the condition leads).
 
     >>> verdict([{"severity": "warn"}, {"severity": "warn"}, {"severity": "info"}])
     '2 warnings, 1 info'
@@ -96,7 +107,7 @@ def verdict(findings: list[dict], incidents: list | None = None, not_judged: Any
     }
     parts = [f"{n} {names[s][n != 1]}" for s, n in c.items() if n]
     if not parts:
-        return "no findings"
+        return "no detector findings" if conditions_named else "no findings"
     text = ", ".join(parts)
     if incidents and len(incidents) < len(findings):
         text += f" in {len(incidents)} incident{'s' if len(incidents) != 1 else ''}"

@@ -25,6 +25,7 @@ from rlvitals.report._common import (
     incident_span,
     lead,
     marks_text,
+    named_conditions,
     number,
     skip_groups,
     verdict,
@@ -147,7 +148,7 @@ def render_html(diagnosis: Diagnosis, options: RenderOptions) -> str:
         "<h1>rlvitals doctor</h1>",
         f'<p class="source">{escape(source)}</p>',
         f'<span class="verdict {escape(worst)}">'
-        f"{escape(verdict(findings, incidents, not_judged))}</span>",
+        f"{escape(verdict(findings, incidents, not_judged, named_conditions(d)))}</span>",
         '<dl class="facts">'
         + "".join(
             f"<div><dt>{escape(k)}</dt><dd>{escape(v)}</dd></div>" for k, v in header_facts(d)

@@ -21,6 +21,7 @@ from rlvitals.report._common import (
     incident_span,
     lead,
     marks_text,
+    named_conditions,
     number,
     one_line,
     skip_groups,
@@ -91,7 +92,7 @@ def render_markdown(diagnosis: Diagnosis, options: RenderOptions) -> str:
     not_judged = d.get("not_judged")
     icon = UNJUDGED if not_judged else ICON.get(d.get("worst") or "", "✅")
     out = [
-        f"## {icon} rlvitals doctor: {verdict(findings, incidents, not_judged)}",
+        f"## {icon} rlvitals doctor: {verdict(findings, incidents, not_judged, named_conditions(d))}",
         "",
         f"**Run:** {md_escape(d['run'].get('source') or '(run)')}  ",
         " · ".join(f"{md_escape(k)} **{md_escape(v)}**" for k, v in header_facts(d)),

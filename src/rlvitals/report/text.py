@@ -29,6 +29,7 @@ from rlvitals.report._common import (
     incident_span,
     lead,
     marks_text,
+    named_conditions,
     number,
     skip_groups,
     terminal_strings,
@@ -89,7 +90,7 @@ def _header(console: Console, d: dict) -> None:
     console.print(facts)
     console.print()
     not_judged = d.get("not_judged")
-    line = Text(verdict(d["findings"], d.get("incidents"), not_judged))
+    line = Text(verdict(d["findings"], d.get("incidents"), not_judged, named_conditions(d)))
     line.stylize(UNJUDGED if not_judged else STYLE.get(d.get("worst") or "", "bold green"))
     if not_judged:
         line.append(f": {not_judged}")
