@@ -175,3 +175,64 @@ def test_the_condition_pictures_are_in_sync_with_their_extracts():
     script = Path(__file__).resolve().parents[1] / "scripts" / "zoo_pictures.py"
     run = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
+
+
+@pytest.fixture(scope="module")
+def every_condition(tmp_path_factory):
+    """Development seed 0 of every zoo condition (15 runs, about 45 s on one core)."""
+    cache = tmp_path_factory.getbasetemp().parent / "rlvitals-lab-cache"
+    out = tmp_path_factory.mktemp("zoo-all")
+    runs = [r for r in Z.runs_of(Z.ZOO_CONDITIONS, heldout=False) if r.seed == 0]
+    truths = Z.zoo(runs, out, workers=1, cache_dir=str(cache))
+    return {t["condition"]: (t, out / f"{t['condition'].lower()}-s0") for t in truths}
+
+
+def _logged(run_dir, key):
+    rows = json.loads((run_dir / "trainer_state.json").read_text())["log_history"]
+    return [r[key] for r in rows if "loss" in r and key in r]
+
+
+def test_every_injection_shows_in_its_run_and_the_healthy_control_shows_none(every_condition):
+    k = Z.INJECT_AT
+    before, after = slice(0, k - 1), slice(k - 1, None)
+
+    def truth(cid, key):
+        return _series(every_condition[cid][0], key)
+
+    def logged(cid, key):
+        return _logged(every_condition[cid][1], key)
+
+    acr = truth("VERIFIER_CONSTANT", "acr")
+    rewards = truth("VERIFIER_CONSTANT", "reward_mean")
+    assert all(r == 0.0 for r in rewards[after]) and all(a == 1.0 for a in acr[after])
+    assert _mean(rewards[before]) > 0.2
+    assert all(a == 1.0 for a in truth("IDENTICAL_COMPLETIONS", "acr")[after])
+    assert _mean(truth("SATURATED", "pass_rate")) > 0.8
+    assert _mean(truth("TOO_HARD", "pass_rate")) < 0.1
+    small = truth("SMALL_GROUPS", "acr")  # four groups a step: whole steps tie by chance
+    assert set(small) <= {0.0, 0.25, 0.5, 0.75, 1.0} and 0.1 < small.count(1.0) / len(small) < 0.9
+    adv = logged("ADVANTAGE_PIPELINE", "rlvitals/adv_std")
+    assert max(adv[after]) < 0.01 * _mean(adv[before])
+    worse = truth("POLICY_DEGRADATION", "pass_rate")
+    assert _mean(worse[-20:]) < 0.6 * _mean(worse[before])
+    ent = logged("ENTROPY_COLLAPSE", "entropy")
+    assert _mean(ent[-10:]) < 0.5 * _mean(ent[before])
+    ent = logged("ENTROPY_BLOWUP", "entropy")
+    assert _mean(ent[-10:]) > 3 * _mean(ent[before])
+    clipped = logged("RUNAWAY_LENGTH", "completions/clipped_ratio")
+    assert max(clipped[before]) == 0.0 and _mean(clipped[after]) > 0.3
+    assert _mean(logged("LENGTH_LIMIT", "completions/clipped_ratio")[: k - 1]) > 0.3
+    kl = logged("KL_BLOWUP", "kl")
+    assert max(kl[after]) > 100 * max(_mean(kl[before]), 1e-3)
+    hack = every_condition["REWARD_HACKING"]
+    accuracy = _logged(hack[1], "eval_accuracy")
+    assert _mean(truth("REWARD_HACKING", "reward_mean")[-10:]) > _mean(
+        truth("REWARD_HACKING", "reward_mean")[:3]
+    )
+    assert accuracy[-1] < accuracy[0]
+    healthy = truth("HEALTHY", "pass_rate")
+    assert not any(a == 1.0 for a in truth("HEALTHY", "acr"))
+    assert _mean(healthy[-20:]) > 0.6 * _mean(healthy[:20])
+    ent = logged("HEALTHY", "entropy")
+    assert 0.5 < _mean(ent[-10:]) / _mean(ent[:10]) < 2.0
+    assert max(logged("HEALTHY", "completions/clipped_ratio")) < 0.1
