@@ -227,3 +227,37 @@ def test_every_report_leads_with_the_primary_condition(tmp_path, fmt):
     lead = "The policy got worse (learning rate too high) (POLICY_DEGRADATION) since step"
     assert lead in plain and plain.index(lead) < 900
     assert dx.fails("warn") and dx.worst().value == "warn"  # a named cause is not a green run
+
+
+# -- watch: conditions with hysteresis (issue 23, item 7) ------------------------------------
+
+
+def test_a_flapping_condition_never_opens_and_a_lasting_one_closes_and_reopens():
+    from rlvitals.guard.conditions import ConditionTracker
+
+    t = ConditionTracker()
+    for step in range(10):  # named at every other check: the window's edge, not a condition
+        assert t.update(["REWARD_HACKING"] if step % 2 else [], step) == []
+    seen = []
+    for step, named in enumerate(
+        [["RUNAWAY_LENGTH"]] * 3 + [[]] * 3 + [["RUNAWAY_LENGTH", "HEALTHY"]] * 2, start=20
+    ):
+        seen += [(e.kind, e.condition, e.step) for e in t.update(named, step)]
+    assert seen == [
+        ("opened", "RUNAWAY_LENGTH", 21),
+        ("closed", "RUNAWAY_LENGTH", 25),
+        ("reopened", "RUNAWAY_LENGTH", 27),
+    ]
+    assert t.open == ["RUNAWAY_LENGTH"] and [e.kind for e in t.timeline] == [k for k, _, _ in seen]
+
+
+def test_watch_once_leads_with_the_primary_condition(tmp_path, capsys):
+    from rlvitals.cli import main
+
+    n = 300
+    path = _log(
+        tmp_path, n, reward=np.linspace(0.7, 0.1, n) + _noise(n, 0.03), frac_reward_zero_std=0.2
+    )
+    assert main(["watch", str(path), "--once", "--plain"]) == 1
+    out = capsys.readouterr().out
+    assert "(POLICY_DEGRADATION) since step" in " ".join(out.split())

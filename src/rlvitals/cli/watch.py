@@ -2,8 +2,9 @@
 
 One library object does the work: :class:`rlvitals.guard.follow.RunFollower` re-reads the run
 when it changed (a recording directory, or a growing log of any format the importers read:
-torn last lines and rotation tolerated); the doctor diagnoses it; an
-:class:`~rlvitals.guard.IncidentTracker` says which incidents are new, worse or recovered; the
+torn last lines and rotation tolerated); the doctor diagnoses it; a
+:class:`~rlvitals.guard.conditions.ConditionTracker` says which conditions opened, closed or
+reopened, with hysteresis (a condition named at one refresh only is not news); the
 view (:mod:`rlvitals.guard.view`) is redrawn in place (printed once when stdout is not a
 terminal, and with ``--once``). Exit codes as ``rlvitals doctor`` for the last diagnosis:
 0 nothing at or above ``--fail-on``, 1 something is, 2 bad input (or a run the collapse family
@@ -87,9 +88,11 @@ def run(args: argparse.Namespace) -> int:
 
     from rlvitals.cli import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
     from rlvitals.cli.doctor import config_from_args
+    from rlvitals.conditions import get_condition
+    from rlvitals.differential import condition_severity
     from rlvitals.doctor import diagnose
+    from rlvitals.guard.conditions import ConditionTracker
     from rlvitals.guard.follow import RunFollower
-    from rlvitals.guard.tracker import IncidentTracker
     from rlvitals.guard.view import watch_view
 
     if args.interval <= 0 or (args.idle_exit is not None and args.idle_exit <= 0):
@@ -97,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
 
     follower = RunFollower(args.path, args.input_format, args.run)
-    tracker = IncidentTracker(alert_on="info")
+    tracker = ConditionTracker()
     events: list[tuple] = []
     console = Console(highlight=False, emoji=False, soft_wrap=False)
     live_mode = not args.once and not args.plain and console.is_terminal
@@ -108,10 +111,10 @@ def run(args: argparse.Namespace) -> int:
             return False
         d = diagnose(follower.run, config)
         step = int(d.vitals.steps[-1]) if d.vitals.n_steps else 0
-        for e in tracker.update(d.incidents, step):
-            inc = e.incident
-            what = inc.title + (f" ({'; '.join(e.changes)})" if e.changes else "")
-            events.append((step, e.kind, "info" if e.kind == "recovered" else inc.severity, what))
+        for e in tracker.update([c.id for c in d.conditions], step):
+            what = f"{get_condition(e.condition).title} ({e.condition})"
+            severity = "info" if e.kind == "closed" else condition_severity(e.condition)
+            events.append((step, e.kind, severity, what))
         state["diagnosis"], state["changed"] = d, time.time()
         return True
 

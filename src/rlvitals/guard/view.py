@@ -20,7 +20,13 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from rlvitals.report._common import one_line, terminal_strings, verdict
+from rlvitals.report._common import (
+    lead,
+    named_conditions,
+    one_line,
+    terminal_strings,
+    verdict,
+)
 
 __all__ = ["SPARK_POINTS", "VITALS", "sparkline", "watch_view"]
 
@@ -84,7 +90,8 @@ def watch_view(
 
     Args:
         diagnosis: the doctor's diagnosis of the run so far.
-        events: ``(step, kind, severity, text)`` of the incident events, oldest first.
+        events: ``(step, kind, severity, text)`` of the condition and incident events, oldest
+            first (``opened``, ``closed``, ``reopened``, ``worse``, ``recovered``).
         source: the path followed.
         updated: when the input last changed (``time.time()``), or None.
         live: whether the view is being redrawn (a "following" mark).
@@ -107,7 +114,15 @@ def watch_view(
     parts.append(head)
     if note:
         parts.append(Text(one_line(note), style="magenta"))
-    parts.append(Text(verdict(d["findings"], d["incidents"], d["not_judged"]), style="bold"))
+    parts.append(
+        Text(
+            verdict(d["findings"], d["incidents"], d["not_judged"], named_conditions(d)),
+            style="bold",
+        )
+    )
+    first = lead(d.get("conditions"))
+    if first:
+        parts.append(Text(one_line(first), style="bold"))
     if d["not_judged"]:
         parts.append(Text("NOT JUDGED: " + one_line(d["not_judged"]), style="bold magenta"))
 
