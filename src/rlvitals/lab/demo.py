@@ -167,6 +167,11 @@ def demo(
             f"mean ACR {s['acr_mean']:.2f} (residual {s['acr_residual_mean']:.2f}), "
             f"{100 * s['wasted_fraction']:.0f}% of completions wasted, {s['train_seconds']:.0f} s"
         )
+        if diagnosis.conditions:
+            from rlvitals.report._common import lead
+
+            _say(f"   doctor names: {lead([c.to_dict() for c in diagnosis.conditions])}")
+        results[method]["conditions"] = [c.id for c in diagnosis.conditions]
         if not findings:
             _say("   doctor: no collapse-family finding")
         for f in findings:
@@ -179,7 +184,7 @@ def demo(
             _say(f"   doctor: {f['id']} ({f['severity']}) since step {f['onset_step']}{lab}")
             _say(f"      {f['message']}")
         _say(f"   report: {report}")
-    summary = _side_by_side(results)
+    summary = _side_by_side(results) + "\n\n" + verdict(results)
     _say("")
     _say(summary)
     page = out / "demo.html"
@@ -194,6 +199,46 @@ def demo(
     _say("")
     _say(f"HTML: {page} (and each run's doctor report); {doc['wall_seconds']:.0f} s in all")
     return doc
+
+
+def verdict(results: dict[str, Any]) -> str:
+    """One line: what the two runs show, from their held-out accuracy (the measure that
+    matters), not from the share of completions with a nonzero advantage (which AVSPO raises
+    by construction).
+
+    >>> r = {m: {"summary": {"base_accuracy": 0.6, "final_accuracy": a, "acr_residual_mean": x},
+    ...          "conditions": ["POLICY_DEGRADATION"]} for m, a, x in
+    ...      (("grpo", 0.008, 0.84), ("avspo", 0.02, 0.04))}
+    >>> verdict(r)[:70]
+    'Verdict: both runs got worse (held-out accuracy 60.0% -> 0.8% with GRP'
+    """
+    g, a = results["grpo"]["summary"], results["avspo"]["summary"]
+    start = g["base_accuracy"]
+    worse = [m for m, s in (("GRPO", g), ("AVSPO", a)) if s["final_accuracy"] < 0.5 * start]
+    acc = (
+        f"held-out accuracy {100 * start:.1f}% -> {100 * g['final_accuracy']:.1f}% with GRPO, "
+        f"{100 * a['final_accuracy']:.1f}% with AVSPO"
+    )
+    cause = results["grpo"].get("conditions") or []
+    why = f"; the doctor names {cause[0]} for GRPO" if cause else ""
+    residual = (
+        f"AVSPO gives {100 * (1 - a['acr_residual_mean']):.0f}% of groups an advantage "
+        f"(GRPO {100 * (1 - g['acr_residual_mean']):.0f}%)"
+    )
+    if len(worse) == 2:
+        head = "both runs got worse"
+        tail = f"{residual}, but that does not undo the damage: one seed shows no rescue"
+    elif worse == ["GRPO"]:
+        head, tail = "GRPO got worse and AVSPO did not", residual + " (one seed; see docs/lab.md)"
+    elif worse == ["AVSPO"]:
+        head, tail = "AVSPO got worse and GRPO did not", residual + " (one seed)"
+    else:
+        diff = 100 * (a["final_accuracy"] - g["final_accuracy"])
+        head, tail = (
+            f"neither got worse (AVSPO - GRPO {diff:+.1f} points)",
+            "one seed: see docs/lab.md",
+        )
+    return f"Verdict: {head} ({acc}){why}; {tail}."
 
 
 def _rows(results: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -257,6 +302,7 @@ def _html(results: dict[str, Any], summary: str) -> str:
         "<style>body{font-family:system-ui,sans-serif;max-width:50rem;margin:2rem auto}"
         "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2rem .5rem}</style>"
         "</head><body><h1>rlvitals demo: GRPO against AVSPO from the same seed</h1>"
-        f"<table><tr><th></th><th>GRPO</th><th>AVSPO</th></tr>{rows}</table>{finds}"
+        f"<table><tr><th></th><th>GRPO</th><th>AVSPO</th></tr>{rows}</table>"
+        f"<p><b>{html.escape(summary.splitlines()[-1])}</b></p>{finds}"
         "</body></html>\n"
     )
