@@ -542,6 +542,7 @@ class Stats:
     max_input: int = 0
     slowest: float = 0.0
     examples: dict[str, str] = field(default_factory=dict)
+    attack_peak: dict[str, int] = field(default_factory=dict)  # kind -> max peak RSS growth
 
 
 def _where(tb: str) -> str:
@@ -844,6 +845,7 @@ def attack_case(rng: random.Random, i: int, work: Path, keep: Path, stats: Stats
         command = argv[0]
         key = f"attack:{kind} {command}"
         stats.runs[f"attack:{kind}"] += 1
+        stats.attack_peak[kind] = max(stats.attack_peak.get(kind, 0), res.peak_growth)
         stats.exits[res.rc] += 1
         stats.slowest = max(stats.slowest, res.wall)
         failed = None
@@ -998,6 +1000,9 @@ def summarise(stats: Stats, elapsed: float) -> dict[str, Any]:
         "elapsed_s": round(elapsed),
         "file_cases": sum(v for k, v in stats.runs.items() if k != "value"),
         "attack_cases": {k: v for k, v in sorted(stats.runs.items()) if k.startswith("attack:")},
+        "attack_peak_growth_mib": {
+            k: round(v / (1 << 20)) for k, v in sorted(stats.attack_peak.items())
+        },
         "value_cases": stats.runs["value"],
         "by_command": dict(stats.runs),
         "tracebacks": sum(stats.tracebacks.values()),
