@@ -261,3 +261,35 @@ def test_watch_once_leads_with_the_primary_condition(tmp_path, capsys):
     assert main(["watch", str(path), "--once", "--plain"]) == 1
     out = capsys.readouterr().out
     assert "(POLICY_DEGRADATION) since step" in " ".join(out.split())
+
+
+def test_scan_and_compare_show_each_runs_primary_condition(tmp_path, capsys):
+    from rlvitals.cli import main
+    from rlvitals.scan import scan
+
+    n = 300
+    bad = tmp_path / "bad"
+    good = tmp_path / "good"
+    bad.mkdir()
+    good.mkdir()
+    worse = _log(
+        bad, n, reward=np.linspace(0.7, 0.1, n) + _noise(n, 0.03), frac_reward_zero_std=0.2
+    )
+    fine = _log(
+        good,
+        n,
+        reward=np.linspace(0.4, 0.6, n) + _noise(n, 0.03),
+        frac_reward_zero_std=0.15 + _noise(n, 0.02, 1),
+        entropy=0.5 + _noise(n, 0.02, 2),
+    )
+    rows = {r.path.split("/")[-2]: r for r in scan([str(tmp_path)], jobs=1, cache=False).rows}
+    assert rows["bad"].condition == "POLICY_DEGRADATION" and rows["good"].condition == "HEALTHY"
+    assert rows["bad"].fails("warn") and not rows["good"].fails("warn")
+    assert main(["scan", str(tmp_path), "--no-cache", "--no-progress", "--format", "csv"]) == 1
+    out = capsys.readouterr().out
+    assert "condition" in out.splitlines()[0] and "POLICY_DEGRADATION" in out
+    assert main(["compare", str(fine), str(worse)]) == 0
+    line = next(
+        x for x in capsys.readouterr().out.splitlines() if x.startswith("primary condition")
+    )
+    assert "HEALTHY" in line and "POLICY_DEGRADATION" in line

@@ -179,6 +179,7 @@ class Comparison:
                 "vitals": full["vitals"],
                 "worst": full["worst"],
                 "not_judged": full["not_judged"],
+                "conditions": full["conditions"],
                 "incidents": full["incidents"],
             }
 

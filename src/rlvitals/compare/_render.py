@@ -57,9 +57,16 @@ def _final(c: Comparison) -> list[tuple[str, str, str]]:
     return [
         ("final train reward", fmt(ra.reward_final), fmt(rb.reward_final)),
         (f"final eval ({key or 'none'})", fmt(ra.eval_final), fmt(rb.eval_final)),
+        ("primary condition", _cond(ra), _cond(rb)),
         ("worst", ra.status, rb.status),
         ("worst incident", _inc(ra), _inc(rb)),
     ]
+
+
+def _cond(r) -> str:
+    if not r.condition:
+        return "not judged" if r.not_judged else "-"
+    return r.condition + (f" @{r.condition_onset}" if r.condition_onset is not None else "")
 
 
 def _inc(r) -> str:

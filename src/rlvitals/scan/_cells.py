@@ -33,6 +33,13 @@ def _incident(r: ScanRow) -> str:
     return f"{r.incident_root}{at}"
 
 
+def _condition(r: ScanRow) -> str:
+    if r.error or not r.condition:
+        return "-"
+    at = f" @{r.condition_onset}" if r.condition_onset is not None else ""
+    return f"{r.condition}{at}"
+
+
 COLUMNS: tuple[tuple[str, str, Callable[[ScanRow], str]], ...] = (
     ("run", "l", lambda r: r.label),
     ("format", "l", lambda r: r.format or "-"),
@@ -45,6 +52,7 @@ COLUMNS: tuple[tuple[str, str, Callable[[ScanRow], str]], ...] = (
     ("wasted", "r", lambda r: _num(r.wasted)),
     ("reward", "r", lambda r: _num(r.reward_final)),
     ("eval", "r", lambda r: _num(r.eval_final)),
+    ("condition", "l", _condition),
     ("worst incident", "l", _incident),
     ("status", "l", lambda r: r.status),
 )

@@ -53,6 +53,7 @@ SORT_KEYS: dict[str, Callable[[ScanRow], Any]] = {
     "eval": lambda r: r.eval_final,
     "worst": lambda r: _RANK.get(r.worst or "", 0),
     "onset": lambda r: r.incident_onset,
+    "condition": lambda r: r.condition,
     "status": lambda r: r.status,
 }
 """``--sort`` keys; runs without the value (not logged, not read) go last either way."""
@@ -123,7 +124,7 @@ def summary_lines(
     return lines
 
 
-DROP_ORDER = ("format", "ACR mean", "wasted", "trainer", "G", "steps")
+DROP_ORDER = ("format", "ACR mean", "wasted", "trainer", "G", "steps", "worst incident")
 """Columns a narrow terminal drops first (the CSV, JSON and HTML outputs keep them all)."""
 RUN_MIN = 24
 

@@ -105,6 +105,8 @@ class ScanRow:
         finding_ids: the detectors that fired, sorted.
         incident, incident_root, incident_severity, incident_onset: the worst incident (its
             title, root-cause detector, severity and onset step).
+        condition, condition_onset: the primary condition the doctor names (its ID from
+            :mod:`rlvitals.conditions`, ``HEALTHY`` for nothing wrong) and its onset step.
         not_judged: why the collapse family could not judge the run, or None.
         error: why the run could not be read, or None (then the numbers are None).
     """
@@ -137,6 +139,8 @@ class ScanRow:
     incident_root: str | None = None
     incident_severity: str | None = None
     incident_onset: int | None = None
+    condition: str | None = None
+    condition_onset: int | None = None
     not_judged: str | None = None
     error: str | None = None
 
@@ -164,6 +168,11 @@ class ScanRow:
         if (self.error or self.not_judged) and not allow_unjudged:
             return True
         bar = Severity.parse(fail_on).rank
+        if self.condition not in (None, "HEALTHY"):  # a named cause fails like the doctor's
+            from rlvitals.differential import condition_severity
+
+            if Severity(condition_severity(self.condition)).rank >= bar:
+                return True
         return any(Severity(s).rank >= bar for s, n in self.severities.items() if n)
 
     def to_dict(self) -> dict[str, Any]:
@@ -305,6 +314,8 @@ def row_from_diagnosis(d: Diagnosis, job: Job) -> ScanRow:
         incident_root=inc.root if inc else None,
         incident_severity=getattr(inc.severity, "value", inc.severity) if inc else None,
         incident_onset=inc.onset_step if inc else None,
+        condition=d.conditions[0].id if d.conditions else None,
+        condition_onset=d.conditions[0].onset_step if d.conditions else None,
         not_judged=d.not_judged(),
     )
 
