@@ -183,58 +183,6 @@ def test_window_series_equal_the_recordings(tmp_path):
     assert np.isfinite(live.series["expected_acr"]).all()
 
 
-def _window_tables(small: bool, steps: list, monkeypatch) -> tuple:
-    from rlvitals.integrations._window import StepWindow
-
-    with monkeypatch.context() as m:
-        if not small:
-            m.setattr(StepWindow, "_small", lambda self, r, g, adv: None)
-        w = StepWindow(50)
-        for s, (r, g, prompts, adv) in enumerate(steps, start=1):
-            w.add_groups(s, r, g, prompts, adv)
-            w.add_scalars(s, {"loss": 0.1})
-        return w.tables()
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_window_small_steps_are_the_numpy_path_to_the_bit(dtype, monkeypatch):
-    """Small dense steps are reduced in plain Python (``StepWindow._small``): every series the
-    window hands the doctor is the numpy path's, bit for bit; steps it does not take (NaN,
-    ragged, a single member, given NaN advantages) still go the numpy way."""
-    rng = np.random.default_rng(7)
-    steps = []
-    for s in range(60):
-        k, g = int(rng.integers(1, 12)), int(rng.choice([2, 4, 8, 16]))
-        kind = s % 6
-        if kind == 0:
-            r = (rng.random(k * g) < rng.random()).astype(dtype)  # binary
-        elif kind == 1:
-            r = (rng.integers(0, 5, k * g) / 4.0).astype(dtype)  # partial credit
-        elif kind == 2:
-            r = rng.normal(size=k * g).astype(dtype) * 3.0  # continuous: sums may be inexact
-        elif kind == 3:
-            r = np.full(k * g, 2.5 if s > 40 else 1.0, dtype=dtype)  # collapsed; range widens
-        else:
-            r = (rng.random(k * g) < 0.5).astype(dtype) * float(rng.choice([1.0, 0.5]))
-        ids = np.repeat(np.arange(k), g)
-        prompts = [f"p{int(x)}" for x in rng.integers(0, 15, k)]
-        adv = None
-        if s % 4 == 1:
-            adv = rng.normal(size=k * g)
-            if s % 8 == 1:
-                adv[0] = np.nan
-        if s % 10 == 7:
-            r[0] = np.nan
-        steps.append((r, ids, prompts, adv))
-    small = _window_tables(True, steps, monkeypatch)
-    numpy_path = _window_tables(False, steps, monkeypatch)
-    assert small[0].tolist() == numpy_path[0].tolist()
-    assert small[1].keys() == numpy_path[1].keys()
-    for name in small[1]:
-        a, b = small[1][name], numpy_path[1][name]
-        assert a.tobytes() == b.tobytes(), (name, a[a != b], b[a != b])
-
-
 def test_window_bounds_memory():
     """Memory does not grow with the run: after 1,500 steps the monitor holds what it held after
     300 (the window's steps, the remembered prompts, the followed incidents), byte for byte."""

@@ -25,7 +25,7 @@ from rlvitals_tests_ranges import covering  # loaded by conftest.py
 import rlvitals
 from rlvitals import signal as sig
 from rlvitals.estimators import _base, _common
-from rlvitals.signal import _ops, _small, groups
+from rlvitals.signal import _ops, groups
 
 METHODS = sig.ADVANTAGE_METHODS
 ESTIMATORS = ("grpo", "dr_grpo", "rloo", "avspo", "avspo_released", "zero_var_filter")
@@ -73,14 +73,12 @@ def everything(r, ids):
     st_ = sig.group_stats(r, ids)
     aug = st_.with_virtual(st_.collapsed, 3.0, 0.5, 0.25)
     out += [fields(aug), sig.advantages_from_stats(aug, "grpo"), vars(sig.collapse_split(r, ids))]
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(_small, "SMALL_MAX", 0)  # the numpy estimators
-        for est in ESTIMATORS:
-            state = {"tau_adapt": 0.3} if est == "avspo" else None
-            config = covering(est, r, {})
-            for _ in range(2):
-                adv, metrics, state = rlvitals.estimate(est, r, ids, state=state, **config)
-                out.append((adv, metrics, state))
+    for est in ESTIMATORS:
+        state = {"tau_adapt": 0.3} if est == "avspo" else None
+        config = covering(est, r, {})
+        for _ in range(2):
+            adv, metrics, state = rlvitals.estimate(est, r, ids, state=state, **config)
+            out.append((adv, metrics, state))
     return out
 
 

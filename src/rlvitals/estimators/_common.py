@@ -10,7 +10,6 @@ import numpy as np
 from rlvitals import signal
 from rlvitals._array import check_tau
 from rlvitals.signal import ZERO_ATOL, GroupStats
-from rlvitals.signal._small import split_metrics
 from rlvitals.signal.advantages import spread_and_zeros
 
 DEFAULT_R_MIN = 0.0
@@ -167,3 +166,19 @@ def _plain_metrics(
     n_col = int(np.count_nonzero(stats.collapsed))
     n_all, n_none = int(np.count_nonzero(at_max)), int(np.count_nonzero(at_min))
     return split_metrics(n, n_col, n_all, n_none, dead, adv_std, adv_zero)
+
+
+def split_metrics(
+    k: int, n_col: int, n_all: int, n_none: int, dead: int, adv_std: float, adv_zero: float
+) -> dict[str, float]:
+    """The common metrics from the counts over ``k`` scorable groups: collapsed ``n_col``, of
+    which ``n_all`` at r_max and ``n_none`` at r_min, and ``dead`` with all-zero advantages."""
+    return {
+        "acr": n_col / k,
+        "acr_residual": dead / k,
+        "acr_solve_all": n_all / k,
+        "acr_solve_none": n_none / k,
+        "acr_flat": (n_col - n_all - n_none) / k,
+        "adv_std": adv_std,
+        "adv_zero_frac": adv_zero,
+    }

@@ -66,7 +66,6 @@ from rlvitals.estimators._common import (
 )
 from rlvitals.estimators.reference import reference_advantages
 from rlvitals.signal import DEFAULT_EPS, DEFAULT_TAU
-from rlvitals.signal._small import pairwise_sum, plan_for, r32, small_step
 
 __all__ = [
     "AvspoConfig",
@@ -389,63 +388,53 @@ def _sign(x: float) -> float:
     ranged=True,
 )
 def avspo(rewards: Any, group_ids: Any, config: AvspoConfig, state: Any = None) -> tuple:
-    """AVSPO advantages ``(n,)``, metrics and the next :class:`AvspoState` (see module doc)."""
-    state = _coerce_state(state, config)
-    small = _avspo_small(rewards, group_ids, config, state)
-    if small is not None:
-        return small
-    stats = signal.group_stats(rewards, group_ids, ddof=config.ddof, tau=config.tau)
-    t = stats.torch
-    n_groups = int(stats.scorable.sum())
-    n_collapsed = int(stats.collapsed.sum())
-    acr_t = n_collapsed / n_groups if n_groups else math.nan
+    """AVSPO advantages ``(n,)``, metrics and the next :class:`AvspoState`.
 
-    # Steps 1-2: raw ACR, windowed when the step holds few groups.
-    history = state.acr_history
-    if n_groups:
-        history = (*history, acr_t)[-config.acr_window :]
-    windowed = config.windowed_gate == "always" or (
-        config.windowed_gate == "auto" and n_groups < config.few_groups
+    The steps of the paper (DESIGN.md 3.5; the module docstring says how this resolves what the
+    paper leaves open). Every per-group quantity is a ``(k,)`` array in sorted-id order.
+    """
+    cfg, state = config, _coerce_state(state, config)
+    stats = signal.group_stats(rewards, group_ids, ddof=cfg.ddof, tau=cfg.tau)
+
+    # Step 1: ACR_t, the share of the step's scorable groups that are collapsed (raw rewards).
+    n_groups = int(stats.scorable.sum())
+    acr_t = int(stats.collapsed.sum()) / n_groups if n_groups else math.nan
+    history = (*state.acr_history, acr_t)[-cfg.acr_window :] if n_groups else state.acr_history
+
+    # Step 2: the gate g_t (ACR_t, or its mean over the last W steps when the step holds few
+    # groups) triggers when it exceeds tau_adapt; the collapsed groups at the range's bounds
+    # are augmented (every collapsed group with flat="stratify").
+    windowed = cfg.windowed_gate == "always" or (
+        cfg.windowed_gate == "auto" and n_groups < cfg.few_groups
     )
     gate = float(np.mean(history)) if windowed and n_groups else acr_t
     tau_adapt = state.tau_adapt
     triggered = bool(n_groups) and gate > tau_adapt
-
-    # Steps 3-5: K stratified virtual rewards in every collapsed group of a triggered step (at
-    # the reward range's bounds only, unless flat="stratify": see AvspoConfig.flat).
-    k_mean = 0.0
-    augment = stats.collapsed
-    masks = None
-    if config.flat == "skip" and triggered:
-        at_max, at_min = signal.split_masks(
-            stats, r_min=config.r_min, r_max=config.r_max, tau=config.tau
-        )
-        augment = at_max | at_min
-        if type(config.tau) is float:  # what common_metrics computes again (tau as a float)
-            masks = (at_max, at_min)
+    augment, masks = _to_augment(stats, cfg, triggered)
     n_aug = int(augment.sum()) if triggered else 0
+
     if n_aug:
-        c = stats.count
-        k = ceil(c * gate**config.alpha - K_CEIL_TOL, t)
-        k = where(k < 1, 1.0 + 0.0 * k, k, t)
-        k = where(k > c, c, k, t)
-        mean_v, ss_v = _stratified_moments(k, config.r_min, config.r_max)
-        aug = stats.with_virtual(augment, k, mean_v, ss_v)
-        adv = reference_advantages(aug, eps=config.eps)
+        # Step 3: K_j = max(1, min(G_j, ceil(G_j g_t^alpha))) virtual samples per group.
+        k = _virtual_counts(stats.count, gate, cfg.alpha, stats.torch)
+        # Step 4: stratified virtual rewards v = r_min + (r_max - r_min)(1 - (i - 1)/K_j),
+        # i = 1..K_j, given to the statistics by their mean and squared deviations.
+        mean_v, ss_v = _stratified_moments(k, cfg.r_min, cfg.r_max)
+        # Step 5: A_i = (r_i - mean') / (std' + eps) over the G_j real and K_j virtual
+        # rewards, for the real rows only; every other group gets the grpo advantages.
+        adv = reference_advantages(stats.with_virtual(augment, k, mean_v, ss_v), eps=cfg.eps)
         k_mean = float((k * augment).sum()) / n_aug
     else:
-        adv = reference_advantages(stats, eps=config.eps)
+        adv = reference_advantages(stats, eps=cfg.eps)
+        k_mean = 0.0
 
-    # Step 6: adaptive threshold, moved by the sign of the change of J.
-    delta_j, j_now = _next_j(config, state, stats.batch_mean())
+    # Step 6: tau_adapt <- clip(tau_adapt + eta sign(dJ) (g_t - tau_adapt), lo, hi).
+    delta_j, j_now = _next_j(cfg, state, stats.batch_mean())
     new_tau = tau_adapt
     if n_groups:
-        moved = tau_adapt + config.eta * _sign(delta_j) * (gate - tau_adapt)
-        new_tau = min(config.tau_adapt_max, max(config.tau_adapt_min, moved))
+        moved = tau_adapt + cfg.eta * _sign(delta_j) * (gate - tau_adapt)
+        new_tau = min(cfg.tau_adapt_max, max(cfg.tau_adapt_min, moved))
 
-    metrics = common_metrics(
-        stats, adv, tau=config.tau, r_min=config.r_min, r_max=config.r_max, masks=masks
-    )
+    metrics = common_metrics(stats, adv, tau=cfg.tau, r_min=cfg.r_min, r_max=cfg.r_max, masks=masks)
     metrics.update(_own_metrics(tau_adapt, k_mean, n_aug, triggered, gate, windowed, delta_j))
     new_state = AvspoState(
         tau_adapt=float(new_tau), step=state.step + 1, acr_history=tuple(history), j_prev=j_now
@@ -453,57 +442,21 @@ def avspo(rewards: Any, group_ids: Any, config: AvspoConfig, state: Any = None) 
     return adv, metrics, new_state
 
 
-def _avspo_small(rewards: Any, group_ids: Any, config: AvspoConfig, state: AvspoState) -> Any:
-    """:func:`avspo` by the plain-Python path of a small dense step, or None.
+def _to_augment(stats: signal.GroupStats, cfg: AvspoConfig, triggered: bool) -> tuple:
+    """``(augment (k,) bool, split masks or None)``: the collapsed groups, or with ``flat="skip"``
+    in a triggered step those at r_max or r_min (:class:`AvspoConfig`, ``flat``). The masks are
+    handed on to ``common_metrics`` when they are the ones it would compute (tau a float)."""
+    if cfg.flat != "skip" or not triggered:
+        return stats.collapsed, None
+    at_max, at_min = signal.split_masks(stats, r_min=cfg.r_min, r_max=cfg.r_max, tau=cfg.tau)
+    return at_max | at_min, (at_max, at_min) if type(cfg.tau) is float else None
 
-    The same steps as :func:`avspo` on :class:`rlvitals.signal._small.SmallStep` lists, float32
-    operations rounded as numpy rounds them: the result is the numpy path's to the bit.
-    """
-    cfg = config
-    plan = plan_for(cfg, "grpo", cfg.eps, cfg.ddof, cfg.tau, cfg.alpha)
-    step = None if plan is None else small_step(rewards, group_ids, plan)
-    if step is None:
-        return None
-    n_groups = step.k
-    collapsed = step.collapsed
-    acr_t = sum(collapsed) / n_groups
-    history = (*state.acr_history, acr_t)[-cfg.acr_window :]
-    windowed = cfg.windowed_gate == "always" or (
-        cfg.windowed_gate == "auto" and n_groups < cfg.few_groups
-    )
-    gate = pairwise_sum(list(history)) / len(history) if windowed else acr_t  # np.mean
-    tau_adapt = state.tau_adapt
-    triggered = gate > tau_adapt
-    k_mean = 0.0
-    augment = collapsed
-    if cfg.flat == "skip" and triggered:
-        at_max, at_min = step.split(plan)  # split_masks with tau=config.tau: the same values
-        augment = [a or b for a, b in zip(at_max, at_min)]
-    n_aug = sum(augment) if triggered else 0
-    eps, key = plan.eps, plan.adv_key
-    if n_aug:
-        k, mean_v, ss_v = _small_virtuals(step.f32, float(step.G), gate, cfg)
-        vkey = ("virtual", k, mean_v, ss_v, eps)
-        adv = step.assemble(
-            [
-                (s.derived.get(vkey) or s.virtual(vkey, cfg.ddof))
-                if a
-                else (s.derived.get(key) or s.advantages(key))
-                for s, a in zip(step.stats, augment)
-            ]
-        )
-        k_mean = float(k * n_aug) / n_aug
-    else:
-        adv = step.advantages(plan)
-    delta_j, j_now = _next_j(cfg, state, step.batch_mean())
-    moved = tau_adapt + cfg.eta * _sign(delta_j) * (gate - tau_adapt)
-    new_tau = min(cfg.tau_adapt_max, max(cfg.tau_adapt_min, moved))
-    metrics = step.metrics(adv, plan)
-    metrics.update(_own_metrics(tau_adapt, k_mean, n_aug, triggered, gate, windowed, delta_j))
-    new_state = AvspoState(
-        tau_adapt=float(new_tau), step=state.step + 1, acr_history=tuple(history), j_prev=j_now
-    )
-    return adv[1], metrics, new_state
+
+def _virtual_counts(count: Any, gate: float, alpha: float, t: bool) -> Any:
+    """``(k,)`` K_j = max(1, min(G_j, ceil(G_j gate^alpha))), ``count`` being G_j."""
+    k = ceil(count * gate**alpha - K_CEIL_TOL, t)
+    k = where(k < 1, 1.0 + 0.0 * k, k, t)
+    return where(k > count, count, k, t)
 
 
 @register_estimator(
@@ -516,9 +469,6 @@ def avspo_released(
     rewards: Any, group_ids: Any, config: AvspoReleasedConfig, state: Any = None
 ) -> tuple:
     """Released-code AVSPO: advantages ``(n,)``, metrics, ``None`` (stateless)."""
-    small = _released_small(rewards, group_ids, config)
-    if small is not None:
-        return small
     stats = signal.group_stats(rewards, group_ids, ddof=config.ddof, tau=config.tau)
     n_aug = int(stats.collapsed.sum())
     if n_aug:
@@ -533,55 +483,6 @@ def avspo_released(
     return adv, metrics, None
 
 
-_VIRTUALS: dict[tuple, tuple[float, float, float]] = {}
-
-
-def _small_virtuals(f32: bool, g: float, gate: float, cfg: AvspoConfig) -> tuple:
-    """``(K, mean_v, ss_v)`` of the stratified virtual rewards of a dense step (every group has
-    ``g`` members), computed as numpy computes them in :func:`avspo`; memoised (a step's gate
-    takes few values)."""
-    key = (f32, g, gate, cfg.alpha, cfg.r_min, cfg.r_max)
-    out = _VIRTUALS.get(key)
-    if out is None:
-        rnd = r32 if f32 else float  # numpy's float32 arithmetic, one rounding per operation
-        k = float(math.ceil(rnd(rnd(g * rnd(gate**cfg.alpha)) - rnd(K_CEIL_TOL))))
-        k = min(g, max(1.0, k))
-        d = cfg.r_max - cfg.r_min
-        mean_v = rnd(rnd(cfg.r_min) + rnd(rnd(rnd(d) * rnd(k + 1)) / rnd(2 * k)))
-        ss_v = rnd(rnd(rnd(d * d) * rnd(rnd(k * k) - 1)) / rnd(12 * k))
-        if len(_VIRTUALS) >= 1024:
-            _VIRTUALS.clear()
-        out = _VIRTUALS[key] = (k, mean_v, ss_v)
-    return out
-
-
-def _released_small(rewards: Any, group_ids: Any, config: AvspoReleasedConfig) -> Any:
-    """:func:`avspo_released` by the plain-Python path of a small dense step, or None."""
-    cfg = config
-    plan = plan_for(cfg, "grpo", cfg.eps, cfg.ddof)
-    step = None if plan is None else small_step(rewards, group_ids, plan)
-    if step is None:
-        return None
-    eps, key = plan.eps, plan.adv_key
-    n_aug = sum(step.collapsed)
-    if n_aug:
-        rnd = r32 if step.f32 else float
-        both = rnd(cfg.r_min + cfg.r_max)  # the virtual reward r_min + r_max - c
-        adv = step.assemble(
-            [
-                s.virtual(("virtual", 1.0, rnd(both - s.mean), 0.0, eps), cfg.ddof)
-                if s.collapsed
-                else s.advantages(key)
-                for s in step.stats
-            ]
-        )
-    else:
-        adv = step.advantages(plan)
-    metrics = step.metrics(adv, plan)
-    metrics.update(avspo_k=1.0 if n_aug else 0.0, avspo_groups_augmented=float(n_aug))
-    return adv[1], metrics, None
-
-
 def _own_metrics(
     tau_adapt: float,
     k_mean: float,
@@ -591,7 +492,7 @@ def _own_metrics(
     windowed: bool,
     delta_j: float,
 ) -> dict[str, float]:
-    """AVSPO's metrics besides the common ones (the numpy and the small-step path)."""
+    """AVSPO's metrics besides the common ones."""
     return {
         "tau_adapt": float(tau_adapt),
         "avspo_k": k_mean,

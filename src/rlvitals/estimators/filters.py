@@ -33,7 +33,6 @@ from rlvitals.estimators._common import (
 )
 from rlvitals.estimators.reference import reference_advantages
 from rlvitals.signal import DEFAULT_EPS, DEFAULT_TAU
-from rlvitals.signal._small import plan_for, r32, small_step
 
 __all__ = [
     "DynamicSampler",
@@ -151,9 +150,6 @@ def zero_var_filter(
     rewards: Any, group_ids: Any, config: ZeroVarFilterConfig, state: Any = None
 ) -> tuple:
     """Filtered GRPO advantages ``(n,)``, metrics (with kept_frac), ``None`` (stateless)."""
-    small = _zero_var_small(rewards, group_ids, config)
-    if small is not None:
-        return small
     stats = signal.group_stats(rewards, group_ids, ddof=config.ddof, tau=config.tau)
     adv = reference_advantages(stats, scale_rewards=config.scale_rewards, eps=config.eps)
     filt = zero_variance_filter(None, None, tau=config.tau, stats=stats)
@@ -165,36 +161,6 @@ def zero_var_filter(
         filter_scale=filt.n_rows / filt.kept_rows if filt.kept_rows else 0.0,
     )
     return adv, metrics, None
-
-
-def _zero_var_small(rewards: Any, group_ids: Any, config: ZeroVarFilterConfig) -> Any:
-    """:func:`zero_var_filter` by the plain-Python path of a small dense step, or None.
-
-    Bit for bit the numpy path (:mod:`rlvitals.signal._small`): the kept groups' GRPO
-    advantages times ``float32(n / n_kept)`` (or 1 without ``rescale``), the others times 0.
-    """
-    cfg = config
-    if cfg.scale_rewards == "batch":
-        return None
-    method = "grpo" if cfg.scale_rewards == "group" else "dr_grpo"
-    plan = plan_for(cfg, method, cfg.eps, cfg.ddof)
-    step = None if plan is None else small_step(rewards, group_ids, plan)
-    if step is None:
-        return None
-    kept_groups = step.k - sum(step.collapsed)
-    n_rows = step.k * step.G
-    kept_rows = kept_groups * step.G
-    scale = n_rows / kept_rows if kept_rows else 0.0
-    weight = (r32(scale) if step.f32 else scale) if cfg.rescale else 1.0
-    key = plan.adv_key
-    adv = step.assemble([s.weighted(key, 0.0 if s.collapsed else weight) for s in step.stats])
-    metrics = step.metrics(adv, plan)
-    metrics.update(
-        kept_frac=kept_groups / step.k,
-        kept_rows_frac=kept_rows / n_rows,
-        filter_scale=n_rows / kept_rows if kept_rows else 0.0,
-    )
-    return adv[1], metrics, None
 
 
 # --------------------------------------------------------------------------------------------

@@ -29,7 +29,6 @@ from rlvitals.estimators._common import (
     common_metrics,
 )
 from rlvitals.signal import DEFAULT_EPS, DEFAULT_TAU
-from rlvitals.signal._small import plan_for, small_step
 
 __all__ = ["DrGrpoConfig", "GrpoConfig", "RlooConfig", "reference_advantages"]
 
@@ -160,20 +159,6 @@ def _metrics(stats: signal.GroupStats, adv: Any, cfg: Any) -> dict:
     return common_metrics(stats, adv, tau=cfg.tau, r_min=cfg.r_min, r_max=cfg.r_max)
 
 
-def _small(rewards: Any, group_ids: Any, cfg: Any, method: str, eps: float, ddof: int) -> Any:
-    """The estimator's result by the plain-Python path of a small dense step, or None.
-
-    Bit for bit what the numpy path returns (:mod:`rlvitals.signal._small`); it covers what a
-    trainer's step needs (grpo with eps > 0, dr_grpo, rloo) and declines everything else.
-    """
-    plan = plan_for(cfg, method, eps, ddof)
-    step = None if plan is None else small_step(rewards, group_ids, plan)
-    if step is None:
-        return None
-    adv = step.advantages(plan)
-    return adv[1], step.metrics(adv, plan), None
-
-
 @register_estimator(
     EstimatorName.GRPO.value,
     GrpoConfig,
@@ -181,11 +166,6 @@ def _small(rewards: Any, group_ids: Any, cfg: Any, method: str, eps: float, ddof
 )
 def grpo(rewards: Any, group_ids: Any, config: GrpoConfig, state: Any = None) -> tuple:
     """GRPO advantages ``(n,)`` and the common metrics; stateless (returns ``state=None``)."""
-    if config.scale_rewards != "batch":
-        method = "grpo" if config.scale_rewards == "group" else "dr_grpo"
-        small = _small(rewards, group_ids, config, method, config.eps, config.ddof)
-        if small is not None:
-            return small
     stats = signal.group_stats(rewards, group_ids, ddof=config.ddof, tau=config.tau)
     adv = reference_advantages(
         stats, scale_rewards=config.scale_rewards, eps=config.eps, singleton=config.singleton
@@ -198,9 +178,6 @@ def grpo(rewards: Any, group_ids: Any, config: GrpoConfig, state: Any = None) ->
 )
 def dr_grpo(rewards: Any, group_ids: Any, config: DrGrpoConfig, state: Any = None) -> tuple:
     """Dr. GRPO advantages ``(n,)`` and the common metrics; stateless."""
-    small = _small(rewards, group_ids, config, "dr_grpo", 0.0, 1)
-    if small is not None:
-        return small
     stats = signal.group_stats(rewards, group_ids, tau=config.tau)
     adv = reference_advantages(stats, scale_rewards="none", eps=0.0, singleton=config.singleton)
     return adv, _metrics(stats, adv, config), None
@@ -211,9 +188,6 @@ def dr_grpo(rewards: Any, group_ids: Any, config: DrGrpoConfig, state: Any = Non
 )
 def rloo(rewards: Any, group_ids: Any, config: RlooConfig, state: Any = None) -> tuple:
     """RLOO advantages ``(n,)`` and the common metrics; stateless."""
-    small = _small(rewards, group_ids, config, "rloo", 0.0, 1)
-    if small is not None:
-        return small
     stats = signal.group_stats(rewards, group_ids, tau=config.tau)
     adv = reference_advantages(stats, scale_rewards="rloo", eps=0.0)
     return adv, _metrics(stats, adv, config), None

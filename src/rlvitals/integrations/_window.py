@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from rlvitals._array import check_tau
 from rlvitals._median import median
 from rlvitals.recording.metrics import canonical_key
 from rlvitals.recording.run import Run
@@ -33,9 +32,8 @@ from rlvitals.signal import (
     advantages_from_stats,
     expected_collapse,
     group_stats,
+    split_masks,
 )
-from rlvitals.signal._small import Plan, pairwise_sum, small_step, spread
-from rlvitals.signal.advantages import DEFAULT_EPS, ZERO_ATOL
 from rlvitals.vitals.groups import NEIGHBOURS
 
 __all__ = [
@@ -73,7 +71,9 @@ _GROUP_PREFIX = "\x00groups/"
 @dataclass
 class _StepGroups:
     """One step's groups, reduced: enough to redo the split and pass rates for a new range.
-    Arrays from the numpy path, lists from :meth:`StepWindow._small`."""
+
+    Its ``mean`` and ``collapsed`` are the scorable groups' :class:`~rlvitals.signal.GroupStats`
+    fields, so :func:`~rlvitals.signal.split_masks` reads it as it reads the statistics."""
 
     mean: Any  # (k,) group mean, scorable groups only
     count: Any  # (k,) scorable rewards per group
@@ -198,7 +198,6 @@ class StepWindow:
         self._range_used: tuple[float, float] | None = None
         self.unknown: dict[str, None] = {}
         self.rows = 0
-        self._plan: Plan | None = None
         self._manifest_cache: tuple | None = None
 
     # -- scalars ---------------------------------------------------------------------------------
@@ -293,13 +292,6 @@ class StepWindow:
                 offset += uniq.shape[0]
             r, g = np.concatenate(rs), np.concatenate(gs)
             adv = None if any(a is None for a in advs) else np.concatenate(advs)
-        small = self._small(r, g, adv) if len(parts) == 1 else None
-        if small is not None:
-            sg, lo, hi = small
-            self.seen = (min(self.seen[0], lo), max(self.seen[1], hi))
-            pend["prompt_sums"] = self._own_rates(sg, plist)
-            self._store(pend["step"], sg, pend["row"])
-            return
         st = group_stats(r, g, tau=self.tau)
         if not bool(st.scorable.any()):
             return
@@ -333,41 +325,6 @@ class StepWindow:
             plist = None
         pend["prompt_sums"] = self._own_rates(sg, plist)
         self._store(pend["step"], sg, pend["row"])
-
-    def _small(self, r: Any, g: Any, adv: Any) -> tuple[_StepGroups, float, float] | None:
-        """``(groups, lowest, highest reward)`` of a small dense step without NaN, in plain
-        Python (:mod:`rlvitals.signal._small`: the numpy path's numbers to the bit, at a
-        fraction of its calls); None when the step does not qualify."""
-        plan = self._plan
-        if plan is None:
-            plan = self._plan = Plan("grpo", DEFAULT_EPS, 1, check_tau(self.tau), None, None)
-        step = small_step(r, g, plan)
-        if step is None:
-            return None
-        if adv is None:
-            a_list = step.advantages(plan)[0]
-        elif type(adv) is np.ndarray and adv.dtype.char in "fd" and adv.ndim == 1:
-            a_list = adv.tolist()
-            if not math.isfinite(sum(a_list)):
-                return None  # NaN advantages are left out: the numpy path does that
-        else:
-            return None
-        stats, size = step.stats, float(step.G)
-        k = len(stats)
-        mean = [s.mean for s in stats]
-        sg = _StepGroups(
-            mean=mean,
-            count=[size] * k,
-            collapsed=[s.collapsed for s in stats],
-            own=[math.nan] * k,
-            own_count=[0.0] * k,
-            size_mean=size,
-            reward_mean=pairwise_sum([m * size for m in mean]) / (size * k),
-            std_mean=pairwise_sum([s.std for s in stats]) / k,
-            adv_std=spread(a_list),
-            adv_zero=sum([1 for a in a_list if -ZERO_ATOL <= a <= ZERO_ATOL]) / len(a_list),
-        )
-        return sg, min([s.values[0] for s in stats]), max([s.values[-1] for s in stats])
 
     def _own_rates(self, sg: _StepGroups, plist: list | None) -> list[tuple[Any, float, float]]:
         """Fill ``sg.own`` from each group's prompt's earlier steps; returns this step's
@@ -411,40 +368,14 @@ class StepWindow:
 
     def _derive(self, sg: _StepGroups, lo: float, hi: float) -> dict[str, float]:
         """The step's group series in the range ``[lo, hi]`` (as :func:`group_series`)."""
-        if type(sg.mean) is list:
-            return self._derive_small(sg, lo, hi)
         n = sg.mean.shape[0]
-        col, value, tau = sg.collapsed, sg.mean, self.tau
-        at_max = col & (np.abs(value - hi) <= tau * max(1.0, abs(hi)))
-        at_min = col & (np.abs(value - lo) <= tau * max(1.0, abs(lo))) & ~at_max
-        acr = float(col.sum()) / n
+        at_max, at_min = split_masks(sg, r_min=lo, r_max=hi, tau=self.tau)
+        acr = float(sg.collapsed.sum()) / n
         solve_all, solve_none = float(at_max.sum()) / n, float(at_min.sum()) / n
         p = min(1.0, max(0.0, (sg.reward_mean - lo) / (hi - lo)))
         own = np.clip((sg.own - lo) / (hi - lo), 0.0, 1.0)
         p_g = np.where(np.isfinite(own), own, p)
         expected = float(expected_collapse(p_g, sg.count).mean())
-        return _step_series(sg, n, acr, solve_all, solve_none, p, expected)
-
-    def _derive_small(self, sg: _StepGroups, lo: float, hi: float) -> dict[str, float]:
-        """:meth:`_derive` of a step reduced by :meth:`_small` (lists): the same operations
-        on Python floats, P0 from :func:`_expected`."""
-        n, tau, span = len(sg.mean), self.tau, hi - lo
-        top_tol, low_tol = tau * max(1.0, abs(hi)), tau * max(1.0, abs(lo))
-        n_col = n_all = n_none = 0
-        for c, v in zip(sg.collapsed, sg.mean):
-            if c:
-                n_col += 1
-                if abs(v - hi) <= top_tol:
-                    n_all += 1
-                elif abs(v - lo) <= low_tol:
-                    n_none += 1
-        acr, solve_all, solve_none = n_col / n, n_all / n, n_none / n
-        p = min(1.0, max(0.0, (sg.reward_mean - lo) / span))
-        p_g = []
-        for own in sg.own:
-            q = (own - lo) / span  # np.clip(q, 0, 1); NaN (no earlier steps) takes p
-            p_g.append(p if q != q else (0.0 if q < 0.0 else 1.0 if q > 1.0 else q))
-        expected = pairwise_sum(_expected(p_g, sg.count)) / n
         return _step_series(sg, n, acr, solve_all, solve_none, p, expected)
 
     def _write(self, step: int, values: dict[str, float], row: int | None = None) -> None:
@@ -601,27 +532,6 @@ def run_of(packed: tuple) -> Run:
         eval_series={} if eblock is None else dict(zip(enames, eblock)),
         unknown_keys=unknown,
     )
-
-
-_P0: dict[tuple[float, float], float] = {}
-_P0_MAX = 1 << 14
-
-
-def _expected(p: list[float], count: list[float]) -> list[float]:
-    """:func:`~rlvitals.signal.expected_collapse` of each ``(p, count)``, memoised: numpy's
-    ``power`` (SIMD on some machines) is not the C library's ``pow`` to the bit, so a pair not
-    seen before is computed by numpy, once."""
-    pairs = list(zip(p, count))
-    get = _P0.get
-    out = [get(pc) for pc in pairs]
-    if None in out:
-        todo = list({pc for pc, v in zip(pairs, out) if v is None})
-        values = expected_collapse(np.array([a for a, _ in todo]), np.array([b for _, b in todo]))
-        if len(_P0) + len(todo) > _P0_MAX:
-            _P0.clear()
-        _P0.update(zip(todo, values.tolist()))
-        out = [get(pc) for pc in pairs]
-    return out
 
 
 def _advantage_stats(adv: np.ndarray, rewards: np.ndarray) -> tuple[float, float]:
