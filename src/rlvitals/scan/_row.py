@@ -216,7 +216,8 @@ def _cache_kinds() -> dict[str, tuple[tuple[type, ...], bool]]:
     out = {}
     for f in fields(ScanRow):
         t = str(f.type)
-        out[f.name] = (_KIND_OF[re.match(r"\w+", t).group()], "None" in t)
+        # a field of another kind (added later) is not checked beyond being there
+        out[f.name] = (_KIND_OF.get(re.match(r"\w+", t).group(), (object,)), "None" in t)
     return out
 
 
