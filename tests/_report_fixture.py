@@ -1,6 +1,6 @@
 """Fixed Diagnoses for the report tests: hand-built runs and hand-written findings, so the
 snapshots change only when a renderer (or the JSON contract) does, never with detector tuning.
-The incidents are computed from the findings (:func:`rlvitals.incidents.group_findings`), as
+The incidents are computed from the findings (:func:`rlvitals.doctor.incidents.group_findings`), as
 the doctor does."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 
 from rlvitals.detectors import Finding, Severity
 from rlvitals.doctor import Diagnosis
-from rlvitals.incidents import group_findings
+from rlvitals.doctor.incidents import group_findings
 from rlvitals.recording.run import GroupTable, Manifest, RunBuilder
 from rlvitals.vitals import compute_vitals
 

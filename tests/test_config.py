@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rlvitals.config import find_config, load_config
 from rlvitals.doctor import DoctorConfig
+from rlvitals.doctor.config import find_config, load_config
 from rlvitals.errors import InputError
 
 

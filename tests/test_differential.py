@@ -199,7 +199,7 @@ def test_a_healthy_run_is_healthy_and_a_short_one_is_not_judged(tmp_path):
 
 
 def test_advice_for_runs_without_groups_never_filters_groups():
-    from rlvitals.differential import _actions
+    from rlvitals.doctor.differential.actions import actions_for as _actions
 
     for cid in ("TOO_HARD", "SMALL_GROUPS", "SATURATED"):
         for line in _actions(cid, "verl", group_relative=False):

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from rlvitals.detectors import Finding, Severity
+from rlvitals.doctor.incidents import group_findings
 from rlvitals.guard import (
     Alert,
     FileSink,
@@ -34,7 +35,6 @@ from rlvitals.guard import (
     WandbSink,
     WebhookSink,
 )
-from rlvitals.incidents import group_findings
 from rlvitals.integrations.monitor import Monitor
 from rlvitals.recording import Manifest
 

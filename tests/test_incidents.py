@@ -7,8 +7,8 @@ import numpy as np
 
 from rlvitals.detectors import Finding, Severity
 from rlvitals.doctor import diagnose, diagnose_path
+from rlvitals.doctor.incidents import group_findings
 from rlvitals.examples import example_path
-from rlvitals.incidents import group_findings
 from rlvitals.recording import RunBuilder
 from rlvitals.recording.run import Manifest
 

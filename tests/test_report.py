@@ -415,7 +415,7 @@ def test_html_report_escapes_every_input_string(hostile):
 def test_markdown_lines_from_the_input_start_no_block():
     from rlvitals.detectors import Finding, Severity
     from rlvitals.doctor import Diagnosis
-    from rlvitals.incidents import group_findings
+    from rlvitals.doctor.incidents import group_findings
 
     base = FIX.fixed_diagnosis()
     f = Finding("ODD_NAME", Severity.WARN, "# 1. > not a heading", onset_step=5)

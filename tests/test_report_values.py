@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from rlvitals.detectors import Finding, Severity
 from rlvitals.doctor import Diagnosis
-from rlvitals.incidents import group_findings
+from rlvitals.doctor.incidents import group_findings
 from rlvitals.recording.run import GroupTable, Manifest, RunBuilder
 from rlvitals.report import RenderOptions, render
 from rlvitals.report._heatmap import heat_map

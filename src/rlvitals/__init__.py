@@ -30,11 +30,11 @@ _LAZY: dict[str, str] = {
     "diagnose": "rlvitals.doctor",
     "diagnose_path": "rlvitals.doctor",
     "render": "rlvitals.report",
-    "describe": "rlvitals.inspection",
+    "describe": "rlvitals.doctor.inspection",
     "estimate": "rlvitals.estimators",
     "Recorder": "rlvitals.recording.writer",
     "Monitor": "rlvitals.integrations.monitor",
-    "load_config": "rlvitals.config",
+    "load_config": "rlvitals.doctor.config",
     "compute_vitals": "rlvitals.vitals",
     # the types they return
     "Diagnosis": "rlvitals.doctor",

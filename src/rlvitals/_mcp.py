@@ -9,7 +9,7 @@ library, as each CLI command is, and returns JSON:
 - ``scan``: :func:`rlvitals.scan.scan` → the scan's JSON table;
 - ``compare``: :func:`rlvitals.compare.compare_paths` → the comparison's JSON;
 - ``explain``: a detector's page (Markdown) with its ID, severity, family and knobs;
-- ``acr``: :func:`rlvitals.collapse.acr_table` → the paper's summaries and per-step rows;
+- ``acr``: :func:`rlvitals.doctor.acr_table.acr_table` → the paper's summaries and per-step rows;
 - ``detectors``: the detector catalogue (also the resource ``rlvitals://detectors``).
 
 Resources: ``rlvitals://detectors`` (the catalogue as JSON), ``rlvitals://detectors/{id}`` (a
@@ -181,8 +181,8 @@ def inspect(
         input_format: force the input format instead of sniffing it.
         lenient: skip damaged records instead of refusing the input.
     """
+    from rlvitals.doctor.inspection import describe
     from rlvitals.importers import load
-    from rlvitals.inspection import describe
 
     with _one_line_errors():
         return describe(load(_source(path, None), input_format, run=run, lenient=lenient))
@@ -314,7 +314,7 @@ def acr(
 
     import numpy as np
 
-    from rlvitals.collapse import acr_table
+    from rlvitals.doctor.acr_table import acr_table
     from rlvitals.importers import load
 
     def num(x: float) -> float | None:
@@ -419,7 +419,7 @@ def _condition_row(name: str, obj: Any) -> dict[str, Any]:
 def conditions_catalogue() -> dict[str, Any]:
     """The causes the doctor names: the condition catalogue (``rlvitals.conditions``: its
     ``catalogue()``, else its ``CONDITIONS`` mapping or registry) when the package has one,
-    else the incident themes the doctor groups findings into (:data:`rlvitals.incidents.THEMES`).
+    else the incident themes the doctor groups findings into (:data:`rlvitals.doctor.incidents.THEMES`).
 
     ``source`` says which; each entry has an ``id`` and what the catalogue says of it.
 
@@ -442,7 +442,7 @@ def conditions_catalogue() -> dict[str, Any]:
         items = [(n, mod.CONDITIONS.get(n)) for n in mod.CONDITIONS.names()]
     if items is not None:
         return {"source": "conditions", "conditions": [_condition_row(n, c) for n, c in items]}
-    from rlvitals.incidents import JOINERS, THEMES
+    from rlvitals.doctor.incidents import JOINERS, THEMES
 
     themes: dict[str, list[str]] = {}
     for det_id, theme in THEMES.items():

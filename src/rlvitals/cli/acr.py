@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from rlvitals.collapse import acr_table
+    from rlvitals.doctor.acr_table import acr_table
     from rlvitals.examples import example_path
     from rlvitals.importers import load
 

@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from rlvitals.cli import EXIT_OK
     from rlvitals.compare import compare_paths
     from rlvitals.compare._render import render_compare
-    from rlvitals.config import load_config
+    from rlvitals.doctor.config import load_config
     from rlvitals.report._common import one_line
 
     fmt = args.report_format

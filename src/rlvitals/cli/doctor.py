@@ -174,7 +174,7 @@ def config_from_args(args: argparse.Namespace):
     the flags a command has (``select``, ``ignore``, ``fail_on``, ``metric``, ``allow_unjudged``,
     ``group_size``, ``reward_range``: an absent attribute is not given); validated. Shared by
     ``doctor``, ``scan`` and ``watch``."""
-    from rlvitals.config import load_config
+    from rlvitals.doctor.config import load_config
 
     config = load_config(args.config, start_dir=".")
 

@@ -91,8 +91,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rlvitals.doctor.inspection import describe
     from rlvitals.importers import load
-    from rlvitals.inspection import describe
     from rlvitals.progress import ProgressBar
 
     with ProgressBar(str(args.path), force=args.progress) as bar:

@@ -89,8 +89,8 @@ def run(args: argparse.Namespace) -> int:
     from rlvitals.cli import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
     from rlvitals.cli.doctor import config_from_args
     from rlvitals.conditions import get_condition
-    from rlvitals.differential import condition_severity
     from rlvitals.doctor import diagnose
+    from rlvitals.doctor.differential import condition_severity
     from rlvitals.guard.conditions import ConditionTracker
     from rlvitals.guard.follow import RunFollower
     from rlvitals.guard.view import watch_view

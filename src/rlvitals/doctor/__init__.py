@@ -26,9 +26,9 @@ import numpy as np
 from rlvitals._array import quiet_numerics
 from rlvitals._record import record
 from rlvitals.detectors import DETECTORS, Detector, Finding, Severity, catalogue, load_all
-from rlvitals.differential import condition_severity, differential
+from rlvitals.doctor.differential import condition_severity, differential
+from rlvitals.doctor.incidents import Incident, group_findings
 from rlvitals.errors import InputError
-from rlvitals.incidents import Incident, group_findings
 from rlvitals.recording.run import Run
 from rlvitals.signal import DEFAULT_TAU, DEFAULT_WINDOW
 from rlvitals.vitals import MIN_JUDGE_STEPS, Vitals, compute_vitals
@@ -124,8 +124,8 @@ class Diagnosis:
         errors: detector ID → error text, for detectors that crashed (a bug; the others ran).
         detectors: IDs that ran.
         incidents: the findings grouped by shared cause and time, root cause first
-            (:mod:`rlvitals.incidents`); every finding is in exactly one.
-        conditions: the differential diagnosis (:mod:`rlvitals.differential`): the causes
+            (:mod:`rlvitals.doctor.incidents`); every finding is in exactly one.
+        conditions: the differential diagnosis (:mod:`rlvitals.doctor.differential`): the causes
             from the closed vocabulary, primary first; one ``HEALTHY`` call for a run with
             nothing wrong, none for a run that was not judged.
         allow_unjudged: the config's opt-out: a run not judged does not fail.

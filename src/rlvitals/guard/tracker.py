@@ -2,7 +2,7 @@
 
 A live monitor diagnoses a sliding window every few steps, so the same collapse is reported by
 every check for as long as it lasts, with an onset that can move as the window slides and data
-arrives. :class:`IncidentTracker` matches each check's incidents (:mod:`rlvitals.incidents`) to
+arrives. :class:`IncidentTracker` matches each check's incidents (:mod:`rlvitals.doctor.incidents`) to
 the ones it already follows, by theme and overlapping time, and says only what is new:
 
 - ``opened``: an incident seen for the first time at or above ``alert_on`` severity;
@@ -17,7 +17,7 @@ end left the window, and incidents unseen for a window's length, are forgotten; 
 sends at most :data:`MAX_UPDATES` updates (a flapping condition cannot flood anyone).
 
 >>> from rlvitals.detectors import Finding, Severity
->>> from rlvitals.incidents import group_findings
+>>> from rlvitals.doctor.incidents import group_findings
 >>> t = IncidentTracker()
 >>> f = Finding("DEGENERATE_GROUPS", Severity.WARN, "ACR 1.0 >= 0.75", onset_step=61)
 >>> [(e.kind, e.incident.onset_step) for e in t.update(group_findings([f]), step=65)]
@@ -44,7 +44,7 @@ MAX_UPDATES = 8
 """Updates (worse / recovered) one incident may send; later changes are followed silently."""
 MATCH_GAP = 10
 """Steps by which two incidents' spans may miss each other and still be the same incident (the
-doctor's own :data:`rlvitals.incidents.GAP_STEPS`)."""
+doctor's own :data:`rlvitals.doctor.incidents.GAP_STEPS`)."""
 MAX_TRACKED = 64
 """Incidents followed at once; the oldest recovered ones are forgotten first."""
 
@@ -59,7 +59,7 @@ class LiveIncident:
 
     Attributes:
         key: a number unique within this tracker (the same incident keeps it).
-        theme, title, root, cause, actions: as the doctor's :class:`~rlvitals.incidents.Incident`
+        theme, title, root, cause, actions: as the doctor's :class:`~rlvitals.doctor.incidents.Incident`
             said at the last check that reported it.
         severity: the highest severity it reached (``info``, ``warn``, ``critical``).
         onset_step: the earliest onset the doctor gave it.

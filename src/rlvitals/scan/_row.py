@@ -169,7 +169,7 @@ class ScanRow:
             return True
         bar = Severity.parse(fail_on).rank
         if self.condition not in (None, "HEALTHY"):  # a named cause fails like the doctor's
-            from rlvitals.differential import condition_severity
+            from rlvitals.doctor.differential import condition_severity
 
             if Severity(condition_severity(self.condition)).rank >= bar:
                 return True
