@@ -293,3 +293,26 @@ def test_scan_and_compare_show_each_runs_primary_condition(tmp_path, capsys):
         x for x in capsys.readouterr().out.splitlines() if x.startswith("primary condition")
     )
     assert "HEALTHY" in line and "POLICY_DEGRADATION" in line
+
+
+def test_doctor_on_a_folder_reads_its_one_run_like_the_file(tmp_path, capsys):
+    """Issue 25.1: a folder holding one log (beside a README and a label.json) is that run."""
+    from rlvitals.cli import main
+
+    n = 300
+    run = tmp_path / "run"
+    run.mkdir()
+    log = _log(run, n, reward=np.linspace(0.7, 0.1, n) + _noise(n, 0.03), frac_reward_zero_std=0.2)
+    (run / "README.md").write_text("# what this run was\n")
+    (run / "label.json").write_text('{"primary": "POLICY_DEGRADATION"}\n')
+    assert main(["doctor", str(log), "--format", "json", "--fail-on", "never"]) == 0
+    by_file = json.loads(capsys.readouterr().out)
+    assert main(["doctor", str(run), "--format", "json", "--fail-on", "never"]) == 0
+    by_folder = json.loads(capsys.readouterr().out)
+    assert by_folder["findings"] == by_file["findings"]
+    assert by_folder["conditions"] == by_file["conditions"]
+    (run / "log.jsonl").rename(run / "a.jsonl")
+    _log(run, n, reward=0.5)  # a second run beside it: the doctor asks which
+    assert main(["doctor", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "holds 2 runs" in err and "rlvitals scan" in err and len(err.strip().splitlines()) == 1

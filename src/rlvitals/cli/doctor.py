@@ -215,6 +215,8 @@ def run(args: argparse.Namespace) -> int:
     path = example_path(args.example) if args.example else Path(args.path)
     if args.output:
         _check_output(args.output, args.report_format, path)
+    if path.is_dir() and args.input_format is None and not _reads_as_one(path):
+        path = _the_one_run(path)
     with ProgressBar(str(path), force=args.progress) as bar:
         diagnosis = diagnose_path(
             path,
@@ -255,6 +257,40 @@ def run(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     return EXIT_FINDINGS if diagnosis.fails(config.fail_on) else EXIT_OK
+
+
+def _reads_as_one(folder: Path) -> bool:
+    """Whether an importer reads ``folder`` itself as a run (a recording, a TRL output folder,
+    a TensorBoard or W&B folder, an MLflow store)."""
+    from rlvitals.importers import sniff
+
+    try:
+        sniff(folder)
+    except (InputError, OSError, ValueError):
+        return False
+    return True
+
+
+def _the_one_run(folder: Path) -> Path:
+    """The run inside ``folder``, found as ``rlvitals scan`` finds runs (so files that are not
+    logs, a README or a ``label.json``, are never taken for one). Several runs: an error that
+    lists them and says how to pick one."""
+    from rlvitals.scan import discover
+
+    found = [t for t in discover([folder]).targets if t.fmt is not None]
+    if len(found) == 1:
+        return Path(found[0].path)
+    if not found:
+        raise InputError(
+            folder, "no run rlvitals can read in this folder (rlvitals scan lists what it finds)"
+        )
+    names = ", ".join(str(Path(t.path).relative_to(folder)) for t in found[:5])
+    more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+    raise InputError(
+        folder,
+        f"holds {len(found)} runs ({names}{more}): name one (rlvitals doctor {found[0].path}) "
+        f"or judge them all with rlvitals scan {folder}",
+    )
 
 
 def _reward_range(text: str) -> tuple[float, float]:
