@@ -15,7 +15,7 @@ Modules: :mod:`~rlvitals.lab.tasks` (tasks, levels), :mod:`~rlvitals.lab.policy`
 model, warm start, cache, pass rates), :mod:`~rlvitals.lab.train` (``Args``, presets, one run),
 :mod:`~rlvitals.lab.experiments` (predict, compare, ablate), :mod:`~rlvitals.lab.stats`,
 :mod:`~rlvitals.lab.report`, :mod:`~rlvitals.lab.demo`, :mod:`~rlvitals.lab.failure_zoo` (the failure
-zoo: one known failure injected into each real run). Needs ``pip install 'rlvitals[lab]'``
+zoo: one known failure injected into each real run). Needs the ``lab`` extra (``pip install -e '.[lab]'`` in a checkout, docs/install.md)
 (TRL, torch, matplotlib, scipy). See docs/lab.md.
 """
 

@@ -2,7 +2,7 @@
 
 The Markdown is the summary a person reads (the paper's numbers beside ours, with intervals and
 a verdict computed from them); the HTML is the same page with the plots inline (SVG); the PNGs
-are for docs. Plots need matplotlib (``pip install 'rlvitals[lab]'``); without it the JSON and
+are for docs. Plots need matplotlib (the ``lab`` extra: ``pip install -e '.[lab]'``, docs/install.md); without it the JSON and
 Markdown are still written and the page says what is missing.
 """
 
@@ -464,7 +464,11 @@ def write(name: str, doc: dict[str, Any], results: list[dict[str, Any]], out: Pa
         plots = draw(name, doc, results, out)
     except ImportError:
         plots = {"files": {}, "svg": {}}
-        lines += ["", "Plots need matplotlib: `pip install 'rlvitals[lab]'`.", ""]
+        lines += [
+            "",
+            "Plots need matplotlib: `pip install -e '.[lab]'` in an rlvitals checkout (docs/install.md).",
+            "",
+        ]
     files["png"] = plots["files"]
     files["html"] = str(out / f"{name}.html")
     (out / f"{name}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -13,7 +13,7 @@ finished job add more (a store's other runs), and hands every result back in com
   culprit gets a row saying its reader died and the others are read normally.
 - ``ray``: one Ray task per run (``num_cpus=1`` each) on the cluster ``address`` names (or
   ``$RAY_ADDRESS``), else on a local Ray instance with ``jobs`` CPUs, started and stopped here.
-  A task whose worker dies is a row with the error. Needs ``pip install 'rlvitals[ray]'``.
+  A task whose worker dies is a row with the error. Needs the ``ray`` extra (``pip install -e '.[ray]'``, docs/install.md).
 """
 
 from __future__ import annotations

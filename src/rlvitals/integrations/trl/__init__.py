@@ -9,7 +9,7 @@ and guards it live (alerts, halting).
         callbacks=[RlvitalsCallback("runs/rec", halt_on="collapse:20")],
     )
 
-Tested against TRL 1.16 (``pip install 'rlvitals[trl]'``), its ``AsyncGRPOTrainer`` included
+Tested against TRL 1.16 (``pip install -e '.[trl]'`` in a checkout, docs/install.md), its ``AsyncGRPOTrainer`` included
 (``RlvitalsCallback(...).attach(trainer)``). See docs/trl.md and docs/guard.md.
 """
 
