@@ -76,6 +76,18 @@ def test_every_estimator_is_in_verls_registry():
     assert rv.register() == list(rv.VERL_NAMES)  # idempotent
 
 
+def test_every_registered_estimator_gets_a_verl_name_history_baseline_included():
+    """Regression (issue 24): the names came from a hand enum that lacked history_baseline."""
+    from rlvitals.estimators import ESTIMATORS
+
+    assert set(rv.VERL_NAMES.values()) >= set(ESTIMATORS.names())
+    assert "rlvitals_history_baseline" in core_algos.ADV_ESTIMATOR_REGISTRY
+    tlr, mask, uids = batch(GROUPS[:6], 0)
+    config = AlgoConfig(adv_estimator="rlvitals_history_baseline")
+    adv, _ = call("rlvitals_history_baseline", tlr, mask, uids, config)
+    assert adv.shape == tlr.shape and torch.isfinite(adv).all()
+
+
 @pytest.mark.parametrize("norm", [True, False])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_rlvitals_grpo_matches_verls_compute_grpo_outcome_advantage(norm, seed):

@@ -34,7 +34,12 @@ __all__ = [
 
 
 class EstimatorName(str, Enum):
-    """Names of the built-in estimators."""
+    """Names of the built-in estimators (those registered by ``rlvitals.estimators``' modules).
+
+    Checked when they register (:func:`register_estimator`): a built-in estimator whose name is
+    missing here fails to import, so the enum cannot lag the registry. Code that needs every
+    estimator, built-in or not (the veRL adapter), reads :data:`ESTIMATORS` instead.
+    """
 
     GRPO = "grpo"
     DR_GRPO = "dr_grpo"
@@ -42,6 +47,7 @@ class EstimatorName(str, Enum):
     AVSPO = "avspo"
     AVSPO_RELEASED = "avspo_released"
     ZERO_VAR_FILTER = "zero_var_filter"
+    HISTORY_BASELINE = "history_baseline"
 
 
 class UnknownEstimatorError(RlvitalsError, KeyError, ValueError):
@@ -156,12 +162,29 @@ def register_estimator(
         raise ValueError(f"scale must be one of {valid}, got {scale!r}")
 
     def deco(fn: EstimatorFn) -> EstimatorFn:
+        _check_builtin(name, fn)
         ESTIMATORS.add(name, Estimator(name, config_cls, fn, state_cls, summary, scale, ranged))
         if known is None and scale is not None:  # runs recorded with it resolve its scale
             vocabulary.add(vocabulary.EstimatorInfo(name, vocabulary.Scale(scale), summary=summary))
         return fn
 
     return deco
+
+
+_BUILTIN_PACKAGE = __name__.rpartition(".")[0] + "."
+
+
+def _check_builtin(name: str, fn: EstimatorFn) -> None:
+    """A built-in estimator (registered from a module of this package) is an
+    :class:`EstimatorName`; anything else registered from outside needs no enum member."""
+    module = getattr(fn, "__module__", None) or ""
+    if module.startswith(_BUILTIN_PACKAGE) and name not in _BUILTIN_NAMES:
+        raise ValueError(
+            f"built-in estimator {name!r} ({module}) is not an EstimatorName member; add it there"
+        )
+
+
+_BUILTIN_NAMES = frozenset(e.value for e in EstimatorName)
 
 
 def get_estimator(name: str | EstimatorName) -> Estimator:

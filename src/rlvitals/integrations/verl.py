@@ -1,10 +1,11 @@
 """veRL integration: every rlvitals estimator in veRL's advantage-estimator registry.
 
 Importing this module registers, with veRL's own ``register_adv_est`` (``verl.trainer.ppo.
-core_algos``), one veRL estimator per rlvitals estimator under ``rlvitals_<name>``:
-``rlvitals_grpo``, ``rlvitals_dr_grpo``, ``rlvitals_rloo``, ``rlvitals_avspo``,
-``rlvitals_avspo_released``, ``rlvitals_zero_var_filter``. Select one with
-``algorithm.adv_estimator=rlvitals_avspo``.
+core_algos``), one veRL estimator per registered rlvitals estimator (the names come from the
+registry, :data:`rlvitals.estimators.ESTIMATORS`) under ``rlvitals_<name>``: ``rlvitals_grpo``,
+``rlvitals_dr_grpo``, ``rlvitals_rloo``, ``rlvitals_avspo``, ``rlvitals_avspo_released``,
+``rlvitals_zero_var_filter``, ``rlvitals_history_baseline``, and any estimator registered
+before :func:`register` is called again. Select one with ``algorithm.adv_estimator=rlvitals_avspo``.
 
 How veRL finds it (tested with veRL 0.9.1): rlvitals declares a ``verl.plugins`` entry point, and
 ``import verl`` loads every such entry point in every process (driver, TaskRunner actor,
@@ -65,7 +66,7 @@ import numpy as np
 
 from rlvitals import vocabulary
 from rlvitals.errors import MissingExtraError
-from rlvitals.estimators import EstimatorName, estimate, get_estimator
+from rlvitals.estimators import ESTIMATORS, EstimatorName, estimate, get_estimator
 
 try:
     import torch
@@ -86,8 +87,9 @@ __all__ = [
 ]
 
 PREFIX = "rlvitals_"
-VERL_NAMES: dict[str, str] = {PREFIX + e.value: e.value for e in EstimatorName}
-"""veRL estimator name -> rlvitals estimator name."""
+VERL_NAMES: dict[str, str] = {PREFIX + name: name for name in ESTIMATORS.names()}
+"""veRL estimator name -> rlvitals estimator name, for every registered estimator (the registry
+is the one list; :func:`register` adds those registered since)."""
 VERL_EPS = 1e-6
 """veRL's ``compute_grpo_outcome_advantage`` epsilon, the default here."""
 ADAPTER_KEYS = ("run", "state_file", "record_dir", "guard")
@@ -485,6 +487,7 @@ def register() -> list[str]:
     Returns the veRL names now registered.
     """
     registry = _core_algos.ADV_ESTIMATOR_REGISTRY
+    VERL_NAMES.update({PREFIX + name: name for name in ESTIMATORS.names()})
     for verl_name, method in VERL_NAMES.items():
         current = registry.get(verl_name)
         if getattr(current, "rlvitals_estimator", None) == method:
