@@ -316,3 +316,37 @@ def test_doctor_on_a_folder_reads_its_one_run_like_the_file(tmp_path, capsys):
     assert main(["doctor", str(run)]) == 2
     err = capsys.readouterr().err
     assert "holds 2 runs" in err and "rlvitals scan" in err and len(err.strip().splitlines()) == 1
+
+
+def test_every_command_takes_the_common_flags_and_watch_waits_for_its_file(tmp_path, capsys):
+    """Issue 25.8: --no-progress and -o everywhere; watch waits for a run about to start."""
+    import threading
+
+    from rlvitals.cli import COMMANDS, build_parser, main
+
+    for name in COMMANDS:
+        p = build_parser(name)._subparsers._group_actions[0].choices[name]
+        flags = {o for a in p._actions for o in a.option_strings}
+        assert "--no-progress" in flags and ("-o" in flags or "--out" in flags), name
+    out = tmp_path / "page.md"
+    assert main(["explain", "RUNAWAY_LENGTH", "--no-progress", "-o", str(out)]) == 0
+    assert out.read_text().startswith("# RUNAWAY_LENGTH: Completions stop terminating")
+    assert main(["detectors", "--format", "json", "-o", str(tmp_path / "d.json")]) == 0
+    assert json.loads((tmp_path / "d.json").read_text())[0]["id"]
+    log = tmp_path / "later.jsonl"
+    n = 300
+    rows = _log(
+        tmp_path, n, reward=np.linspace(0.7, 0.1, n) + _noise(n, 0.03), frac_reward_zero_std=0.2
+    )
+    text = rows.read_text()
+    threading.Timer(0.5, lambda: log.write_text(text)).start()
+    capsys.readouterr()
+    rc = main(
+        ["watch", str(log), "--once", "--wait", "20", "--interval", "0.1", "--format", "json"]
+    )
+    assert (
+        rc == 1
+        and json.loads(capsys.readouterr().out)["conditions"][0]["id"] == "POLICY_DEGRADATION"
+    )
+    assert main(["watch", str(tmp_path / "never.jsonl"), "--wait", "0.3", "--interval", "0.1"]) == 2
+    assert "did not appear within 0.3 s" in capsys.readouterr().err

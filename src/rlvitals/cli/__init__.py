@@ -55,7 +55,59 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in (only,) if only in COMMANDS else COMMANDS:
         import_module(f"rlvitals.cli.{name}").register(sub)
+        _common_flags(sub.choices.get(name))
     return parser
+
+
+def _common_flags(p: argparse.ArgumentParser | None) -> None:
+    """Every command takes ``--no-progress`` and ``-o FILE``: a command without progress output
+    accepts the first as a no-op (scripts can pass it everywhere), and one that prints its
+    result gets ``-o`` from here: what it prints is written to FILE, whole, never into an
+    input (:mod:`rlvitals.cli._output`)."""
+    if p is None:
+        return
+    have = {o for a in p._actions for o in a.option_strings}
+    if "--no-progress" not in have:
+        p.add_argument(
+            "--no-progress",
+            dest="progress",
+            action="store_const",
+            const=False,
+            help="no progress output (this command shows none; accepted for uniformity)",
+        )
+    if "-o" not in have and "--output" not in have:
+        p.add_argument(
+            "-o",
+            "--output",
+            dest="common_output",
+            metavar="FILE",
+            help="write to FILE instead of stdout",
+        )
+
+
+def _run_to_file(args: argparse.Namespace) -> int:
+    """Run a command whose output ``-o`` (from :func:`_common_flags`) sends to a file."""
+    import io
+
+    from rlvitals.cli._output import refuse_input_target, write_replacing
+
+    inputs = [
+        x
+        for name in ("path", "paths", "a", "b")
+        for x in (
+            [getattr(args, name, None)]
+            if not isinstance(getattr(args, name, None), list)
+            else getattr(args, name)
+        )
+        if x
+    ]
+    refuse_input_target(args.common_output, inputs)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = int(args.func(args))
+    write_replacing(args.common_output, buf.getvalue())
+    print(f"rlvitals: wrote {args.common_output}", file=sys.stderr)
+    return rc
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.suppress(AttributeError, ValueError):
         sys.stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
     try:
+        if getattr(args, "common_output", None):
+            return _run_to_file(args)
         return int(args.func(args))
     except (InputError, MissingExtraError) as err:
         from rlvitals.report._common import one_line  # the message quotes the input: sanitise

@@ -30,6 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="print JSON (ID, severity, family, key metrics, knobs with defaults)",
     )
+    p.add_argument(
+        "--format", dest="report_format", choices=("text", "json"), help="same as --json for json"
+    )
     p.set_defaults(func=run)
 
 
@@ -46,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         classes = [c for c in classes if c.family == args.family.lower()]
         if not classes:
             raise InputError(None, f"unknown family {args.family!r}; valid: {', '.join(families)}")
-    if args.json:
+    if args.json or args.report_format == "json":
         rows = [
             {
                 "id": c.id,

@@ -22,20 +22,54 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("id", metavar="ID", help="detector ID, e.g. ADV_COLLAPSE")
+    p.add_argument(
+        "id", metavar="ID", help="detector ID (ADV_COLLAPSE) or condition ID (RUNAWAY_LENGTH)"
+    )
+    p.add_argument(
+        "--format",
+        dest="report_format",
+        choices=("text", "json"),
+        default="text",
+        help="the page as text (default) or JSON",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from rlvitals.conditions import CONDITIONS
     from rlvitals.detectors import DETECTORS, load_all
     from rlvitals.errors import InputError
     from rlvitals.report.pages import detector_page
 
     load_all()
     det_id = args.id.strip().upper().replace("-", "_")
-    if det_id not in DETECTORS:
+    if det_id in DETECTORS:
+        page = detector_page(DETECTORS.get(det_id), links=False)
+        kind = "detector"
+    elif det_id in CONDITIONS:
+        page = _condition_page(CONDITIONS[det_id])
+        kind = "condition"
+    else:
         raise InputError(
-            None, f"unknown detector {args.id!r}; valid: " + ", ".join(DETECTORS.names())
+            None,
+            f"unknown detector or condition {args.id!r}; detectors: "
+            + ", ".join(DETECTORS.names())
+            + "; conditions: "
+            + ", ".join(CONDITIONS),
         )
-    sys.stdout.write(detector_page(DETECTORS.get(det_id), links=False))
+    if args.report_format == "json":
+        import json
+
+        sys.stdout.write(json.dumps({"id": det_id, "kind": kind, "page": page}, indent=1) + "\n")
+    else:
+        sys.stdout.write(page)
     return 0
+
+
+def _condition_page(c) -> str:
+    lines = [f"# {c.id}: {c.title}", "", c.what, "", "Signs:"]
+    lines += [f"- {s}" for s in c.signs]
+    if c.tell_apart:
+        lines += ["", f"Tell apart: {c.tell_apart}"]
+    lines += ["", "Pictures of a real run with it: docs/doctor.md, Conditions."]
+    return "\n".join(lines) + "\n"

@@ -34,6 +34,8 @@ examples:
   rlvitals watch runs/exp1 --once --fail-on critical"""
 DEFAULT_INTERVAL = 2.0
 """Seconds between two looks at the input (at least 3x the last read's time)."""
+DEFAULT_WAIT = 600.0
+"""Seconds ``watch`` waits for a path that does not exist yet (a run about to start)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -80,7 +82,36 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="never redraw in place: print the view at every change (logs, CI)",
     )
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help=f"wait this long for a path that does not exist yet (default {DEFAULT_WAIT:g}; "
+        "0 with --once)",
+    )
+    p.add_argument(
+        "--format",
+        dest="report_format",
+        choices=("text", "json"),
+        default="text",
+        help="the live view (text, default) or, at exit, the last diagnosis as the doctor's JSON",
+    )
     p.set_defaults(func=run)
+
+
+def _wait_for(path: str, seconds: float, interval: float) -> None:
+    """Return once ``path`` exists (a run not started yet); InputError after ``seconds``."""
+    import os
+
+    if os.path.exists(path) or seconds <= 0:
+        return  # a path that is not there is the follower's one-line error
+    print(f"rlvitals: waiting for {path} to appear (up to {seconds:g} s)", file=sys.stderr)
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(path):
+        if time.monotonic() >= deadline:
+            raise InputError(path, f"did not appear within {seconds:g} s (--wait)")
+        time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -97,7 +128,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.interval <= 0 or (args.idle_exit is not None and args.idle_exit <= 0):
         raise InputError(None, "--interval and --idle-exit must be positive seconds")
+    wait = args.wait if args.wait is not None else (0.0 if args.once else DEFAULT_WAIT)
+    if wait < 0:
+        raise InputError(None, f"--wait must be >= 0 seconds, got {wait:g}")
     config = config_from_args(args)
+    _wait_for(args.path, wait, args.interval)
 
     follower = RunFollower(args.path, args.input_format, args.run)
     tracker = ConditionTracker()
@@ -130,10 +165,12 @@ def run(args: argparse.Namespace) -> int:
         )
 
     refresh()
+    if args.report_format == "json":
+        live_mode = False
     if args.once:
         if state["diagnosis"] is None:
             raise follower.error or InputError(args.path, "nothing to read")
-        console.print(view(False))
+        _show_last(console, state, view, args.report_format)
         return _exit_code(state["diagnosis"], config, EXIT_OK, EXIT_FINDINGS, EXIT_USAGE)
 
     last_change = time.monotonic()
@@ -151,18 +188,31 @@ def run(args: argparse.Namespace) -> int:
                     if refresh():
                         last_change = time.monotonic()
         else:
-            if state["diagnosis"] is not None:
+            if state["diagnosis"] is not None and args.report_format == "text":
                 console.print(view(False))
             while not _idle(args, last_change):
                 time.sleep(max(args.interval, 3 * follower.read_seconds))
                 if refresh():
                     last_change = time.monotonic()
-                    console.print(view(False))
+                    if args.report_format == "text":
+                        console.print(view(False))
     except KeyboardInterrupt:
         print("rlvitals: watch stopped", file=sys.stderr)
     if state["diagnosis"] is None:
         raise follower.error or InputError(args.path, "nothing to read")
+    if args.report_format == "json":
+        _show_last(console, state, view, "json")
     return _exit_code(state["diagnosis"], config, EXIT_OK, EXIT_FINDINGS, EXIT_USAGE)
+
+
+def _show_last(console, state: dict, view, fmt: str) -> None:
+    if fmt == "json":
+        from rlvitals.report import render
+
+        sys.stdout.write(render(state["diagnosis"], "json"))
+        sys.stdout.flush()
+    else:
+        console.print(view(False))
 
 
 def _idle(args: argparse.Namespace, last_change: float) -> bool:
