@@ -18,6 +18,7 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
+    from rlvitals.conditions import CONDITIONS
     from rlvitals.doctor import DoctorConfig, diagnose_path
     from rlvitals.errors import RlvitalsError
 
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
             judged = dx.not_judged() is None
         except (RlvitalsError, OSError, ValueError) as err:
             named, judged = [f"ERROR {err}"], False
-        want = v.get("primary") if v.get("primary") in _IDS else None
+        want = v.get("primary") if v.get("primary") in CONDITIONS else None
         listed = set(v.get("conditions") or [])
         wrong = sorted(set(named) & set(v.get("not") or []))
         missed = sorted(listed - set(named))
@@ -70,24 +71,6 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
 
-
-_IDS = {
-    "HEALTHY",
-    "VERIFIER_CONSTANT",
-    "IDENTICAL_COMPLETIONS",
-    "SATURATED",
-    "TOO_HARD",
-    "SMALL_GROUPS",
-    "NO_GROUP_BASELINE",
-    "ADVANTAGE_PIPELINE",
-    "POLICY_DEGRADATION",
-    "ENTROPY_COLLAPSE",
-    "ENTROPY_BLOWUP",
-    "RUNAWAY_LENGTH",
-    "LENGTH_LIMIT",
-    "KL_BLOWUP",
-    "REWARD_HACKING",
-}
 
 if __name__ == "__main__":
     raise SystemExit(main())
