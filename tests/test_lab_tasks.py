@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -146,3 +147,23 @@ def test_holm_is_monotone_and_capped():
     assert adj["c"] == pytest.approx(0.08)
     assert adj["b"] == pytest.approx(0.2)
     assert all(v <= 1 for v in stats.holm({"x": 0.9, "y": 0.8}).values())
+
+
+def test_the_mixed_level_is_the_explicit_mixture_whatever_the_calibration():
+    """Issue 26.1: level 7 (LM) is sizes 3/10/13 at 0.3/0.4/0.3; its base rate is the
+    mixture's weighted mean of the measured per-size pass rates."""
+    from rlvitals.lab.policy import BasePolicy
+    from rlvitals.lab.tasks import MIXED_LEVEL, MIXED_MIXTURE, level_name
+
+    base = BasePolicy(
+        path=Path("."),
+        task="sum",
+        pass_rates={3: 0.9, 10: 0.5, 13: 0.1},
+        levels=[{3: 1.0}] * 7,
+        level_rates=[0.9] * 7,
+    )
+    assert base.mixture(MIXED_LEVEL) == MIXED_MIXTURE == {3: 0.3, 10: 0.4, 13: 0.3}
+    assert abs(base.level_rate(MIXED_LEVEL) - (0.27 + 0.2 + 0.03)) < 1e-12
+    assert base.level_rate(2) == 0.9 and level_name(MIXED_LEVEL) == "LM"
+    with pytest.raises(ValueError, match="or 7"):
+        base.mixture(8)

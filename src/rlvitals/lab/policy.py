@@ -44,6 +44,8 @@ from typing import Any
 
 from rlvitals.lab.tasks import (
     LEVEL_TARGETS,
+    MIXED_LEVEL,
+    MIXED_MIXTURE,
     Problem,
     Task,
     get_task,
@@ -189,10 +191,24 @@ class BasePolicy:
         )
 
     def mixture(self, level: int) -> dict[int, float]:
-        """The size mixture of level ``level`` (0..6)."""
+        """The size mixture of level ``level``: 0..6 calibrated, 7 the mixed level
+        (:data:`~rlvitals.lab.tasks.MIXED_MIXTURE`, the same sizes whatever the policy)."""
+        if level == MIXED_LEVEL:
+            return dict(MIXED_MIXTURE)
         if not 0 <= level < len(self.levels):
-            raise ValueError(f"level must be in 0..{len(self.levels) - 1}, got {level!r}")
+            raise ValueError(
+                f"level must be in 0..{len(self.levels) - 1} or {MIXED_LEVEL}, got {level!r}"
+            )
         return self.levels[level]
+
+    def level_rate(self, level: int) -> float:
+        """The base pass rate of level ``level``: measured on held-out prompts for 0..6; for the
+        mixed level the mixture's weighted mean of the measured per-size pass rates."""
+        if level == MIXED_LEVEL:
+            mix = self.mixture(level)
+            return sum(w * self.pass_rates.get(s, float("nan")) for s, w in mix.items())
+        self.mixture(level)
+        return self.level_rates[level]
 
 
 def default_cache_dir() -> Path:

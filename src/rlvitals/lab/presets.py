@@ -2,9 +2,11 @@
 
 ``smoke`` runs in seconds (the tests), ``quick`` in under 3 minutes on 2 cores, ``full`` in under
 45 minutes on 2 uncontended cores (docs/lab.md has the measured times). The compare and ablate
-presets train level L5 (base pass rate 5%): the level where GRPO's early ACR on this set-up is
-closest to the paper's GRPO runs (0.45 for Qwen2.5-0.5B); it starts near 0.6 and settles near
-0.3 as GRPO learns (docs/lab.md).
+presets train the mixed level LM (:data:`rlvitals.lab.tasks.MIXED_MIXTURE`, issue 26): the
+paper's regime, GRPO's ACR near 0.4 with groups collapsing on both sides (about 0.2 all-right,
+0.25 all-wrong on the tiny ``sum`` policy). ``quick-l5`` and ``full-l5`` train level L5 (base
+pass rate 5%), the earlier default: nearly every collapsed group there is all-wrong, so it tests
+only the negative half of a mitigation ("push failures down").
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlvitals.lab.tasks import MIXED_LEVEL
 from rlvitals.lab.train import METHODS, PRESETS, Args
 
 __all__ = [
@@ -53,7 +56,7 @@ class ComparePreset:
     """Methods at an equal budget of generated completions.
 
     Attributes:
-        level: the level (chosen as one where GRPO's ACR is high: docs/lab.md).
+        level: the level (the mixed level LM by default: collapse on both sides).
         methods: lab method names (:data:`rlvitals.lab.train.METHODS`); ``grpo`` is the
             reference of the paired tests.
         seeds: every method runs every seed (paired).
@@ -103,7 +106,8 @@ class AblatePreset:
 
 
 _ALL_METHODS = tuple(METHODS)
-_COLLAPSE_LEVEL = 5
+_PAPER_LEVEL = MIXED_LEVEL
+_NEGATIVE_LEVEL = 5
 
 VARIANTS: tuple[Variant, ...] = (
     Variant("grpo", "reference", "GRPO (no virtual samples)", "grpo"),
@@ -169,35 +173,29 @@ PREDICT: dict[str, PredictPreset] = {
         dataclasses.replace(_RUN, evals=3),
     ),
 }
+_COMPARE_QUICK_RUN = dataclasses.replace(_RUN, budget=64 * 40, evals=2, eval_prompts=64)
+_COMPARE_FULL_RUN = dataclasses.replace(_RUN, evals=6)
 COMPARE: dict[str, ComparePreset] = {
     "smoke": ComparePreset(
-        _COLLAPSE_LEVEL, ("grpo", "avspo", "dapo", "history_baseline"), (0, 1), _SMOKE_RUN
+        _PAPER_LEVEL, ("grpo", "avspo", "dapo", "history_baseline"), (0, 1), _SMOKE_RUN
     ),
-    "quick": ComparePreset(
-        _COLLAPSE_LEVEL,
-        _ALL_METHODS,
-        (0, 1),
-        dataclasses.replace(_RUN, budget=64 * 40, evals=2, eval_prompts=64),
-    ),
-    "full": ComparePreset(
-        _COLLAPSE_LEVEL, _ALL_METHODS, tuple(range(8)), dataclasses.replace(_RUN, evals=6)
-    ),
+    "quick": ComparePreset(_PAPER_LEVEL, _ALL_METHODS, (0, 1), _COMPARE_QUICK_RUN),
+    "full": ComparePreset(_PAPER_LEVEL, _ALL_METHODS, tuple(range(16)), _COMPARE_FULL_RUN),
+    "quick-l5": ComparePreset(_NEGATIVE_LEVEL, _ALL_METHODS, (0, 1), _COMPARE_QUICK_RUN),
+    "full-l5": ComparePreset(_NEGATIVE_LEVEL, _ALL_METHODS, tuple(range(8)), _COMPARE_FULL_RUN),
 }
+_ABLATE_QUICK_RUN = dataclasses.replace(_RUN, budget=64 * 30, evals=1, eval_prompts=64)
+_ABLATE_FULL_RUN = dataclasses.replace(_RUN, evals=3)
 ABLATE: dict[str, AblatePreset] = {
     "smoke": AblatePreset(
-        _COLLAPSE_LEVEL,
+        _PAPER_LEVEL,
         (0,),
         tuple(v for v in VARIANTS if v.name in ("avspo", "uniform", "tau0.3")),
         _SMOKE_RUN,
     ),
-    "quick": AblatePreset(
-        _COLLAPSE_LEVEL,
-        (0,),
-        VARIANTS,
-        dataclasses.replace(_RUN, budget=64 * 30, evals=1, eval_prompts=64),
-    ),
-    "full": AblatePreset(
-        _COLLAPSE_LEVEL, tuple(range(6)), VARIANTS, dataclasses.replace(_RUN, evals=3)
-    ),
+    "quick": AblatePreset(_PAPER_LEVEL, (0,), VARIANTS, _ABLATE_QUICK_RUN),
+    "full": AblatePreset(_PAPER_LEVEL, tuple(range(6)), VARIANTS, _ABLATE_FULL_RUN),
+    "quick-l5": AblatePreset(_NEGATIVE_LEVEL, (0,), VARIANTS, _ABLATE_QUICK_RUN),
+    "full-l5": AblatePreset(_NEGATIVE_LEVEL, tuple(range(6)), VARIANTS, _ABLATE_FULL_RUN),
 }
 EXPERIMENTS = {"predict": PREDICT, "compare": COMPARE, "ablate": ABLATE}

@@ -17,7 +17,7 @@ from typing import Any
 
 from rlvitals.lab.plots import draw
 from rlvitals.lab.presets import PAPER
-from rlvitals.lab.tasks import LEVEL_TARGETS
+from rlvitals.lab.tasks import LEVEL_TARGETS, MIXED_LEVEL, MIXED_MIXTURE
 
 __all__ = ["MIN_N", "fmt_ci", "verdict", "write"]
 
@@ -241,6 +241,28 @@ def _neg_pct(ci: dict[str, Any]) -> str:
     return fmt_ci(flip, 0, pct=True)
 
 
+def _level_text(level: int) -> str:
+    """``L5 (base pass rate 5% target)`` or the mixed level's sizes and what it tests.
+
+    >>> _level_text(5)
+    'L5 (base pass rate 5% target; nearly every collapsed group is all-wrong, so only the negative half of a mitigation is tested)'
+    """
+    if level == MIXED_LEVEL:
+        sizes = " / ".join(str(s) for s in MIXED_MIXTURE)
+        weights = " / ".join(f"{w:g}" for w in MIXED_MIXTURE.values())
+        return (
+            f"LM (the paper's regime: sizes {sizes} at {weights}; groups collapse on both "
+            "sides, all-right and all-wrong)"
+        )
+    text = f"L{level} (base pass rate {100 * LEVEL_TARGETS[level]:.0f}% target"
+    if level >= 4:
+        text += (
+            "; nearly every collapsed group is all-wrong, so only the negative half of a "
+            "mitigation is tested"
+        )
+    return text + ")"
+
+
 def _compare_md(doc: dict[str, Any]) -> list[str]:
     a = doc["analysis"]
     names = list(a["arms"])
@@ -249,8 +271,7 @@ def _compare_md(doc: dict[str, Any]) -> list[str]:
     n_seeds = len({r["seed"] for r in _points(doc)})
     out = _header(doc)
     out += [
-        f"Every method trains level L{settings['level']} "
-        f"(base pass rate {100 * LEVEL_TARGETS[settings['level']]:.0f}% target) "
+        f"Every method trains level {_level_text(settings['level'])} "
         f"from the same base policy with the same budget of **{run['budget']} generated "
         f"completions** ({run['prompts_per_step']} prompts × G = {run['group_size']} per plain "
         f"step; dynamic sampling spends more per step and so takes fewer), over {n_seeds} seeds "
@@ -350,7 +371,7 @@ def _ablate_md(doc: dict[str, Any]) -> list[str]:
     out = _header(doc)
     settings = doc["preset_settings"]
     out += [
-        f"AVSPO's design choices on level L{settings['level']}, each arm at the same budget "
+        f"AVSPO's design choices on level {_level_text(settings['level'])}, each arm at the same budget "
         f"({settings['run']['budget']} completions), seeds {_seed_list(doc)}, paired "
         f"against the paper's default (`{default}`). 95% bootstrap intervals over seeds.",
         "",

@@ -7,7 +7,13 @@ checks completions against the one right answer. Difficulty comes in two layers:
 - the **level** (L0-L6), defined as in He et al. (ICML 2026) by the base policy's pass rate:
   L0 ~ 95%, L1 80%, L2 60%, L3 40%, L4 20%, L5 5%, L6 1% (:data:`LEVEL_TARGETS`). A level is a
   mixture of sizes whose pass rates, measured on the base policy, average to the target
-  (:func:`level_mixture`; the measuring lives in :mod:`rlvitals.lab.policy`).
+  (:func:`level_mixture`; the measuring lives in :mod:`rlvitals.lab.policy`);
+- the **mixed level** LM (:data:`MIXED_LEVEL` = 7): the paper's regime, an explicit mixture of
+  easy, medium and hard sizes (:data:`MIXED_MIXTURE`, sizes 3 / 10 / 13 at 0.3 / 0.4 / 0.3 of
+  the ``sum`` task) whose groups collapse on both sides: He et al.'s GRPO runs sit at an ACR
+  near 0.4 at about 40% accuracy, with all-right and all-wrong groups both common. The
+  calibrated levels L0-L6 each mix two neighbouring sizes, so at a hard level nearly every
+  collapsed group is all-wrong and only AVSPO's "push failures down" half is exercised.
 
 Training and held-out evaluation prompts never overlap: a prompt belongs to the evaluation
 split when a hash of its text falls in the evaluation fifth (:func:`split_of`), whatever seed or
@@ -33,12 +39,16 @@ from dataclasses import dataclass
 
 __all__ = [
     "EVAL_FRACTION",
+    "LEVEL_NAMES",
     "LEVEL_TARGETS",
+    "MIXED_LEVEL",
+    "MIXED_MIXTURE",
     "TASKS",
     "Problem",
     "Task",
     "get_task",
     "level_mixture",
+    "level_name",
     "make_prompts",
     "partial_credit",
     "split_of",
@@ -46,6 +56,15 @@ __all__ = [
 
 LEVEL_TARGETS: tuple[float, ...] = (0.95, 0.80, 0.60, 0.40, 0.20, 0.05, 0.01)
 """Base-policy pass rate of levels L0..L6 (He et al. 2026)."""
+MIXED_LEVEL = len(LEVEL_TARGETS)
+"""Level number of the mixed level LM (the paper's regime: collapse on both sides)."""
+MIXED_MIXTURE: dict[int, float] = {3: 0.3, 10: 0.4, 13: 0.3}
+"""Sizes and weights of the mixed level (ours, issue 26: chosen on the tiny ``sum`` policy,
+whose pass rates at T = 1 are about 0.93, 0.52 and 0.04 at these sizes; GRPO's ACR on it is
+about 0.4, split between all-right and all-wrong groups, docs/lab.md). It is not calibrated:
+with another model or task the same sizes give other pass rates."""
+LEVEL_NAMES: tuple[str, ...] = (*(f"L{i}" for i in range(len(LEVEL_TARGETS))), "LM")
+"""Printed name of every level number (0..7)."""
 EVAL_FRACTION = 5
 """One prompt text in this many (by hash) belongs to the held-out evaluation split."""
 SPLITS = ("train", "eval")
@@ -167,6 +186,15 @@ def split_of(prompt: str) -> str:
     """
     h = int(hashlib.sha1(prompt.encode("utf-8")).hexdigest()[:8], 16)
     return "eval" if h % EVAL_FRACTION == 0 else "train"
+
+
+def level_name(level: int) -> str:
+    """``"L3"`` for a calibrated level, ``"LM"`` for :data:`MIXED_LEVEL`.
+
+    >>> level_name(3), level_name(MIXED_LEVEL)
+    ('L3', 'LM')
+    """
+    return LEVEL_NAMES[level]
 
 
 def level_mixture(pass_rates: dict[int, float], target: float) -> dict[int, float]:

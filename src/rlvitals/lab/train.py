@@ -43,7 +43,9 @@ class Args:
     task: str = "sum"
     """Task (:data:`rlvitals.lab.tasks.TASKS`): ``sum`` (add digits) or ``sort`` (sort digits)."""
     level: int = 4
-    """Difficulty level 0..6 = base pass rate 95, 80, 60, 40, 20, 5, 1 % (He et al. 2026)."""
+    """Difficulty level 0..6 = base pass rate 95, 80, 60, 40, 20, 5, 1 % (He et al. 2026), or 7
+    = the mixed level LM (:data:`rlvitals.lab.tasks.MIXED_MIXTURE`: easy, medium and hard sizes,
+    so groups collapse on both sides, the paper's regime)."""
     reward: str = "binary"
     """``binary`` (exact answer) or ``partial`` (share of answer characters in place)."""
     method: str = "grpo"
@@ -154,12 +156,13 @@ def method_of(name: str) -> Method:
 
 
 def _check(args: Args) -> None:
-    from rlvitals.lab.tasks import LEVEL_TARGETS, get_task
+    from rlvitals.lab.tasks import MIXED_LEVEL, get_task
 
     get_task(args.task)
-    if not (isinstance(args.level, int) and 0 <= args.level < len(LEVEL_TARGETS)):
+    if not (isinstance(args.level, int) and 0 <= args.level <= MIXED_LEVEL):
         raise ValueError(
-            f"level must be an integer in 0..{len(LEVEL_TARGETS) - 1}, got {args.level!r}"
+            f"level must be an integer in 0..{MIXED_LEVEL} (7 = the mixed level), "
+            f"got {args.level!r}"
         )
     if args.reward not in ("binary", "partial"):
         raise ValueError(f"reward must be 'binary' or 'partial', got {args.reward!r}")
@@ -234,7 +237,7 @@ def _train(args: Args, run_dir: Path, started: tuple, progress, base, persist: b
     from rlvitals.integrations.trl import RlvitalsCallback
     from rlvitals.lab._trainer import BudgetCallback, EvalCallback, lab_trainer_class
     from rlvitals.lab.policy import WarmStart, load_policy, pass_rates, prepare_base
-    from rlvitals.lab.tasks import LEVEL_TARGETS, get_task, make_prompts
+    from rlvitals.lab.tasks import LEVEL_TARGETS, get_task, level_name, make_prompts
     from rlvitals.signal import acr_100
 
     transformers.utils.logging.set_verbosity_error()
@@ -359,13 +362,20 @@ def _train(args: Args, run_dir: Path, started: tuple, progress, base, persist: b
         "method": method.name,
         "estimator": method.estimator,
         "level": args.level,
-        "level_target": LEVEL_TARGETS[args.level],
-        "level_base_rate": base.level_rates[args.level],
+        "level_name": level_name(args.level),
+        "level_target": LEVEL_TARGETS[args.level] if args.level < len(LEVEL_TARGETS) else None,
+        "level_base_rate": base.level_rate(args.level),
         "steps": len(steps),
         "generated": trainer.lab_generated,
         "acr_100": acr_100(acr) if acr else math.nan,
         "acr_mean": _mean(acr),
         "acr_residual_mean": _mean([s["acr_residual"] for s in steps]),
+        "acr_solve_all_mean": _mean([s["acr_solve_all"] for s in steps]),
+        "acr_solve_none_mean": _mean([s["acr_solve_none"] for s in steps]),
+        # groups whose own rewards differ (0 < correct < G), per 1,000 generated completions
+        "informative_per_1k": 1000.0
+        * sum(s["groups"] * (1.0 - s["acr"]) for s in steps if s["acr"] == s["acr"])
+        / max(1, trainer.lab_generated),
         "acr_final": _mean(acr[-max(1, len(acr) // 10) :]),
         "wasted_fraction": wasted / trainer.lab_generated if trainer.lab_generated else math.nan,
         "base_accuracy": evaluator.points[0]["accuracy"],
