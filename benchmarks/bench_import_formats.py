@@ -117,9 +117,10 @@ import importlib, json, sys, time
 sys.path.insert(0, sys.argv[3])
 import numpy  # library start-up is not per-file work
 import rlvitals.recording.run
-from rlvitals.importers import _FORMATS, load
-for spec in _FORMATS.values():
-    importlib.import_module("rlvitals.importers." + spec.module)
+from rlvitals.importers import load
+from rlvitals.importers._catalogue import CATALOGUE
+for module, _, _ in CATALOGUE.values():
+    importlib.import_module("rlvitals.importers." + module)
 path = sys.argv[2]
 t = time.process_time()
 run = load(path)

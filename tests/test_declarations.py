@@ -5,6 +5,9 @@ fixture, its docs entry or its advice knobs."""
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -42,9 +45,54 @@ def test_a_built_in_estimator_missing_from_the_enum_fails_to_register():
 
 
 def test_every_estimator_is_documented_with_a_scale():
-    from pathlib import Path
-
     page = (Path(__file__).parents[1] / "docs" / "estimators.md").read_text()
     for name in _builtin_estimators():
         assert f"`{name}`" in page, name
         assert ESTIMATORS.get(name).scale is not None, name
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_importer_catalogue_is_what_the_importers_declare():
+    """``_catalogue.py`` is generated from each importer's ``register(Importer(...))`` call."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_importers.py"), "--check"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_declared_format_has_a_docs_entry_and_file_patterns_or_folders():
+    from rlvitals.importers._catalogue import CATALOGUE
+
+    page = (ROOT / "docs" / "importers.md").read_text()
+    table = page.split("## Every format", 1)[1].split("\n\n", 2)[1]
+    rows = {line.split(" | ")[0] for line in table.splitlines()}
+    for name, (_module, pre, files) in CATALOGUE.items():
+        assert any(f"`{name}`" in r for r in rows), f"{name}: no row in docs/importers.md"
+        assert files or pre.dirs, f"{name}: a folder walk would never find it"
+
+
+def test_a_registered_importer_s_precheck_gates_its_sniffer(tmp_path):
+    """An importer from outside the package may declare a pre-check; sniffing honours it."""
+    from rlvitals.importers import IMPORTERS, Importer, Precheck, register, sniff
+
+    if "toy_gated" not in IMPORTERS:
+        register(
+            Importer(
+                "toy_gated",
+                "a toy",
+                lambda p, h: 0.99,
+                lambda p, progress=None: None,
+                precheck=Precheck(magic=(b"TOYGATE",)),
+            )
+        )
+    yes, no = tmp_path / "a.toy", tmp_path / "b.toy"
+    yes.write_bytes(b"TOYGATE 1\n")
+    no.write_bytes(b"\x00\x01 not it\n")
+    assert sniff(yes).name == "toy_gated"
+    with pytest.raises(Exception, match="unknown format"):
+        sniff(no)

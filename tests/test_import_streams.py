@@ -20,32 +20,16 @@ import rlvitals_tests_format_producers as F  # loaded by conftest.py
 
 from rlvitals import InputError
 from rlvitals.importers import load
+from rlvitals.importers._catalogue import CATALOGUE
 from rlvitals.importers._source import FIFO_WAIT_S
 
 RUN = F.simulate(60)
 
-TEXT_FORMATS = (
-    "jsonl",
-    "csv",
-    "groups_jsonl",
-    "verl_console",
-    "verl_file",
-    "verl_rollouts",
-    "openrlhf_console",
-    "trl_state",
-    "trl_console",
-    "trl_log_history",
-    "ms_swift",
-    "ms_swift_completions",
-    "nemo_rl",
-    "prime_rl",
-    "prime_rl_traces",
-    "skyrl_console",
-    "slime_console",
-    "wandb_chart",
-    "wandb_history",
+TEXT_FORMATS = tuple(
+    sorted(name for name, (_, pre, _) in CATALOGUE.items() if pre.text or pre.starts)
 )
-"""Every importer of a text format (the binary ones: parquet, SQLite, TensorBoard, W&B's
+"""Every importer of a text format, from the formats' declarations (a pre-check that asks for text;
+a new one without a fixture in :func:`_text_fixture` fails) (the binary ones: parquet, SQLite, TensorBoard, W&B's
 ``.wandb``, MLflow stores, the recording, read files by path and are not streamed)."""
 
 

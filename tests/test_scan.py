@@ -370,3 +370,42 @@ def test_the_text_table_fits_a_terminal_and_shows_no_escape(tmp_path):
     assert max(len(line) for line in text.splitlines()[:3]) <= 100
     wide = render_scan(result, "text")
     assert "\x1b" not in wide and "run\\x1b[31mred" in wide
+
+
+def _extra_fixtures(d: Path) -> dict[str, Path]:
+    """Files of the declared formats the scanned tree holds none of (see the test below)."""
+    d.mkdir()
+    F.history_frame(F.simulate(20)).to_csv(d / "history.csv")
+    (d / "completions_00001.parquet").write_bytes(b"PAR1" + b"\0" * 60 + b"PAR1")
+    return {"wandb_history": d / "history.csv", "trl_completions": d / "completions_00001.parquet"}
+
+
+def test_every_declared_format_has_a_fixture_and_its_precheck_passes_what_its_sniffer_takes(
+    tree, tmp_path
+):
+    """Issue 24: a pre-check (declared beside its sniffer, copied into the catalogue) must never
+    reject what the sniffer accepts, or sniffing says "unknown format" for a file its importer
+    reads. Checked for every importer on every file and folder of the tree; and every declared
+    format is claimed by at least one of them."""
+    from rlvitals.importers import SNIFF_BYTES, get_importer
+    from rlvitals.importers._catalogue import CATALOGUE
+    from rlvitals.importers._source import read_prefix
+
+    extra = _extra_fixtures(tmp_path / "extra")
+    paths = [tree, *sorted(tree.rglob("*")), *extra.values()]
+    claimed: set[str] = set()
+    for p in paths:
+        is_dir = p.is_dir()
+        head = b"" if is_dir else read_prefix(p, SNIFF_BYTES)
+        if not is_dir and not head:
+            continue
+        for name, (_, pre, _) in CATALOGUE.items():
+            try:
+                score = get_importer(name).sniff(p, head)
+            except Exception:
+                continue  # a sniffer that cannot decide says "not mine"
+            if score > 0:
+                claimed.add(name)
+                passes = pre.dirs if is_dir else pre(p, head)
+                assert passes, f"{name}'s pre-check rejects {p.relative_to(p.anchor)}"
+    assert claimed == set(CATALOGUE), f"no fixture for {sorted(set(CATALOGUE) - claimed)}"

@@ -1,9 +1,11 @@
 """Importers: one module per foreign format, each turning a file or directory into a ``Run``.
 
 The format is chosen by content sniffing (``load(path)``) or forced (``load(path, fmt="...")``).
-Each importer module registers an :class:`Importer` in :data:`IMPORTERS` at import time. The
-built-in formats are listed in ``_FORMATS`` with their module and a cheap byte test, so
-sniffing a file imports only the importers that could claim it.
+Each importer module registers an :class:`Importer` in :data:`IMPORTERS` at import time, and
+declares there everything else needs to know of its format: its names, its cheap byte test
+(:class:`Precheck`), the file names a folder walk sniffs, how it claims folders. The built-in
+ones are copied into :mod:`rlvitals.importers._catalogue` (``scripts/gen_importers.py``; a test
+fails when it differs), so sniffing a file imports only the importers that could claim it.
 
 Any path may be ``-`` (standard input), a pipe (``<(cat log)``), a FIFO, or a gzip / zstd file:
 :mod:`rlvitals.importers._source` reads a buffered prefix for the sniffers and lets the importer
@@ -21,6 +23,7 @@ from pathlib import Path
 
 from rlvitals._record import record
 from rlvitals.errors import InputError
+from rlvitals.importers._precheck import SNIFF_BYTES, Precheck
 from rlvitals.importers._source import (
     decompress_errors,
     input_bytes,
@@ -37,18 +40,18 @@ from rlvitals.registry import Plugins, Registry, import_module
 __all__ = [
     "IMPORTERS",
     "Importer",
+    "Precheck",
     "Progress",
+    "candidate_file",
     "format_description",
     "formats",
+    "get_importer",
     "load",
     "note_runs",
     "runs_of",
     "sniff",
 ]
 
-
-SNIFF_BYTES = 65536
-"""How much of a file sniffers see."""
 
 Progress = Callable[[int, int], None]
 """``progress(done_bytes, total_bytes)``; importers call it now and then on long inputs."""
@@ -78,121 +81,104 @@ class Importer:
     list_runs: Callable[[Path], list[dict]] | None = None
     """For a store: ``path -> [{"name", "id", ...}]``, its runs without reading them (``rlvitals
     scan`` lists a store with it, then reads each with ``run=`` its id, else its name)."""
+    precheck: Precheck | None = None
+    """The cheap byte test of whether a file could be this format, a necessary condition of
+    ``sniff`` (None: always ask ``sniff``). A built-in importer's is copied into the catalogue,
+    so that sniffing imports only the importers whose pre-check passes."""
+    files: tuple[str, ...] = ()
+    """File names a folder walk (``rlvitals scan``) sniffs for this format: suffixes (``.log``)
+    or, without a leading dot, fragments of the name (``tfevents``)."""
+    folder_claim: Callable[[Path], bool] | None = None
+    """For a format that claims folders: whether its claim on folder ``d`` is on ``d`` itself
+    (True) or only on something inside it (False: a scan walks in and claims that). None: a
+    folder it claims is one run."""
+    companion_of: str | None = None
+    """A file of this format is part of the run a file of that format in the same folder stands
+    for (ms-swift's ``completions.jsonl`` beside the ``logging.jsonl`` that reads it)."""
+    walk_confidence: float = 0.0
+    """In a folder walk, a file of this format is a run only when ``sniff`` is at least this sure
+    (a generic JSONL / CSV file needs a step column: a model's ``config.json`` is not a run)."""
 
 
 IMPORTERS: Registry[Importer] = Registry("format")
 
 
-def _text_json(head: bytes) -> bool:
-    return head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"[")
+def _declared() -> dict[str, tuple[str, Precheck, tuple[str, ...]]]:
+    """Every built-in format's module, pre-check and file patterns, as the importers declare
+    them (copied by ``scripts/gen_importers.py``), read without importing any importer."""
+    from rlvitals.importers._catalogue import CATALOGUE
+
+    return CATALOGUE
 
 
-def _binary(head: bytes) -> bool:
-    return b"\x00" in head[:4096]
+def _builtin_modules() -> tuple[str, ...]:
+    return tuple(dict.fromkeys(module for module, _, _ in _declared().values()))
 
 
-def _text(head: bytes) -> bool:
-    return bool(head) and not _binary(head)
+class _BuiltinPlugins(Plugins):
+    """:class:`Plugins` whose module list is read from the catalogue when first needed."""
+
+    def load(self) -> None:
+        if not self.modules:
+            self.modules = _builtin_modules()
+        super().load()
 
 
-@record(frozen=True)
-class _Format:
-    """Where a format's importer lives and a cheap test of whether a file could be one.
-
-    ``could_be(path, head)`` is a necessary condition of the importer's own sniffer (``head``
-    is ``b""`` for a directory), checked on bytes alone so that sniffing a file imports only
-    the importer modules that might claim it.
-    """
-
-    module: str
-    could_be: Callable[[Path, bytes], bool]
-    dirs: bool = False
-
-
-_VERL_MARKS = (b"step:", b"verl", b"TaskRunner", b"main_task", b"val-core/", b"critic/score/")
-_STREAM_PREFIXES = ("scalars.rank", "events.rank", "groups.rank")
-_TRL_CONSOLE_MARKS = (b"{'", b"it/s]", b"s/it]", b"trl", b"transformers")
-_SLIME_MARKS = (b": {'rollout/", b": {'perf/", b"slime", b"RolloutManager")
-
-_FORMATS: dict[str, _Format] = {
-    "groups_jsonl": _Format("groups_jsonl", lambda p, h: _text_json(h) and b'"rewards"' in h),
-    "verl_console": _Format(
-        "verl_console", lambda p, h: _text(h) and any(m in h for m in _VERL_MARKS)
-    ),
-    "verl_file": _Format("verl_file", lambda p, h: _text_json(h) and b'"data"' in h),
-    "verl_rollouts": _Format(
-        "verl_rollouts", lambda p, h: _text_json(h) and b'"input"' in h, dirs=True
-    ),
-    "openrlhf_console": _Format(
-        "openrlhf",
-        lambda p, h: _text(h) and (b"Global step" in h or b"openrlhf" in h or b"OpenRLHF" in h),
-    ),
-    "trl_state": _Format(
-        "trl_state",
-        lambda p, h: _text_json(h) and (b'"log_history"' in h or p.name == "trainer_state.json"),
-        dirs=True,
-    ),
-    "trl_log_history": _Format(
-        "trl_log_history", lambda p, h: _text_json(h) and b'"step"' in h and b"[" in h[:64]
-    ),
-    "trl_console": _Format(
-        "trl_console", lambda p, h: _text(h) and any(m in h for m in _TRL_CONSOLE_MARKS)
-    ),
-    "trl_completions": _Format("trl_completions", lambda p, h: h.startswith(b"PAR1"), dirs=True),
-    "ms_swift": _Format(
-        "ms_swift",
-        lambda p, h: _text_json(h) and (b'"global_step/max_steps"' in h or b'"iteration": "' in h),
-    ),
-    "ms_swift_completions": _Format(
-        "ms_swift_completions", lambda p, h: _text_json(h) and b'"step": ["' in h[:256]
-    ),
-    "nemo_rl": _Format(
-        "nemo_rl", lambda p, h: _text_json(h) and b'"content": [' in h[:8192], dirs=True
-    ),
-    "prime_rl": _Format("prime_rl", lambda p, h: _text_json(h) and b'"time": ' in h[:256]),
-    "prime_rl_traces": _Format(
-        "prime_rl_traces", lambda p, h: _text_json(h) and b'"traces":' in h[:65536], dirs=True
-    ),
-    "skyrl_console": _Format(
-        "skyrl_console", lambda p, h: _text(h) and (b"Step " in h or b"skyrl" in h)
-    ),
-    "slime_console": _Format(
-        "slime_console",
-        lambda p, h: _text(h) and any(m in h for m in _SLIME_MARKS),
-    ),
-    "trackio": _Format("trackio", lambda p, h: h.startswith(b"SQLite format 3\x00"), dirs=True),
-    "wandb_chart": _Format(
-        "wandb_chart", lambda p, h: _text(h) and h.lstrip(b"\xef\xbb\xbf")[:1] == b'"'
-    ),
-    "wandb_history": _Format(
-        "wandb_history",
-        lambda p, h: h.startswith(b"PAR1") or (_text(h) and b"_step" in h[:8192]),
-    ),
-    "jsonl": _Format("generic", lambda p, h: _text_json(h)),
-    "csv": _Format("generic", lambda p, h: _text(h) and not _text_json(h)),
-    "recording": _Format(
-        "recording",
-        lambda p, h: p.name == "manifest.json" or p.name.startswith(_STREAM_PREFIXES),
-        dirs=True,
-    ),
-    "tensorboard": _Format(
-        "tensorboard", lambda p, h: "tfevents" in p.name or b"brain.Event" in h[:256], dirs=True
-    ),
-    "wandb": _Format("wandb", lambda p, h: h[:4] == b":W&B", dirs=True),
-    "mlflow": _Format("mlflow", lambda p, h: h.startswith(b"SQLite format 3\x00"), dirs=True),
-}
-"""Every built-in format: importer module and cheap test (see :class:`_Format`)."""
-
-_PLUGINS = Plugins(__name__, tuple(dict.fromkeys(f.module for f in _FORMATS.values())))
+_PLUGINS = _BuiltinPlugins(__name__, ())
 _ensure_loaded = _PLUGINS.load
 
 
 def _import(name: str) -> Importer:
     """The importer registered under ``name`` (importing only its module)."""
-    spec = _FORMATS.get(name)
+    spec = _declared().get(name)
     if spec is not None and name not in IMPORTERS:
-        import_module(f"{__name__}.{spec.module}")
+        import_module(f"{__name__}.{spec[0]}")
     return IMPORTERS.get(name)
+
+
+def get_importer(name: str) -> Importer:
+    """The importer of format ``name``, importing only its module; KeyError listing the valid
+    names for an unknown one."""
+    if name not in _declared() and name not in IMPORTERS:
+        raise KeyError(f"unknown format {name!r}; valid: {', '.join(format_names())}")
+    return _import(name)
+
+
+def candidate_file(name: str) -> bool:
+    """Whether a file called ``name`` could be a log of some format (``rlvitals scan`` sniffs
+    only those): its name ends with a suffix, or contains a fragment, that an importer declares
+    in ``files`` (``.gz`` / ``.zst`` / ``.zstd`` removed first)."""
+    suffixes, fragments = _file_patterns()
+    if any(f in name for f in fragments):
+        return True
+    low = name.lower()
+    for c in COMPRESSED_SUFFIXES:
+        if low.endswith(c):
+            low = low[: -len(c)]
+            break
+    return os.path.splitext(low)[1] in suffixes
+
+
+COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd")
+_PATTERNS: dict[int, tuple[frozenset[str], tuple[str, ...]]] = {}
+
+
+def _file_patterns() -> tuple[frozenset[str], tuple[str, ...]]:
+    """(suffixes, name fragments) of every importer's ``files``, built-in and registered."""
+    got = _PATTERNS.get(len(IMPORTERS))
+    if got is None:
+        catalogue = _declared()
+        files = [f for _, _, fs in catalogue.values() for f in fs]
+        files += [
+            f for n in IMPORTERS.names() if n not in catalogue for f in IMPORTERS.get(n).files
+        ]
+        got = (
+            frozenset(f for f in files if f.startswith(".")),
+            tuple(dict.fromkeys(f for f in files if not f.startswith("."))),
+        )
+        _PATTERNS.clear()
+        _PATTERNS[len(IMPORTERS)] = got
+    return got
 
 
 def note_runs(builder, runs: list[dict]) -> None:
@@ -227,12 +213,12 @@ def formats() -> list[Importer]:
 
 def format_names() -> list[str]:
     """Names of every importer (built-in and registered), without loading any of them."""
-    return sorted({*_FORMATS, *IMPORTERS.names()})
+    return sorted({*_declared(), *IMPORTERS.names()})
 
 
 def format_description(name: str | None) -> str | None:
     """The one-line description of importer ``name``, or None for an unknown name."""
-    if name not in _FORMATS and name not in IMPORTERS:
+    if name not in _declared() and name not in IMPORTERS:
         return None
     return _import(name).description
 
@@ -269,11 +255,16 @@ def _sniff(p: Path) -> Importer:
     is_dir = not is_stream(p) and p.is_dir()
     if not is_dir and not head:
         raise InputError(p, "file is empty")
+    catalogue = _declared()
     candidates = [
-        name for name, spec in _FORMATS.items() if (spec.dirs if is_dir else spec.could_be(p, head))
+        name for name, (_, pre, _) in catalogue.items() if (pre.dirs if is_dir else pre(p, head))
     ]
+    for name in IMPORTERS.names():  # registered from outside: their own pre-check, if any
+        pre = IMPORTERS.get(name).precheck
+        if name not in catalogue and (pre is None or (pre.dirs if is_dir else pre(p, head))):
+            candidates.append(name)
     best, score = None, 0.0
-    for name in sorted({*candidates, *(n for n in IMPORTERS.names() if n not in _FORMATS)}):
+    for name in sorted(candidates):
         imp = _import(name)
         try:
             s = imp.sniff(p, head)
@@ -350,7 +341,7 @@ def _load(p: Path, fmt: str | None, progress: Progress | None, run: str | None) 
     if fmt is None:
         imp = _sniff(p)
     else:
-        if fmt not in _FORMATS and fmt not in IMPORTERS:
+        if fmt not in _declared() and fmt not in IMPORTERS:
             raise InputError(p, f"unknown format {fmt!r}; valid: {', '.join(format_names())}")
         imp = _import(fmt)
         if not _exists(p):

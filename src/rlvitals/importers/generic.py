@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._lines import iter_json_lines, iter_lines
 from rlvitals.importers._source import is_stream, read_prefix
 from rlvitals.recording.run import Manifest, Run, RunBuilder
@@ -43,6 +43,11 @@ _MIN_NUMERIC = 0.5
 """Share of sniffed CSV cells that must be numbers (metric logs are mostly numbers)."""
 _INT64 = (-(1 << 63), 1 << 63)
 _DIGITS = re.compile(r"-?[0-9]{1,19}")
+
+WALK_CONFIDENCE = 0.5
+"""A generic JSONL / CSV file met in a folder walk (``rlvitals scan``) is a run only when the
+sniffer is at least this sure (it found a step column); named on the command line it is read
+whatever the score."""
 
 
 def _as_step(v: Any) -> int | None:
@@ -414,6 +419,9 @@ register(
         description="JSONL of per-step dicts (step/global_step/_step/iteration key)",
         sniff=_sniff_jsonl,
         load=load_jsonl,
+        precheck=Precheck(starts=b"{["),
+        files=(".jsonl", ".ndjson", ".json"),
+        walk_confidence=WALK_CONFIDENCE,
     )
 )
 register(
@@ -422,5 +430,8 @@ register(
         description="CSV/TSV of per-step rows with a header (step/global_step/... column)",
         sniff=_sniff_csv,
         load=load_csv,
+        precheck=Precheck(text=True),
+        files=(".csv", ".tsv"),
+        walk_confidence=WALK_CONFIDENCE,
     )
 )

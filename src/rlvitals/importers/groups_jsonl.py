@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, register
+from rlvitals.importers import Importer, Precheck, register
 from rlvitals.importers._lines import iter_json_lines
 from rlvitals.importers._source import is_stream, read_prefix
 from rlvitals.recording.run import GroupTable, Manifest, Run, RunBuilder
@@ -171,5 +171,7 @@ register(
         description="per-group rewards JSONL ({step, group|prompt, rewards: [...]})",
         sniff=_sniff,
         load=load_groups_jsonl,
+        precheck=Precheck(starts=b"{[", marks=(b'"rewards"',)),
+        files=(".jsonl",),
     )
 )

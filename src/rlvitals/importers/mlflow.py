@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Progress, _sqlite, note_runs, register
+from rlvitals.importers import Importer, Precheck, Progress, _sqlite, note_runs, register
 from rlvitals.importers._lines import iter_lines
 from rlvitals.importers._source import is_regular
 from rlvitals.recording.run import Event, Manifest, Run, RunBuilder
@@ -489,6 +489,12 @@ def _sniff(path: Path, head: bytes) -> float:
     return 0.8 if found[0] == "sqlite" else 0.75
 
 
+def _is_store_root(d: Path) -> bool:
+    """A folder's claim is its own when it is the root of an ``mlruns/`` file store."""
+    found = find_mlflow_store(d)
+    return found is not None and found[0] == "file" and found[1] == d
+
+
 register(
     Importer(
         name="mlflow",
@@ -497,5 +503,8 @@ register(
         load=load_mlflow,
         multi_run=True,
         list_runs=list_mlflow_runs,
+        precheck=Precheck(magic=(b"SQLite format 3\x00",), dirs=True),
+        files=(".db", ".sqlite", ".sqlite3"),
+        folder_claim=_is_store_root,
     )
 )

@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._lines import iter_json_lines
 from rlvitals.importers._source import is_stream
 from rlvitals.importers._swift import args_near, read_completions, split_step
@@ -143,5 +143,7 @@ register(
         description="ms-swift logging.jsonl ('global_step/max_steps': 'N/M'; args.json, completions.jsonl beside it)",
         sniff=_sniff,
         load=load_ms_swift,
+        precheck=Precheck(starts=b"{[", marks=(b'"global_step/max_steps"', b'"iteration": "')),
+        files=(".jsonl",),
     )
 )

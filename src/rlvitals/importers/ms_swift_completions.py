@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._swift import args_near, read_completions
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts
@@ -63,5 +63,8 @@ register(
         description="ms-swift completions.jsonl (per-sample rewards, step as strings)",
         sniff=_sniff,
         load=load_ms_swift_completions,
+        precheck=Precheck(starts=b"{[", marks=(b'"step": ["',), within=256),
+        files=(".jsonl",),
+        companion_of="ms_swift",
     )
 )

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Progress, note_runs, register
+from rlvitals.importers import Importer, Precheck, Progress, note_runs, register
 from rlvitals.importers._groups import Samples
 from rlvitals.importers._lines import iter_json_lines, json_float
 from rlvitals.importers._source import is_regular, is_stream
@@ -313,5 +313,7 @@ register(
         sniff=_sniff,
         load=load_nemo_rl,
         multi_run=True,
+        precheck=Precheck(starts=b"{[", marks=(b'"content": [',), within=8192, dirs=True),
+        files=(".jsonl",),
     )
 )

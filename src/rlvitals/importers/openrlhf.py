@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._console import (
     CommandCatcher,
     check_step,
@@ -119,5 +119,7 @@ register(
         description="OpenRLHF console log ('Global step N: {...}' lines)",
         sniff=_sniff,
         load=load_openrlhf_console,
+        precheck=Precheck(text=True, marks=(b"Global step", b"openrlhf", b"OpenRLHF")),
+        files=(".log", ".txt", ".out", ".err"),
     )
 )

@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._lines import iter_json_lines
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts
@@ -100,5 +100,7 @@ register(
         description='prime-rl metrics.jsonl ({"step": N, "time": ..., ...} FileMonitor rows)',
         sniff=_sniff,
         load=load_prime_rl,
+        precheck=Precheck(starts=b"{[", marks=(b'"time": ',), within=256),
+        files=(".jsonl",),
     )
 )

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._lines import iter_json_lines, json_float
 from rlvitals.importers._source import is_regular, is_stream
 from rlvitals.importers.prime_rl import read_metric_rows
@@ -250,5 +250,7 @@ register(
         description="prime-rl rollouts (traces/step_<n>/train/traces.jsonl, with metrics.jsonl)",
         sniff=_sniff,
         load=load_prime_rl_traces,
+        precheck=Precheck(starts=b"{[", marks=(b'"traces":',), dirs=True),
+        files=(".jsonl",),
     )
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._source import is_lenient
 from rlvitals.recording import _format as fmt
 from rlvitals.recording.reader import read_recording
@@ -65,5 +65,8 @@ register(
         description="rlvitals recording directory (manifest.json + per-rank streams)",
         sniff=_sniff,
         load=load_recording,
+        precheck=Precheck(
+            names=("manifest.json", "scalars.rank", "events.rank", "groups.rank"), dirs=True
+        ),
     )
 )

@@ -29,7 +29,7 @@ import re
 from pathlib import Path
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._console import (
     check_step,
     number_or_none,
@@ -47,7 +47,9 @@ MAX_BLOCK_LINES = 10_000
 """A dict longer than this many lines is bad input."""
 _HEADER = re.compile(r"(?:^|- )Step ([0-9]{1,19}): ?$")
 _HEADER_BYTES = re.compile(rb"(?m)- Step [0-9]+: ?(?:\x1b\[[0-9;]*m)*\r?\n(?:\x1b\[[0-9;]*m)*\{'")
-_MARK = re.compile(rb"skyrl|SkyRL")
+_MARKS = (b"skyrl", b"SkyRL")
+"""Words of a SkyRL log's start-up lines (declared by the pre-check too)."""
+_MARK = re.compile(b"|".join(map(re.escape, _MARKS)))
 _PASS_AT = re.compile(r"^reward/avg_pass_at_([0-9]{1,6})$")
 
 
@@ -139,5 +141,7 @@ register(
         description="SkyRL console log ('Step N:' then a pretty-printed dict)",
         sniff=_sniff,
         load=load_skyrl_console,
+        precheck=Precheck(text=True, marks=(b"Step ", *_MARKS)),
+        files=(".log", ".txt", ".out", ".err"),
     )
 )

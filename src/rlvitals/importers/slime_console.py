@@ -28,7 +28,7 @@ import re
 from pathlib import Path
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._console import (
     CommandCatcher,
     check_step,
@@ -47,7 +47,10 @@ __all__ = ["load_slime_console"]
 CONF = 0.9
 _ROW = re.compile(r"(?:^|[\s>\]-])(perf|rollout|eval|step) ([0-9]{1,19}): (\{'.*\})\s*$")
 _ROW_BYTES = re.compile(rb"(?:perf|rollout) [0-9]+: \{'(?:rollout|perf)/")
-_MARK = re.compile(rb"slime|RolloutManager|MegatronTrainRayActor")
+_MARKS = (b"slime", b"RolloutManager", b"MegatronTrainRayActor")
+"""Words of a slime log's start-up lines: with one in the head, rows are looked for past it
+(the pre-check declares them too, so it passes whatever the sniffer accepts)."""
+_MARK = re.compile(b"|".join(map(re.escape, _MARKS)))
 _LAUNCH = re.compile(r"((?:slime\.|\btrain(?:_async)?\.py)\S*)\s")
 
 
@@ -137,5 +140,7 @@ register(
         description="slime console log ('perf N: {...}', 'rollout N: {...}', 'step N: {...}')",
         sniff=_sniff,
         load=load_slime_console,
+        precheck=Precheck(text=True, marks=(b": {'rollout/", b": {'perf/", *_MARKS)),
+        files=(".log", ".txt", ".out", ".err"),
     )
 )

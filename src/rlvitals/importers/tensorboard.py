@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._crc32c import crc32c, crc32c_many, mask, mask_many
 from rlvitals.importers._protobuf import Field, Message, ProtobufError, decode, read_varint
 from rlvitals.importers._source import is_regular, walk_tree
@@ -542,11 +542,22 @@ def _sniff(path: Path, head: bytes) -> float:
     return 0.99 if str(ev.get("file_version", "")).startswith("brain.Event") else 0.9
 
 
+def _has_event_files(d: Path) -> bool:
+    """A folder's claim is its own when event files sit in it, not only deeper."""
+    try:
+        return any("tfevents" in e.name and e.is_file() for e in os.scandir(d))
+    except OSError:
+        return False
+
+
 register(
     Importer(
         name="tensorboard",
         description="TensorBoard event files (events.out.tfevents.*; a file or a directory)",
         sniff=_sniff,
         load=load_tensorboard,
+        precheck=Precheck(marks=(b"brain.Event",), within=256, names=("tfevents",), dirs=True),
+        files=("tfevents",),
+        folder_claim=_has_event_files,
     )
 )

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Progress, _sqlite, note_runs, register
+from rlvitals.importers import Importer, Precheck, Progress, _sqlite, note_runs, register
 from rlvitals.importers._source import is_regular
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts, facts_from_config
@@ -267,6 +267,11 @@ def _json(blob: Any) -> Any:
         return None
 
 
+def _claims_no_folder(d: Path) -> bool:
+    """A trackio folder is a place to look for ``.db`` files, never a run itself."""
+    return False
+
+
 register(
     Importer(
         name="trackio",
@@ -275,5 +280,8 @@ register(
         load=load_trackio,
         multi_run=True,
         list_runs=list_trackio_runs,
+        precheck=Precheck(magic=(b"SQLite format 3\x00",), dirs=True),
+        files=(".db", ".sqlite", ".sqlite3"),
+        folder_claim=_claims_no_folder,
     )
 )

@@ -10,12 +10,13 @@ weights, G.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 
 from rlvitals.errors import InputError, MissingExtraError
-from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._trl_files import (
     apply_args,
     find_args_file,
@@ -89,11 +90,22 @@ def load_trl_completions(path: Path, progress: Progress | None = None) -> Run:
     return builder.build()
 
 
+def _parquet_here(d: Path) -> bool:
+    """A folder's claim is its own when a parquet table sits in it, not only deeper."""
+    try:
+        return any(e.name.endswith(".parquet") for e in os.scandir(d))
+    except OSError:
+        return False
+
+
 register(
     Importer(
         name="trl_completions",
         description="TRL completions parquet (log_completions=True): per-group rewards",
         sniff=_sniff,
         load=load_trl_completions,
+        precheck=Precheck(magic=(b"PAR1",), dirs=True),
+        files=(".parquet",),
+        folder_claim=_parquet_here,
     )
 )

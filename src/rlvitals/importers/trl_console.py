@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._console import (
     number_or_none,
     parse_dict_values,
@@ -286,5 +286,10 @@ register(
         sniff=_sniff,
         load=load_trl_console,
         multi_run=True,
+        precheck=Precheck(
+            text=True,
+            marks=(b"{'", b"it/s]", b"s/it]", b"trl", b"transformers", b"GRPOTrainer"),
+        ),
+        files=(".log", ".txt", ".out", ".err"),
     )
 )

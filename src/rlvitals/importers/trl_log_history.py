@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._lines import iter_json_array
 from rlvitals.importers._rows import Row, RowStore, add_rows
 from rlvitals.importers._trl_files import SUMMARY_KEYS, HistoryReader, choose_segment, step_int
@@ -117,5 +117,7 @@ register(
         sniff=_sniff,
         load=load_trl_log_history,
         multi_run=True,
+        precheck=Precheck(starts=b"[", marks=(b'"step"',)),
+        files=(".json",),
     )
 )

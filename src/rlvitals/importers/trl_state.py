@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvitals.errors import InputError, MissingExtraError
-from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._source import input_size, is_stream
 from rlvitals.importers._trl_files import (
     MAX_STATE_BYTES,
@@ -170,5 +170,9 @@ register(
         description="TRL / transformers trainer_state.json (log_history), file or output dir",
         sniff=_sniff,
         load=load_trl_state,
+        precheck=Precheck(
+            starts=b"{[", marks=(b'"log_history"',), names=("trainer_state.json",), dirs=True
+        ),
+        files=(".json",),
     )
 )

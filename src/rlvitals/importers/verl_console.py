@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._console import (
     CommandCatcher,
     PrintedDict,
@@ -344,5 +344,10 @@ register(
         description="veRL console log ('step:N - key:value - ...' lines)",
         sniff=_sniff_console,
         load=load_verl_console,
+        precheck=Precheck(
+            text=True,
+            marks=(b"step:", b"verl", b"TaskRunner", b"main_task", b"val-core/", b"critic/score/"),
+        ),
+        files=(".log", ".txt", ".out", ".err"),
     )
 )

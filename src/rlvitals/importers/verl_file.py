@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._lines import iter_json_lines, json_step
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 
@@ -77,5 +77,7 @@ register(
         description='veRL file logger JSONL ({"step": N, "data": {...}} per line)',
         sniff=_sniff_file,
         load=load_verl_file,
+        precheck=Precheck(starts=b"{[", marks=(b'"data"',)),
+        files=(".jsonl", ".json"),
     )
 )

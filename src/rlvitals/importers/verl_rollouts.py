@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._console import parse_number
 from rlvitals.importers._lines import iter_json_lines, json_step
 from rlvitals.importers._source import input_size, is_stream
@@ -183,5 +183,7 @@ register(
         description="veRL rollout dumps (trainer.rollout_data_dir: <step>.jsonl with input, score)",
         sniff=_sniff_rollouts,
         load=load_verl_rollouts,
+        precheck=Precheck(starts=b"{[", marks=(b'"input"',), dirs=True),
+        files=(".jsonl",),
     )
 )

@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Progress, note_runs, register
+from rlvitals.importers import Importer, Precheck, Progress, note_runs, register
 from rlvitals.importers._protobuf import Field, Message, ProtobufError, decode
 from rlvitals.importers._steps import SIDE_AXES, TRAINER_STEP_KEYS, pick_step
 from rlvitals.recording._memory import protobuf_bytes
@@ -570,6 +570,11 @@ def _sniff(path: Path, head: bytes) -> float:
     return 0.8 if depth <= 1 else 0.65
 
 
+def _claims_own_runs(d: Path) -> bool:
+    """A folder's claim is its own when it is a W&B folder of runs or one run's folder."""
+    return find_wandb_runs(d)[1] in (0, 1)
+
+
 register(
     Importer(
         name="wandb",
@@ -578,5 +583,8 @@ register(
         load=load_wandb,
         multi_run=True,
         list_runs=list_wandb_runs,
+        precheck=Precheck(magic=(b":W&B",), dirs=True),
+        files=(".wandb",),
+        folder_claim=_claims_own_runs,
     )
 )

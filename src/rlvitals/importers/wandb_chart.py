@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Progress, note_runs, register
+from rlvitals.importers import Importer, Precheck, Progress, note_runs, register
 from rlvitals.importers._csv import checked_rows, iter_csv_batches
 from rlvitals.importers._steps import TRAINER_STEP_KEYS
 from rlvitals.recording.run import Manifest, Run, RunBuilder
@@ -223,5 +223,7 @@ register(
         sniff=_sniff,
         load=load_wandb_chart,
         multi_run=True,
+        precheck=Precheck(starts=b'"'),
+        files=(".csv",),
     )
 )

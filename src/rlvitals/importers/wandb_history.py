@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from rlvitals.errors import InputError, MissingExtraError
-from rlvitals.importers import Importer, Progress, register
+from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._csv import checked_rows, iter_csv_batches
 from rlvitals.importers._source import read_prefix
 from rlvitals.importers._steps import SIDE_AXES, TRAINER_STEP_KEYS, as_step
@@ -320,5 +320,7 @@ register(
         description="W&B run history exported as CSV or parquet (_step, _runtime, metric columns)",
         sniff=_sniff,
         load=load_wandb_history,
+        precheck=Precheck(text=True, marks=(b"_step",), within=8192, magic=(b"PAR1",)),
+        files=(".csv", ".parquet"),
     )
 )

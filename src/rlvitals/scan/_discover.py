@@ -13,10 +13,11 @@ cannot read is a row with its error. A **folder** is walked top down:
    (a TensorBoard log two levels down, a ``wandb/`` or ``mlruns/`` subfolder, an ``mlflow.db``
    or trackio ``.db`` beside other things) is declined: the walk goes on and claims that thing
    itself, so a sweep folder is never read as one run;
-2. otherwise its files whose names could be logs (:data:`CANDIDATE_SUFFIXES`, TensorBoard
-   event files, ``.wandb``; compressed too) are sniffed, and each one an importer claims is a
-   target. A generic JSONL or CSV file found this way needs a step column (sniff confidence
-   :data:`WALK_CONFIDENCE`): a model's ``config.json`` is not a run. Files no importer claims
+2. otherwise its files whose names could be logs (the ``files`` each importer declares:
+   ``.log``, ``.jsonl``, TensorBoard's ``tfevents``, ``.wandb``, ...; compressed too:
+   :func:`rlvitals.importers.candidate_file`) are sniffed, and each one an importer claims is
+   a target. A generic JSONL or CSV file found this way needs a step column (its importer's
+   ``walk_confidence``): a model's ``config.json`` is not a run. Files no importer claims
    are skipped (counted, not reported);
 3. then its subfolders, in name order; hidden ones (``.git``, ``.venv``) and symbolic links to
    folders are not entered. The walk is iterative, with budgets: :data:`MAX_DEPTH` levels
@@ -28,7 +29,7 @@ unless ``follow_links`` (``rlvitals scan --follow-links``). A folder that cannot
 candidate file that cannot be opened and an SQLite file whose schema cannot be read are rows
 with their error ("could not be read"), never skipped in silence.
 
-A companion file (ms-swift's
+A companion file (an importer's ``companion_of``: ms-swift's
 ``completions.jsonl`` beside its ``logging.jsonl``, which reads it) is not a run of its own.
 Glob matches are walked the same way (a matching file is sniffed whatever its name, and
 skipped when no importer claims it). Every
@@ -51,33 +52,8 @@ from pathlib import Path
 
 from rlvitals.errors import InputError
 
-__all__ = ["CANDIDATE_SUFFIXES", "WALK_CONFIDENCE", "Discovery", "Target", "discover"]
+__all__ = ["Discovery", "Target", "discover"]
 
-WALK_CONFIDENCE = 0.5
-"""A generic JSONL / CSV file met in a walk is a run only when the sniffer is at least this
-sure (it found a step column); named on the command line it is read whatever the score."""
-CANDIDATE_SUFFIXES = frozenset(
-    {
-        ".json",
-        ".jsonl",
-        ".ndjson",
-        ".csv",
-        ".tsv",
-        ".log",
-        ".txt",
-        ".out",
-        ".err",
-        ".db",
-        ".sqlite",
-        ".sqlite3",
-        ".parquet",
-        ".wandb",
-    }
-)
-"""Suffixes of files a walk sniffs (after ``.gz`` / ``.zst`` / ``.zstd``); other files (weights,
-code, images) are never opened."""
-COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd")
-_GENERIC = frozenset({"jsonl", "csv"})
 MAX_DEPTH = 64
 """Folder levels a walk goes below each folder it is given; deeper ones are a row that says so
 (a folder 800 levels deep took 49 s, 1,000 levels a RecursionError)."""
@@ -130,64 +106,21 @@ def _is_glob(p: str) -> bool:
 
 
 def _candidate(name: str) -> bool:
-    if "tfevents" in name:
-        return True
-    low = name.lower()
-    for c in COMPRESSED_SUFFIXES:
-        if low.endswith(c):
-            low = low[: -len(c)]
-            break
-    return os.path.splitext(low)[1] in CANDIDATE_SUFFIXES
+    from rlvitals.importers import candidate_file
 
-
-def _has_event_files(d: Path) -> bool:
-    try:
-        return any("tfevents" in e.name and e.is_file() for e in os.scandir(d))
-    except OSError:
-        return False
-
-
-def _mlflow_root(d: Path) -> bool:
-    from rlvitals.importers.mlflow import find_mlflow_store
-
-    found = find_mlflow_store(d)
-    return found is not None and found[0] == "file" and found[1] == d
-
-
-def _wandb_own(d: Path) -> bool:
-    from rlvitals.importers.wandb import find_wandb_runs
-
-    return find_wandb_runs(d)[1] in (0, 1)
-
-
-def _parquet_here(d: Path) -> bool:
-    try:
-        return any(e.name.endswith(".parquet") for e in os.scandir(d))
-    except OSError:
-        return False
-
-
-_DIR_RULES: dict[str, Callable[[Path], bool]] = {
-    "tensorboard": _has_event_files,
-    "mlflow": _mlflow_root,
-    "wandb": _wandb_own,
-    "trackio": lambda d: False,
-    "trl_completions": _parquet_here,
-}
-"""Importer → whether its claim on a folder is on the folder itself (True) or only on something
-inside it (False: the walk goes in and claims that). Importers absent here claim folders only
-as a whole."""
+    return candidate_file(name)
 
 
 def _claim_dir(d: Path) -> str | None:
+    """The format claiming folder ``d`` itself, or None: none does, or the claim is only on
+    something inside it (the importer's ``folder_claim`` says which)."""
     from rlvitals.importers import sniff
 
     try:
         imp = sniff(d)
     except InputError:
         return None
-    rule = _DIR_RULES.get(imp.name)
-    if rule is not None and not rule(d):
+    if imp.folder_claim is not None and not imp.folder_claim(d):
         return None
     return imp.name
 
@@ -225,12 +158,12 @@ def _claim_file(p: Path, walked: bool) -> tuple[str | None, str | None]:
         if walked and (e.problem.startswith("cannot") or _unreadable_db(p)):
             return None, _UNREADABLE + e.problem  # a run may be in there: a row, not a skip
         return None, why
-    if walked and imp.name in _GENERIC:
+    if walked and imp.walk_confidence > 0:
         try:
             score = imp.sniff(p, read_prefix(p, SNIFF_BYTES))
         except Exception:  # a sniffer is a guess; an unsure one is "not mine"
             score = 0.0
-        if score < WALK_CONFIDENCE:
+        if score < imp.walk_confidence:
             return None, "not sure it is a run"
     return imp.name, None
 
@@ -346,14 +279,17 @@ def _inside(path: str, top: str) -> bool:
     return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
 
 
-_COMPANIONS = {"ms_swift_completions": "ms_swift"}
-"""A file of the first format is part of the run a file of the second format in the same folder
-stands for (ms-swift's ``logging.jsonl`` reads the ``completions.jsonl`` beside it)."""
+def _companion_of(fmt: str | None) -> str | None:
+    """The format whose file in the same folder reads a file of ``fmt`` (its importer's
+    ``companion_of``)."""
+    from rlvitals.importers import get_importer
+
+    return get_importer(fmt).companion_of if fmt else None
 
 
 def _dedupe(targets: list[Target]) -> list[Target]:
     """Each target once: same real path, inside a folder target, or a companion file of
-    another target (:data:`_COMPANIONS`) counts once."""
+    another target (:func:`_companion_of`) counts once."""
     real = [os.path.realpath(t.path) for t in targets]
     dirs = {r for r, t in zip(real, targets) if t.is_dir and t.fmt}
     claimed = {(os.path.dirname(r), t.fmt) for r, t in zip(real, targets) if not t.is_dir}
@@ -361,7 +297,7 @@ def _dedupe(targets: list[Target]) -> list[Target]:
     for r, t in zip(real, targets):
         if r in seen:
             continue
-        lead = _COMPANIONS.get(t.fmt or "")
+        lead = _companion_of(t.fmt)
         if lead is not None and (os.path.dirname(r), lead) in claimed:
             continue
         parent, inside = r, False
