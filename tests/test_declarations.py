@@ -96,3 +96,17 @@ def test_a_registered_importer_s_precheck_gates_its_sniffer(tmp_path):
     assert sniff(yes).name == "toy_gated"
     with pytest.raises(Exception, match="unknown format"):
         sniff(no)
+
+
+def test_every_trainer_has_advice_knobs():
+    """A trainer with facts (``trainers/<name>.py``) is named by the advice's knob table, so
+    the doctor's advice can say which of its settings to change."""
+    import pkgutil
+
+    import rlvitals.trainers as trainers
+    from rlvitals.advice import KNOBS
+
+    names = [m.name for m in pkgutil.iter_modules(trainers.__path__) if m.name[0] != "_"]
+    assert names
+    for name in names:
+        assert any(name in table for table in KNOBS.values()), f"{name}: no knob in advice.KNOBS"
