@@ -17,6 +17,7 @@ returns the metrics in :data:`COMMON_METRICS`; see docs/estimators.md.
 from rlvitals.estimators import avspo as _avspo  # noqa: F401  (registers)
 from rlvitals.estimators import filters as _filters  # noqa: F401  (registers)
 from rlvitals.estimators import history as _history  # noqa: F401  (registers)
+from rlvitals.estimators import pg_grpo as _pg_grpo  # noqa: F401  (registers)
 from rlvitals.estimators import reference as _reference  # noqa: F401  (registers)
 from rlvitals.estimators._base import (
     ESTIMATORS,

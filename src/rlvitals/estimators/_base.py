@@ -48,6 +48,7 @@ class EstimatorName(str, Enum):
     AVSPO_RELEASED = "avspo_released"
     ZERO_VAR_FILTER = "zero_var_filter"
     HISTORY_BASELINE = "history_baseline"
+    PG_GRPO = "pg_grpo"
 
 
 class UnknownEstimatorError(RlvitalsError, KeyError, ValueError):

@@ -22,7 +22,14 @@ from transformers import TrainerCallback
 from rlvitals import signal
 from rlvitals.estimators import DynamicSampler
 
-__all__ = ["BudgetCallback", "EvalCallback", "LabMixin", "lab_trainer_class", "prompt_key"]
+__all__ = [
+    "BudgetCallback",
+    "EvalCallback",
+    "LabMixin",
+    "PosteriorSampler",
+    "lab_trainer_class",
+    "prompt_key",
+]
 
 
 def prompt_key(prompt: Any) -> str:
@@ -78,6 +85,7 @@ class LabMixin:
         self.lab_generated = 0
         self.lab_steps: list[dict[str, float]] = []
         self._lab_batches: list[dict[str, Any]] = []
+        self.lab_sampler: PosteriorSampler | None = None
         super().__init__(*args, **kwargs)
         self._lab_keys = "keys" in self.rlvitals_estimator.config_fields
         if dynamic is not None:
@@ -85,6 +93,25 @@ class LabMixin:
             self._lab_pool = list(dynamic["prompts"])
             rng.shuffle(self._lab_pool)
             self._lab_cursor = 0
+
+    # -- which prompts a step draws -----------------------------------------------------------
+
+    def _get_train_sampler(self, dataset=None):
+        """TRL's ``RepeatSampler``, or a :class:`PosteriorSampler` when the estimator selects
+        prompts (``pg_grpo`` with ``select=True``; not with dynamic sampling)."""
+        if not (getattr(self.rlvitals_config, "select", False) and self.lab_dynamic is None):
+            return super()._get_train_sampler(dataset)
+        dataset = self.train_dataset if dataset is None else dataset
+        self.lab_sampler = PosteriorSampler(
+            [row["prompt"] for row in dataset],
+            group_size=self.num_generations,
+            batch_size=self.args.generation_batch_size // self.num_generations,
+            repeat_count=self.num_iterations * self.args.steps_per_generation,
+            state_of=lambda: self.rlvitals_state,
+            config_of=lambda: self.rlvitals_config,
+            seed=self.args.seed,
+        )
+        return self.lab_sampler
 
     # -- one step's generation ---------------------------------------------------------------
 
@@ -105,7 +132,10 @@ class LabMixin:
         if self._lab_keys:
             g = self.num_generations
             keys = tuple(prompt_key(inputs[i]["prompt"]) for i in range(0, len(inputs), g))
-            self.rlvitals_config = dataclasses.replace(self.rlvitals_config, keys=keys)
+            extra: dict[str, Any] = {"keys": keys}
+            if getattr(self.rlvitals_config, "importance", False) and self.lab_sampler:
+                extra["weights"] = self.lab_sampler.weights(keys)
+            self.rlvitals_config = dataclasses.replace(self.rlvitals_config, **extra)
         before = len(self._lab_batches)
         out = super()._generate_and_score_completions(inputs)
         self.lab_generated += len(inputs)
@@ -230,6 +260,78 @@ def _pad(t: torch.Tensor, width: int, fill: int, left: bool) -> torch.Tensor:
         return t
     pad = torch.full((t.shape[0], extra, *t.shape[2:]), fill, dtype=t.dtype, device=t.device)
     return torch.cat([pad, t] if left else [t, pad], dim=1)
+
+
+class PosteriorSampler(torch.utils.data.Sampler):
+    """Draws each step's prompts with probability ``q`` from ``pg_grpo``'s posterior
+    (:func:`rlvitals.estimators.pg_grpo.selection_weights`: ``q ∝ eps + (1 - eps) P(mixed)``),
+    in the order TRL's ``RepeatSampler`` yields them.
+
+    A drop-in for what ``GRPOTrainer._get_train_sampler`` returns in TRL 1.16
+    (``trl/trainer/grpo_trainer.py``; ``RepeatSampler`` in ``trl/trainer/utils.py``): it yields
+    dataset indices, each of a step's ``batch_size`` distinct prompts ``group_size`` times in a
+    row, the block ``repeat_count`` times, and has the same length per epoch. Unlike
+    ``RepeatSampler`` it is lazy: a step's prompts are drawn (without replacement, numpy's
+    ``Generator.choice``) when the dataloader asks for them, from the estimator state of that
+    moment (``state_of()``). The dataloader fetches one batch ahead, so the posterior a step
+    is drawn from lacks the last step's rewards. One process: under data parallelism each rank
+    would need the same state and seed (left for later, issue 26).
+
+    Args:
+        prompts: the dataset's prompts ``(N,)``; keys are :func:`prompt_key` of each.
+        group_size: G. batch_size: prompts per generation batch. repeat_count: TRL's
+            ``num_iterations * steps_per_generation``.
+        state_of, config_of: return the estimator's current state and ``PgGrpoConfig``.
+        seed: seed of the draws (epoch e uses ``seed + e``).
+
+    Attributes:
+        last_q: prompt key -> ``N q`` (1 = uniform) at its last draw.
+    """
+
+    def __init__(
+        self,
+        prompts: list[Any],
+        *,
+        group_size: int,
+        batch_size: int,
+        repeat_count: int,
+        state_of,
+        config_of,
+        seed: int = 0,
+    ):
+        self.keys = [prompt_key(p) for p in prompts]
+        self.group_size = int(group_size)
+        self.batch_size = int(batch_size)
+        self.repeat_count = int(repeat_count)
+        self.state_of, self.config_of = state_of, config_of
+        self.seed = int(seed)
+        self.epoch = 0
+        self.last_q: dict[str, float] = {}
+
+    def __len__(self) -> int:
+        n = len(self.keys)
+        return (n // self.batch_size) * self.batch_size * self.group_size * self.repeat_count
+
+    def __iter__(self):
+        from rlvitals.estimators.pg_grpo import selection_weights
+
+        rng = np.random.default_rng(self.seed + self.epoch)
+        self.epoch += 1
+        n = len(self.keys)
+        for _ in range(n // self.batch_size):
+            q = selection_weights(self.state_of(), self.keys, self.config_of(), self.group_size)
+            chunk = rng.choice(n, size=self.batch_size, replace=False, p=q)
+            for i in chunk:
+                self.last_q[self.keys[i]] = float(n * q[i])
+            for _ in range(self.repeat_count):
+                for i in chunk:
+                    for _ in range(self.group_size):
+                        yield int(i)
+
+    def weights(self, keys: tuple[str, ...]) -> tuple[float, ...]:
+        """Importance weights ``1 / (N q)`` of a step's groups, normalised to mean 1."""
+        w = np.array([1.0 / self.last_q.get(k, 1.0) for k in keys], dtype=np.float64)
+        return tuple(float(x) for x in w / w.mean())
 
 
 class BudgetCallback(TrainerCallback):

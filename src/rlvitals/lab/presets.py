@@ -105,7 +105,8 @@ class AblatePreset:
     run: Args
 
 
-_ALL_METHODS = tuple(METHODS)
+_ALL_METHODS = tuple(m for m in METHODS if m not in ("pg_grpo_select", "pg_grpo_baseline"))
+_STUDY_METHODS = tuple(METHODS)  # with PG-GRPO's two halves (the pre-registered study)
 _PAPER_LEVEL = MIXED_LEVEL
 _NEGATIVE_LEVEL = 5
 
@@ -177,10 +178,10 @@ _COMPARE_QUICK_RUN = dataclasses.replace(_RUN, budget=64 * 40, evals=2, eval_pro
 _COMPARE_FULL_RUN = dataclasses.replace(_RUN, evals=6)
 COMPARE: dict[str, ComparePreset] = {
     "smoke": ComparePreset(
-        _PAPER_LEVEL, ("grpo", "avspo", "dapo", "history_baseline"), (0, 1), _SMOKE_RUN
+        _PAPER_LEVEL, ("grpo", "avspo", "dapo", "history_baseline", "pg_grpo"), (0, 1), _SMOKE_RUN
     ),
     "quick": ComparePreset(_PAPER_LEVEL, _ALL_METHODS, (0, 1), _COMPARE_QUICK_RUN),
-    "full": ComparePreset(_PAPER_LEVEL, _ALL_METHODS, tuple(range(16)), _COMPARE_FULL_RUN),
+    "full": ComparePreset(_PAPER_LEVEL, _STUDY_METHODS, tuple(range(16)), _COMPARE_FULL_RUN),
     "quick-l5": ComparePreset(_NEGATIVE_LEVEL, _ALL_METHODS, (0, 1), _COMPARE_QUICK_RUN),
     "full-l5": ComparePreset(_NEGATIVE_LEVEL, _ALL_METHODS, tuple(range(8)), _COMPARE_FULL_RUN),
 }

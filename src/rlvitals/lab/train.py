@@ -50,7 +50,8 @@ class Args:
     """``binary`` (exact answer) or ``partial`` (share of answer characters in place)."""
     method: str = "grpo"
     """A lab method (:data:`METHODS`: ``grpo``, ``dr_grpo``, ``avspo``, ``avspo_released``,
-    ``zero_var_filter``, ``dapo``, ``history_baseline``) or any registered estimator name."""
+    ``zero_var_filter``, ``dapo``, ``history_baseline``, ``pg_grpo``, ``pg_grpo_select``,
+    ``pg_grpo_baseline``) or any registered estimator name."""
     estimator_config: dict[str, Any] = field(default_factory=dict)
     """Fields of the estimator's config, over the method's own (e.g. ``{"alpha": 0.3}``)."""
     group_size: int = 8
@@ -140,9 +141,14 @@ METHODS: dict[str, Method] = {
         Method("zero_var_filter", "zero_var_filter"),
         Method("dapo", "grpo", dynamic=True),
         Method("history_baseline", "history_baseline"),
+        Method("pg_grpo", "pg_grpo"),
+        Method("pg_grpo_select", "pg_grpo", {"baseline": False}),
+        Method("pg_grpo_baseline", "pg_grpo", {"select": False}),
     )
 }
-"""The methods ``compare`` runs."""
+"""The lab's methods. ``pg_grpo`` is posterior-guided GRPO (selection and baseline);
+``pg_grpo_select`` its selection alone (collapsed groups keep GRPO's 0), ``pg_grpo_baseline``
+its baseline alone (TRL's shuffled sampler)."""
 
 
 def method_of(name: str) -> Method:
@@ -386,6 +392,7 @@ def _train(args: Args, run_dir: Path, started: tuple, progress, base, persist: b
         "wall_seconds": round(time.perf_counter() - started[0], 3),
         "cpu_seconds": round(time.process_time() - started[1], 3),
         "estimator_fallbacks": sum(trainer.rlvitals_guard.errors.values()),
+        "sampler": "posterior" if trainer.lab_sampler is not None else "trl",
     }
     result = {
         "args": dataclasses.asdict(args),
