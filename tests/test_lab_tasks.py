@@ -167,3 +167,23 @@ def test_the_mixed_level_is_the_explicit_mixture_whatever_the_calibration():
     assert base.level_rate(2) == 0.9 and level_name(MIXED_LEVEL) == "LM"
     with pytest.raises(ValueError, match="or 7"):
         base.mixture(8)
+
+
+def test_paired_t_interval_tost_and_smallest_detectable_effect():
+    """Issue 26.2: t-intervals that cover, an equivalence test, the detectable effect."""
+    from scipy import stats as sps
+
+    rng = np.random.default_rng(3)
+    covered = 0
+    for _ in range(400):
+        d = rng.normal(1.0, 3.0, size=8)
+        r = stats.paired(d, np.zeros(8), margin=2.0, n_boot=10)
+        covered += r["lo"] <= 1.0 <= r["hi"]
+    assert 0.92 <= covered / 400 <= 0.98  # a bootstrap over 8 seeds covers ~0.88
+    d = rng.normal(0.0, 1.0, size=16)
+    r = stats.paired(d, np.zeros(16), margin=2.0)
+    assert r["tost_p"] < 0.05 and stats.decide({**r, "n": 16}) == "equivalent"
+    se = d.std(ddof=1) / 4
+    assert r["mde"] == pytest.approx((sps.t.ppf(0.975, 15) + sps.t.ppf(0.8, 15)) * se)
+    far = stats.paired(d + 10, np.zeros(16), margin=2.0)
+    assert far["tost_p"] > 0.5 and stats.decide(far) == "higher"

@@ -126,7 +126,8 @@ def _seeds(seeds: tuple[int, ...], setup: Setup) -> tuple[int, ...]:
         return seeds
     if setup.seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {setup.seeds}")
-    return tuple(range(setup.seeds))
+    more = tuple(range(max(seeds) + 1, max(seeds) + 1 + setup.seeds - len(seeds)))
+    return tuple(seeds[: setup.seeds]) + more  # the first N, extended by the next ones
 
 
 def _machine() -> dict[str, Any]:
@@ -308,7 +309,10 @@ METRICS = (
     ("final_greedy_accuracy", 100.0, "held-out greedy accuracy (points)"),
     ("acr_mean", 1.0, "raw ACR (mean over steps)"),
     ("acr_100", 1.0, "raw ACR_100"),
-    ("acr_residual_mean", 1.0, "residual ACR (after the estimator)"),
+    ("acr_solve_all_mean", 1.0, "raw ACR, all-right part"),
+    ("acr_solve_none_mean", 1.0, "raw ACR, all-wrong part"),
+    ("informative_per_1k", 1.0, "informative groups (0 < correct < G) per 1,000 completions"),
+    ("acr_residual_mean", 1.0, "residual ACR: share of groups the estimator left at advantage 0"),
     ("wasted_fraction", 1.0, "completions trained with advantage 0"),
     ("entropy_final", 1.0, "token entropy (last 10% of steps)"),
     ("auc_accuracy", 100.0, "accuracy averaged over the evaluation points (per completion)"),
@@ -345,10 +349,14 @@ def analyse_arms(groups: dict[str, list[dict[str, Any]]], reference: str) -> dic
         a = [seeds[m][s] for s in common]
         b = [ref[s] for s in common]
         out = {
-            key: stats.paired([_value(r, key, sc) for r in a], [_value(r, key, sc) for r in b])
+            key: stats.paired(
+                [_value(r, key, sc) for r in a],
+                [_value(r, key, sc) for r in b],
+                margin=stats.EQUIVALENCE_MARGIN if sc == 100.0 else None,
+            )
             for key, sc, _ in METRICS
             if key in ("final_accuracy", "final_greedy_accuracy", "auc_accuracy", "acr_mean")
-            or key in ("acr_residual_mean", "entropy_final")
+            or key in ("acr_residual_mean", "entropy_final", "informative_per_1k")
         }
         for key in ("acr_mean", "acr_residual_mean", "acr_100"):
             rel = [
@@ -358,11 +366,9 @@ def analyse_arms(groups: dict[str, list[dict[str, Any]]], reference: str) -> dic
             ]
             out[f"{key}_reduction"] = stats.mean_ci(rel)
         vs[m] = out
-    adjusted = stats.holm({m: v["final_accuracy"]["wilcoxon_p"] for m, v in vs.items()})
-    adjusted_t = stats.holm({m: v["final_accuracy"]["t_p"] for m, v in vs.items()})
-    for m in vs:
-        vs[m]["final_accuracy"]["wilcoxon_p_holm"] = adjusted[m]
-        vs[m]["final_accuracy"]["t_p_holm"] = adjusted_t[m]
+    # Holm across every comparison of a table: each accuracy metric against the reference
+    for key in ("final_accuracy", "final_greedy_accuracy", "auc_accuracy"):
+        _holm_all({m: v[key] for m, v in vs.items()})
     pairs: dict[str, Any] = {}
     names = list(groups)
     for i, m1 in enumerate(names):
@@ -371,8 +377,21 @@ def analyse_arms(groups: dict[str, list[dict[str, Any]]], reference: str) -> dic
             pairs[f"{m1} - {m2}"] = stats.paired(
                 [_value(seeds[m1][s], "final_accuracy", 100.0) for s in common],
                 [_value(seeds[m2][s], "final_accuracy", 100.0) for s in common],
+                margin=stats.EQUIVALENCE_MARGIN,
             )
+    _holm_all(pairs)  # every pair of arms: one table
     return {"reference": reference, "arms": arms, "vs_reference": vs, "pairs": pairs}
+
+
+def _holm_all(table: dict[str, dict[str, Any]]) -> None:
+    """Add Holm-adjusted ``t_p_holm``, ``wilcoxon_p_holm``, ``tost_p_holm`` and the decision
+    (:func:`stats.decide`) to every paired result of one table."""
+    for p in ("t_p", "wilcoxon_p", "tost_p"):
+        adjusted = stats.holm({k: v.get(p) for k, v in table.items()})
+        for k, v in table.items():
+            v[f"{p}_holm"] = adjusted[k]
+    for v in table.values():
+        v["decision"] = stats.decide(v)
 
 
 def _curve(rs: list[dict[str, Any]]) -> list[dict[str, Any]]:

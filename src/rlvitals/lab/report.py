@@ -186,6 +186,9 @@ def _arms_table(a: dict[str, Any], names: list[str], labels: dict[str, str]) -> 
         ("final_accuracy", 1),
         ("final_greedy_accuracy", 1),
         ("acr_mean", 3),
+        ("acr_solve_all_mean", 3),
+        ("acr_solve_none_mean", 3),
+        ("informative_per_1k", 1),
         ("acr_residual_mean", 3),
         ("wasted_fraction", 3),
         ("entropy_final", 3),
@@ -195,7 +198,8 @@ def _arms_table(a: dict[str, Any], names: list[str], labels: dict[str, str]) -> 
         ("wall_seconds", 1),
     ]
     head = (
-        "| method | accuracy | greedy accuracy | raw ACR | residual ACR | wasted | entropy "
+        "| method | accuracy | greedy accuracy | raw ACR | all-right | all-wrong "
+        "| informative groups / 1k completions | residual ACR | wasted | entropy "
         "| steps | completions | CPU s | wall s |"
     )
     out = [head, "|" + "---|" * (len(cols) + 1)]
@@ -212,9 +216,11 @@ def _arms_table(a: dict[str, Any], names: list[str], labels: dict[str, str]) -> 
 def _paired_table(a: dict[str, Any], names: list[str], labels: dict[str, str]) -> list[str]:
     ref = a["reference"]
     out = [
-        f"| method | Δ accuracy vs {ref} (points) | wins | t-test p (Holm) | Wilcoxon p (Holm) "
-        "| Δ accuracy over the budget (curve mean) | raw ACR change | residual ACR change |",
-        "|---|---|---|---|---|---|---|---|",
+        f"| method | Δ accuracy vs {ref} (points, t-interval) | wins | t-test p (Holm) "
+        "| Wilcoxon p (Holm) | TOST ±2 p (Holm) | smallest detectable Δ | decision "
+        "| Δ accuracy over the budget (curve mean) | raw ACR change "
+        "| Δ informative groups / 1k |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for m in names:
         if m not in a["vs_reference"]:
@@ -222,12 +228,46 @@ def _paired_table(a: dict[str, Any], names: list[str], labels: dict[str, str]) -
         v = a["vs_reference"][m]
         acc = v["final_accuracy"]
         raw = v["acr_mean_reduction"]
-        res = v["acr_residual_mean_reduction"]
         out.append(
             f"| {labels.get(m, m)} | {fmt_ci(acc, 2)} | {acc['wins']}/{acc['n']} "
             f"| {_p(acc['t_p'])} ({_p(acc.get('t_p_holm'))}) "
             f"| {_p(acc['wilcoxon_p'])} ({_p(acc.get('wilcoxon_p_holm'))}) "
-            f"| {fmt_ci(v['auc_accuracy'], 2)} | {_neg_pct(raw)} | {_neg_pct(res)} |"
+            f"| {_p(acc.get('tost_p'))} ({_p(acc.get('tost_p_holm'))}) "
+            f"| {_n(acc.get('mde'), 2)} | {acc.get('decision', '–')} "
+            f"| {fmt_ci(v['auc_accuracy'], 2)} | {_neg_pct(raw)} "
+            f"| {fmt_ci(v.get('informative_per_1k'), 1)} |"
+        )
+    return out
+
+
+def _pair_table(a: dict[str, Any], arm: str, title: str) -> list[str]:
+    """``arm`` against every other arm (final accuracy), Holm across all pairs of the run."""
+    if arm not in a["arms"]:
+        return []
+    out = [
+        "",
+        f"## {title} against every method (Δ accuracy, points, paired; Holm over all pairs)",
+        "",
+        f"| {arm} − | Δ accuracy (t-interval) | wins | t-test p (Holm) | TOST ±2 p (Holm) "
+        "| smallest detectable Δ | decision |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for key, v in a["pairs"].items():
+        m1, m2 = key.split(" - ")
+        if arm not in (m1, m2):
+            continue
+        sign = 1 if m1 == arm else -1
+        other = m2 if m1 == arm else m1
+        d = _signed(v, sign)
+        wins = v["wins"] if sign == 1 else v["n"] - v["wins"]
+        decision = v.get("decision", "–")
+        if sign == -1 and decision in ("higher", "lower"):
+            decision = "lower" if decision == "higher" else "higher"
+        out.append(
+            f"| {other} | {fmt_ci(d, 2)} | {wins}/{v['n']} "
+            f"| {_p(v['t_p'])} ({_p(v.get('t_p_holm'))}) "
+            f"| {_p(v.get('tost_p'))} ({_p(v.get('tost_p_holm'))}) "
+            f"| {_n(v.get('mde'), 2)} | {decision} |"
         )
     return out
 
@@ -277,7 +317,14 @@ def _compare_md(doc: dict[str, Any]) -> list[str]:
         f"step; dynamic sampling spends more per step and so takes fewer), over {n_seeds} seeds "
         f"({_seed_list(doc)}; paired: seed s of every method starts from the same prompts and "
         "sampler state). "
-        "Intervals are 95% bootstrap intervals over seeds.",
+        "Per-method intervals are 95% bootstrap intervals over seeds; paired differences get "
+        "95% paired t-intervals, Holm's correction across every comparison of a table, a TOST "
+        "equivalence test (±2 points) and the smallest difference 80% power detects (the "
+        "decision: higher / lower when the Holm t-test p < 0.05, equivalent when the Holm TOST "
+        "p < 0.05, else inconclusive). Success measures of a mitigation are the raw ACR (what "
+        "the policy generated) and informative groups per 1,000 completions; the residual ACR "
+        "is the share of groups the estimator left at advantage 0 — one minus the share it gave "
+        "an advantage, noise included — and is never evidence that collapse fell.",
         "",
     ]
     out += _claims(a)
@@ -285,20 +332,8 @@ def _compare_md(doc: dict[str, Any]) -> list[str]:
     out += _arms_table(a, names, {})
     out += ["", "## Each method against GRPO (paired over seeds)", ""]
     out += _paired_table(a, names, {})
-    out += ["", "## AVSPO against every method (Δ accuracy, points, paired)", ""]
-    out += ["| AVSPO − | Δ accuracy | wins | Wilcoxon p | verdict |", "|---|---|---|---|---|"]
-    for key, v in a["pairs"].items():
-        m1, m2 = key.split(" - ")
-        if "avspo" not in (m1, m2):
-            continue
-        sign = 1 if m1 == "avspo" else -1
-        other = m2 if m1 == "avspo" else m1
-        d = _signed(v, sign)
-        wins = v["wins"] if sign == 1 else v["n"] - v["wins"]
-        out.append(
-            f"| {other} | {fmt_ci(d, 2)} | {wins}/{v['n']} | {_p(v['wilcoxon_p'])} "
-            f"| {verdict(d, 'AVSPO higher', 'AVSPO lower')} |"
-        )
+    out += _pair_table(a, "pg_grpo", "PG-GRPO (the pre-registered primary: PG-GRPO − AVSPO)")
+    out += _pair_table(a, "avspo", "AVSPO")
     out += [
         "",
         "![accuracy against completions generated](compare_accuracy.png)",
@@ -335,8 +370,7 @@ def _claims(a: dict[str, Any]) -> list[str]:
     acc, raw, res = v["final_accuracy"], v["acr_mean_reduction"], v["acr_residual_mean_reduction"]
     paper = PAPER["compare"]
     raw_v = verdict(raw, "ACR falls", "ACR rises")
-    res_v = verdict(res, "ACR falls", "ACR rises")
-    acc_v = verdict(acc, "AVSPO higher", "AVSPO lower")
+    acc_v = acc.get("decision") or verdict(acc, "AVSPO higher", "AVSPO lower")
     in_range = (
         raw.get("lo") is not None
         and raw["lo"] <= paper["acr_reduction"][1]
@@ -356,9 +390,14 @@ def _claims(a: dict[str, Any]) -> list[str]:
         "|---|---|---|---|",
         f"| ACR falls (raw: what the policy generated) | −58% to −63% | {_neg_pct(raw)} "
         f"| {raw_v}; the paper's range is {'inside' if in_range else 'outside'} our interval |",
-        f"| ACR falls (residual: groups still without signal) | (not separated) | {_neg_pct(res)} | {res_v} |",
-        f"| accuracy rises | +4 to +6 points | {fmt_ci(acc, 2)} points "
-        f"(Wilcoxon p {_p(acc['wilcoxon_p'])}) | {acc_v}; the paper's range is "
+        f"| informative groups per 1,000 completions | (not reported) "
+        f"| {fmt_ci(v.get('informative_per_1k'), 1)} (Δ) | the success measure at an equal budget |",
+        f"| residual ACR (share of groups left at advantage 0) | (not separated) "
+        f"| {_neg_pct(res)} | counts how often the estimator gave an advantage; not evidence "
+        "that collapse fell |",
+        f"| accuracy rises | +4 to +6 points | {fmt_ci(acc, 2)} points, t-interval "
+        f"(Holm t-test p {_p(acc.get('t_p_holm'))}, TOST ±2 p {_p(acc.get('tost_p_holm'))}, "
+        f"smallest detectable {_n(acc.get('mde'), 2)}) | {acc_v}; the paper's range is "
         f"{'inside' if acc_range else 'outside'} our interval |",
     ]
 
@@ -373,7 +412,9 @@ def _ablate_md(doc: dict[str, Any]) -> list[str]:
     out += [
         f"AVSPO's design choices on level {_level_text(settings['level'])}, each arm at the same budget "
         f"({settings['run']['budget']} completions), seeds {_seed_list(doc)}, paired "
-        f"against the paper's default (`{default}`). 95% bootstrap intervals over seeds.",
+        f"against the paper's default (`{default}`). 95% bootstrap intervals per arm; paired "
+        "differences: 95% t-intervals, Holm across every arm, TOST ±2 points, the decision as "
+        "in compare.",
         "",
     ]
     for axis in ("virtual", "threshold", "alpha"):
@@ -381,8 +422,9 @@ def _ablate_md(doc: dict[str, Any]) -> list[str]:
         claim = PAPER["ablate"][axis]
         out += [f"## {axis}", "", f"Paper: {claim}.", ""]
         out += [
-            "| arm | accuracy (points) | raw ACR | residual ACR | Δ accuracy vs default | Wilcoxon p | verdict |",
-            "|---|---|---|---|---|---|---|",
+            "| arm | accuracy (points) | raw ACR | residual ACR | Δ accuracy vs default "
+            "| t-test p (Holm) | TOST ±2 p (Holm) | smallest detectable Δ | decision |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for m in names:
             arm = a["arms"][m]
@@ -391,10 +433,11 @@ def _ablate_md(doc: dict[str, Any]) -> list[str]:
                 f"| {labels.get(m, m)} | {fmt_ci(arm['final_accuracy'], 1)} | "
                 f"{fmt_ci(arm['acr_mean'])} | {fmt_ci(arm['acr_residual_mean'])} | "
                 + (
-                    f"{fmt_ci(vs, 2)} | {_p(vs['wilcoxon_p'])} | "
-                    f"{verdict(vs, 'beats the default', 'loses to the default')} |"
+                    f"{fmt_ci(vs, 2)} | {_p(vs['t_p'])} ({_p(vs.get('t_p_holm'))}) "
+                    f"| {_p(vs.get('tost_p'))} ({_p(vs.get('tost_p_holm'))}) "
+                    f"| {_n(vs.get('mde'), 2)} | {vs.get('decision', '–')} |"
                     if vs
-                    else "– | – | (the paper's default) |"
+                    else "– | – | – | – | (the paper's default) |"
                 )
             )
         out.append("")
