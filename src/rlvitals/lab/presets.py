@@ -174,6 +174,8 @@ PREDICT: dict[str, PredictPreset] = {
         dataclasses.replace(_RUN, evals=3),
     ),
 }
+_TEST_SEEDS = tuple(range(100, 116))
+"""The pre-registered test seeds (docs/lab/preregistration.md); development used 0-99."""
 _COMPARE_QUICK_RUN = dataclasses.replace(_RUN, budget=64 * 40, evals=2, eval_prompts=64)
 _COMPARE_FULL_RUN = dataclasses.replace(_RUN, evals=6)
 COMPARE: dict[str, ComparePreset] = {
@@ -181,7 +183,8 @@ COMPARE: dict[str, ComparePreset] = {
         _PAPER_LEVEL, ("grpo", "avspo", "dapo", "history_baseline", "pg_grpo"), (0, 1), _SMOKE_RUN
     ),
     "quick": ComparePreset(_PAPER_LEVEL, _ALL_METHODS, (0, 1), _COMPARE_QUICK_RUN),
-    "full": ComparePreset(_PAPER_LEVEL, _STUDY_METHODS, tuple(range(16)), _COMPARE_FULL_RUN),
+    "pilot": ComparePreset(_PAPER_LEVEL, _ALL_METHODS, _TEST_SEEDS[:8], _COMPARE_QUICK_RUN),
+    "full": ComparePreset(_PAPER_LEVEL, _STUDY_METHODS, _TEST_SEEDS, _COMPARE_FULL_RUN),
     "quick-l5": ComparePreset(_NEGATIVE_LEVEL, _ALL_METHODS, (0, 1), _COMPARE_QUICK_RUN),
     "full-l5": ComparePreset(_NEGATIVE_LEVEL, _ALL_METHODS, tuple(range(8)), _COMPARE_FULL_RUN),
 }
