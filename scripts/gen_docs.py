@@ -102,6 +102,18 @@ def pictures(docs: Path) -> dict[Path, str]:
     return {docs / "detectors" / "img" / f"{i}.svg": svg for i, svg in _pictures().items()}
 
 
+def _zoo_pictures(docs: Path, det_id: str) -> list[tuple[str, str]]:
+    """``(condition, ../zoo/<ID>.svg)`` for the zoo pictures of the conditions this detector is
+    a sign of (:data:`rlvitals.doctor.differential.SIGN_DETECTORS`), those drawn so far."""
+    from rlvitals.doctor.differential import SIGN_DETECTORS
+
+    return [
+        (cid, f"../zoo/{cid}.svg")
+        for cid, signs in SIGN_DETECTORS.items()
+        if det_id in signs and (docs / "zoo" / f"{cid}.svg").exists()
+    ]
+
+
 def pages(docs: Path, pics: dict[Path, str] | None = None) -> dict[Path, str]:
     """Every generated page: path → content."""
     pics = pictures(docs) if pics is None else pics
@@ -109,7 +121,9 @@ def pages(docs: Path, pics: dict[Path, str] | None = None) -> dict[Path, str]:
     for cls in catalogue():
         img = docs / "detectors" / "img" / f"{cls.id}.svg"
         out[docs / "detectors" / f"{cls.id}.md"] = detector_page(
-            cls, picture=f"img/{cls.id}.svg" if img in pics else None
+            cls,
+            picture=f"img/{cls.id}.svg" if img in pics else None,
+            real=_zoo_pictures(docs, cls.id),
         )
     return {p: text.rstrip("\n") + "\n\n" + GENERATED + "\n" for p, text in out.items()}
 

@@ -140,10 +140,17 @@ def _default(value: object) -> str:
     return f"`{value!r}`"
 
 
-def detector_page(cls: type[Detector], links: bool = True, picture: str | None = None) -> str:
+def detector_page(
+    cls: type[Detector],
+    links: bool = True,
+    picture: str | None = None,
+    real: list[tuple[str, str]] = (),
+) -> str:
     """The Markdown page of a detector; ``links`` turns knob references into links to the
     knob table (for the docs site) rather than plain code (for the terminal); ``picture`` is the
-    relative path of an image of its bad test run, shown before the knobs."""
+    relative path of an image of its bad test run, shown before the knobs; ``real`` are
+    ``(condition ID, image path)`` of failure-zoo runs whose condition this detector is a sign
+    of (real TRL runs with the fault injected, docs/doctor.md)."""
     doc = detector_doc(cls)
     first, _, body = doc.partition("\n")
     ref = r"[`\1`](#knobs)" if links else r"`\1`"
@@ -172,6 +179,16 @@ def detector_page(cls: type[Detector], links: bool = True, picture: str | None =
             "in `tests/test_fixtures.py`).",
             "",
         ]
+    if real:
+        out += ["## In real runs", ""]
+        out += [
+            f"`{cls.id}` is one of the signs of these conditions; each picture is a real TRL "
+            "run of the failure zoo with the fault injected at the marked step "
+            "(docs/doctor.md, Conditions):",
+            "",
+        ]
+        out += [f"![{cid}: a zoo run]({path})" for cid, path in real]
+        out += [""]
     out += ["## Knobs", ""]
     fields = dataclasses.fields(cls.Knobs)
     if fields:
