@@ -259,7 +259,7 @@ def _pair_table(a: dict[str, Any], arm: str, title: str) -> list[str]:
         sign = 1 if m1 == arm else -1
         other = m2 if m1 == arm else m1
         d = _signed(v, sign)
-        wins = v["wins"] if sign == 1 else v["n"] - v["wins"]
+        wins = v["wins"] if sign == 1 else v.get("losses", v["n"] - v["wins"])
         decision = v.get("decision", "–")
         if sign == -1 and decision in ("higher", "lower"):
             decision = "lower" if decision == "higher" else "higher"

@@ -183,6 +183,7 @@ def paired(
         "margin": margin,
         "mde": mde,
         "wins": int((d > 0).sum()),
+        "losses": int((d < 0).sum()),
     }
 
 
