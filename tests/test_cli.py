@@ -246,7 +246,12 @@ def test_explain_prints_the_page(capsys):
 def test_explain_unknown_id_lists_valid_ones(capsys):
     assert main(["explain", "NOT_A_DETECTOR"]) == 2
     err = capsys.readouterr().err
-    assert "detectors:" in err and "ADV_COLLAPSE" in err and "conditions:" in err and "RUNAWAY_LENGTH" in err
+    assert (
+        "detectors:" in err
+        and "ADV_COLLAPSE" in err
+        and "conditions:" in err
+        and "RUNAWAY_LENGTH" in err
+    )
 
 
 def test_the_installed_entry_point_runs_the_readme_command():
