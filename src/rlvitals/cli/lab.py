@@ -77,7 +77,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--out", required=True, help="parent folder of the run")
     t.add_argument("--preset", default="quick", help="smoke, quick (default) or full")
     t.add_argument("--method", default="grpo", help="lab method or estimator (default grpo)")
-    t.add_argument("--level", type=int, help="difficulty level 0..6")
+    t.add_argument(
+        "--level",
+        type=int,
+        help="difficulty level 0..6, or 7 (LM: the paper regime, sizes 3/10/13)",
+    )
     t.add_argument("--seed", type=int, help="run seed")
     t.add_argument("--budget", type=int, help="completions to generate")
     t.add_argument("--lr", type=float, help="learning rate")
