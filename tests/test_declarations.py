@@ -85,12 +85,12 @@ def test_a_registered_importer_s_precheck_gates_its_sniffer(tmp_path):
             Importer(
                 "toy_gated",
                 "a toy",
-                lambda p, h: 0.99,
+                lambda p, h: 0.99 if p.suffix == ".toygate" else 0.0,
                 lambda p, progress=None: None,
                 precheck=Precheck(magic=(b"TOYGATE",)),
             )
         )
-    yes, no = tmp_path / "a.toy", tmp_path / "b.toy"
+    yes, no = tmp_path / "a.toygate", tmp_path / "b.toygate"
     yes.write_bytes(b"TOYGATE 1\n")
     no.write_bytes(b"\x00\x01 not it\n")
     assert sniff(yes).name == "toy_gated"
