@@ -18,7 +18,7 @@ from rlvitals.cli import main
 from rlvitals.errors import InputError
 from rlvitals.guard import follow
 from rlvitals.guard.follow import RunFollower
-from rlvitals.integrations.monitor import Monitor
+from rlvitals.guard.monitor import Monitor
 from rlvitals.recording import Manifest
 
 

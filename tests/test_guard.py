@@ -35,7 +35,7 @@ from rlvitals.guard import (
     WandbSink,
     WebhookSink,
 )
-from rlvitals.integrations.monitor import Monitor
+from rlvitals.guard.monitor import Monitor
 from rlvitals.recording import Manifest
 
 G, K = 8, 6

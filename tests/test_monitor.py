@@ -25,7 +25,7 @@ import pytest
 import rlvitals
 from rlvitals.detectors import DETECTORS, load_all
 from rlvitals.doctor import DoctorConfig, diagnose
-from rlvitals.integrations.monitor import Monitor
+from rlvitals.guard.monitor import Monitor
 from rlvitals.recording import Manifest, read_recording
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "dev"))

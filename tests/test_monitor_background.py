@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlvitals.integrations import _checker
-from rlvitals.integrations.monitor import Monitor
+from rlvitals.guard import checker as _checker
+from rlvitals.guard.monitor import Monitor
 from rlvitals.recording import Manifest
 
 HERE = Path(__file__).resolve().parent

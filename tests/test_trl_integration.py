@@ -380,7 +380,7 @@ def test_only_the_main_process_keeps_a_helper(tmp_path):
     exits."""
     import types
 
-    cb = RlvitalsCallback(tmp_path / "rec", sinks=[])
+    cb = RlvitalsCallback(tmp_path / "rec", sinks=[], background=True)  # the helper is opt-in
     proc = cb.monitor._checker.proc
     args = types.SimpleNamespace(output_dir=str(tmp_path / "out"), run_name=None)
     state = types.SimpleNamespace(is_world_process_zero=False, global_step=0)

@@ -22,7 +22,7 @@ import numpy as np
 
 from rlvitals.cli import main
 from rlvitals.guard.follow import RunFollower
-from rlvitals.integrations.monitor import Monitor
+from rlvitals.guard.monitor import Monitor
 from rlvitals.recording import Manifest
 
 G, K = 8, 6

@@ -33,7 +33,7 @@ _LAZY: dict[str, str] = {
     "describe": "rlvitals.doctor.inspection",
     "estimate": "rlvitals.estimators",
     "Recorder": "rlvitals.recording.writer",
-    "Monitor": "rlvitals.integrations.monitor",
+    "Monitor": "rlvitals.guard.monitor",
     "load_config": "rlvitals.doctor.config",
     "compute_vitals": "rlvitals.vitals",
     # the types they return

@@ -1,6 +1,6 @@
 """The live guard's actions: incidents told once, a halt policy, and where alerts go.
 
-A :class:`~rlvitals.Monitor` (``rlvitals.integrations.monitor``) runs the doctor over a sliding
+A :class:`~rlvitals.Monitor` (``rlvitals.guard.monitor``) runs the doctor over a sliding
 window of a live run; this package decides what to do with what it finds:
 
 - :class:`IncidentTracker` follows the doctor's incidents from check to check and turns them

@@ -13,7 +13,7 @@ from rlvitals.registry import import_module
 __all__ = ["Monitor", "estimate_distributed"]
 
 _LAZY = {
-    "Monitor": "rlvitals.integrations.monitor",
+    "Monitor": "rlvitals.guard.monitor",
     "estimate_distributed": "rlvitals.integrations.distributed",
 }
 

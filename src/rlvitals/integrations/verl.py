@@ -342,7 +342,7 @@ def _record(
     adv: Any,
     metrics: dict,
 ) -> None:
-    from rlvitals.integrations._guard import Guard
+    from rlvitals.guard.containment import Guard
 
     guard = _GUARDS.setdefault(path, Guard("veRL recorder"))
 
@@ -406,7 +406,7 @@ def _guard_options(raw: Any) -> dict[str, Any]:
 
 def _new_monitor(rs: _RunState, options: dict, method: str, knobs: dict, ids: Any) -> Any:
     from rlvitals.guard import SlackSink, WebhookSink, default_sinks
-    from rlvitals.integrations.monitor import DEFAULT_CHECK_EVERY, DEFAULT_MONITOR_WINDOW, Monitor
+    from rlvitals.guard.monitor import DEFAULT_CHECK_EVERY, DEFAULT_MONITOR_WINDOW, Monitor
 
     opts = _guard_options(options.get("guard"))
     sinks = default_sinks()

@@ -135,7 +135,7 @@ class Recorder:
 
     def _log_floats(self, step: int, values: dict[Any, float]) -> None:
         """:meth:`log_scalars` of an int step and values already converted to floats (the live
-        monitor's :func:`~rlvitals.integrations._window.plain_scalars` did it)."""
+        monitor's :func:`~rlvitals.guard.window.plain_scalars` did it)."""
         if not all(type(k) is str for k in values):
             values = {str(k): v for k, v in values.items()}
         if values:

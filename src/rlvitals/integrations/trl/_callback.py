@@ -27,7 +27,7 @@ what they compute) or an ``AsyncGRPOTrainer`` (its rollout collator: see
 :mod:`rlvitals.integrations.trl._async`) to read the same batch. A trainer given the callback
 through ``callbacks=[...]`` without ``attach`` records scalars only, and says so once.
 
-Every hook body runs under a :class:`~rlvitals.integrations._guard.Guard`: a failure (an
+Every hook body runs under a :class:`~rlvitals.guard.containment.Guard`: a failure (an
 unwritable directory, a full disk, a doctor bug) is reported once through ``logging``, counted,
 and training goes on; no warning is issued from a hook (under ``-W error`` it would be an
 exception in the trainer).
@@ -45,8 +45,8 @@ from typing import Any
 import numpy as np
 from transformers import TrainerCallback
 
-from rlvitals.integrations._guard import Guard
-from rlvitals.integrations.monitor import (
+from rlvitals.guard.containment import Guard
+from rlvitals.guard.monitor import (
     DEFAULT_CHECK_EVERY,
     DEFAULT_FULL_EVERY,
     DEFAULT_MONITOR_WINDOW,
@@ -127,11 +127,14 @@ class RlvitalsCallback(TrainerCallback):
         full_every: steps between checks of the whole catalogue.
         name: the run's name in alerts (default: ``args.run_name``).
         background: run the checks' detectors in a helper process (``Monitor(background=
-            True)``, default): the training step pays for handing the window over, not for the
+            True)``; opt-in): the training step pays for handing the window over, not for the
             check. A check's alerts and halt then take effect at the next step or so (their
             steps are the steps checked); under ``torch.distributed`` with ``halt_on`` every
-            step shares the halt flag (one all-reduce of one integer). False checks in the
-            training process, as the monitor does by default.
+            step shares the halt flag (one all-reduce of one integer). The default, False,
+            checks in the training process: on the tiny benchmark model the helper saved
+            ~0.5 ms of a 40 ms step and sometimes measured worse, which on a real step of a
+            second or more is nothing (issue 24's decision: the guard runs in the training
+            process; benchmarks/RESULTS.md, Live guard).
 
     Attributes:
         monitor: the live :class:`~rlvitals.Monitor`.
@@ -157,7 +160,7 @@ class RlvitalsCallback(TrainerCallback):
         sinks: Any = None,
         full_every: int = DEFAULT_FULL_EVERY,
         name: str | None = None,
-        background: bool = True,
+        background: bool = False,
     ):
         if isinstance(doctor_every, bool) or not isinstance(doctor_every, int) or doctor_every < 0:
             raise ValueError(f"doctor_every must be an integer >= 0, got {doctor_every!r}")

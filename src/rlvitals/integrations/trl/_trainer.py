@@ -36,7 +36,7 @@ from typing import Any
 from trl import GRPOTrainer
 
 from rlvitals.estimators import RewardRangeError
-from rlvitals.integrations._guard import Guard
+from rlvitals.guard.containment import Guard
 from rlvitals.integrations.trl._batch import (
     GroupBatch,
     combined_rewards,

@@ -15,7 +15,7 @@ What one ``observe`` does:
 
 1. reduces the step's per-group rewards to the per-step series the doctor derives from a
    recording (ACR and its split, pass rate, expected collapse, advantage spread; see
-   :mod:`rlvitals.integrations._window`) and keeps the last ``window`` steps of those and of the
+   :mod:`rlvitals.guard.window`) and keeps the last ``window`` steps of those and of the
    scalars: memory does not grow with the run;
 2. writes the step into a recording, when given a directory (or a :class:`Recorder`);
 3. every ``check_every`` steps, runs the real doctor (:func:`rlvitals.doctor.diagnose`) over
@@ -38,7 +38,7 @@ no halt rule waits on it, fast checks skip the detectors already part of it two 
 to ``3 c - 1`` steps late.
 
 ``background=True`` (the TRL callback's default) keeps steps 1 and 3 in a helper process
-(:mod:`rlvitals.integrations._checker`): the training process records, hands each step's data
+(:mod:`rlvitals.guard.checker`): the training process records, hands each step's data
 over and reads the answers without waiting; a check's alerts and halt then arrive at a later
 ``observe`` (or :meth:`Monitor.poll`), normally the next one, dated at the step judged. The
 training process keeps the messages of the window's steps (references to the bytes it sent,
@@ -85,8 +85,8 @@ from typing import Any
 
 import numpy as np
 
-from rlvitals.integrations._guard import Guard
-from rlvitals.integrations._window import (
+from rlvitals.guard.containment import Guard
+from rlvitals.guard.window import (
     StepWindow,
     _prompt_list,
     known_range,
@@ -180,7 +180,7 @@ class Monitor:
         checkpoints: ``() -> [(step, path), ...]``, the checkpoints saved so far, for the halt
             to name the one to resume from.
         background: run the checks' detectors in a helper process
-            (:mod:`rlvitals.integrations._checker`): the training process only hands the
+            (:mod:`rlvitals.guard.checker`): the training process only hands the
             window over and reads the answers, so a check costs it ~0.1 ms instead of the
             check itself. A check's alerts and halt then arrive at a later ``observe`` (or
             :meth:`poll`), normally the next one; their ``step`` is the step checked. If the
@@ -270,7 +270,7 @@ class Monitor:
         self._polled: int | None = None
         self._sent_configs: set[tuple[str, ...] | None] = set()
         if self.background:
-            from rlvitals.integrations._checker import Checker
+            from rlvitals.guard.checker import Checker
 
             self._checker = Checker()  # it imports while the run starts; requests wait
             if not (
@@ -567,7 +567,7 @@ class Monitor:
         self.checks += 1
         return out
 
-    # -- background checks (Monitor(background=True); rlvitals.integrations._checker) ---------
+    # -- background checks (Monitor(background=True); rlvitals.guard.checker) ---------
 
     def _feed(self, message: tuple) -> bool:
         """Background mode: send a step's data to the helper, which holds the window; False

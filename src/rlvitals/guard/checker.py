@@ -5,7 +5,7 @@ every few steps, and reducing each step's groups into the window costs more on t
 model that is several percent of a training step, and in the training process it is time the
 step waits for (a thread would hold the GIL just the same). In background mode a helper
 process (this module's :func:`main`, started with the same interpreter and the training
-process's own rlvitals package) holds the window (:class:`~rlvitals.integrations._window.
+process's own rlvitals package) holds the window (:class:`~rlvitals.guard.window.
 StepWindow`) and runs :func:`rlvitals.doctor.diagnose` over it when asked; it sends back the
 findings and incidents. The training process keeps the recording, the incident tracker, the
 halt policy, the alerts and their sinks (W&B and trackio alerts, your callables, need it).
@@ -63,7 +63,7 @@ spec = importlib.util.spec_from_file_location(
 module = importlib.util.module_from_spec(spec)
 sys.modules["rlvitals"] = module
 spec.loader.exec_module(module)
-from rlvitals.integrations._checker import main
+from rlvitals.guard.checker import main
 sys.exit(main(sys.argv[2:]))
 """
 """The helper's start: the rlvitals package the training process imported (wherever it found
@@ -338,7 +338,7 @@ class _Helper:
         # what it works with, imported (the catalogue loaded) before the helper says it is up
         from rlvitals import doctor
         from rlvitals.detectors import load_all
-        from rlvitals.integrations import _window
+        from rlvitals.guard import window as _window
 
         load_all()
         self.doctor, self.w = doctor, _window
