@@ -52,7 +52,7 @@ from rlvitals.estimators._common import (
 )
 from rlvitals.signal import DEFAULT_EPS, DEFAULT_TAU
 
-__all__ = ["DISCOUNT", "HistoryBaselineConfig", "HistoryState", "history_baseline"]
+__all__ = ["DISCOUNT", "HistoryBaselineConfig", "HistoryState", "history_baseline", "read_counts"]
 
 DISCOUNT = 0.9
 """Weight of a prompt's older evidence each time the prompt is drawn again (ours)."""
@@ -131,17 +131,22 @@ class HistoryState:
             raise ValueError(f"unknown history state key(s) {unknown}; valid: step, counts")
         step = data.get("step", 0)
         check_int("step", step, lo=0)
-        raw = data.get("counts", {})
-        if not isinstance(raw, dict):
-            raise ValueError(f"counts must be a dict of key -> [a, b], got {raw!r}")
-        counts: dict[str, tuple[float, float]] = {}
-        for k, v in raw.items():
-            if not (isinstance(v, (list, tuple)) and len(v) == 2):
-                raise ValueError(f"counts[{k!r}] must be [a, b], got {v!r}")
-            for x in v:
-                check_number(f"counts[{k!r}] entry", x, lo=0.0, lo_open=True)
-            counts[str(k)] = (float(v[0]), float(v[1]))
-        return cls(counts=counts, step=int(step))
+        return cls(counts=read_counts(data.get("counts", {})), step=int(step))
+
+
+def read_counts(raw: Any) -> dict[str, tuple[float, float]]:
+    """Per-prompt Beta counts from their JSON form ``{key: [a, b]}`` (a, b > 0); ValueError
+    naming the entry otherwise. Shared by the estimators that keep a posterior per prompt."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"counts must be a dict of key -> [a, b], got {raw!r}")
+    counts: dict[str, tuple[float, float]] = {}
+    for k, v in raw.items():
+        if not (isinstance(v, (list, tuple)) and len(v) == 2):
+            raise ValueError(f"counts[{k!r}] must be [a, b], got {v!r}")
+        for x in v:
+            check_number(f"counts[{k!r}] entry", x, lo=0.0, lo_open=True)
+        counts[str(k)] = (float(v[0]), float(v[1]))
+    return counts
 
 
 def _coerce_state(state: Any) -> HistoryState:

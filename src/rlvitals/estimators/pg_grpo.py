@@ -57,7 +57,7 @@ from rlvitals.estimators._common import (
     check_range,
     common_metrics,
 )
-from rlvitals.estimators.history import DISCOUNT
+from rlvitals.estimators.history import DISCOUNT, read_counts
 from rlvitals.signal import DEFAULT_EPS, DEFAULT_TAU
 
 __all__ = ["PgGrpoConfig", "PgGrpoState", "fit_prior", "p_mixed", "selection_weights"]
@@ -186,16 +186,7 @@ class PgGrpoState:
             raise ValueError(f"recent must be a list of pass rates, got {recent!r}")
         for x in recent:
             check_number("recent entry", x, lo=0.0, hi=1.0)
-        raw = data.get("counts", {})
-        if not isinstance(raw, dict):
-            raise ValueError(f"counts must be a dict of key -> [a, b], got {raw!r}")
-        counts: dict[str, tuple[float, float]] = {}
-        for k, v in raw.items():
-            if not (isinstance(v, (list, tuple)) and len(v) == 2):
-                raise ValueError(f"counts[{k!r}] must be [a, b], got {v!r}")
-            for x in v:
-                check_number(f"counts[{k!r}] entry", x, lo=0.0, lo_open=True)
-            counts[str(k)] = (float(v[0]), float(v[1]))
+        counts = read_counts(data.get("counts", {}))
         return cls(counts, tuple(float(x) for x in recent), int(g), int(step))
 
 
