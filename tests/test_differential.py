@@ -350,3 +350,25 @@ def test_every_command_takes_the_common_flags_and_watch_waits_for_its_file(tmp_p
     )
     assert main(["watch", str(tmp_path / "never.jsonl"), "--wait", "0.3", "--interval", "0.1"]) == 2
     assert "did not appear within 0.3 s" in capsys.readouterr().err
+
+
+def test_github_annotations_one_per_condition_and_nothing_a_log_can_inject(tmp_path, capsys):
+    """Issue 25.6: --format github, one workflow command per condition; a run named with
+    workflow-command syntax cannot start a command of its own."""
+    from rlvitals.cli import main
+
+    n = 300
+    path = _log(
+        tmp_path, n, reward=np.linspace(0.7, 0.1, n) + _noise(n, 0.03), frac_reward_zero_std=0.2
+    )
+    evil = tmp_path / "run,x::error::owned%.jsonl"
+    path.rename(evil)
+    assert main(["doctor", str(evil), "--format", "github"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines and all(line.startswith(("::warning ", "::notice ")) for line in lines)
+    first = lines[0]
+    assert "title=rlvitals POLICY_DEGRADATION since step" in first
+    assert "run%2Cx%3A%3Aerror%3A%3Aowned%25.jsonl" in first and first.count("::") == 2
+    short = _log(tmp_path, 2, reward=[0.5, 0.4])
+    assert main(["doctor", str(short), "--format", "github"]) == 2
+    assert capsys.readouterr().out.startswith("::error ")

@@ -67,7 +67,7 @@ def test_snapshot(diagnosis, fmt, snap):
 
 def test_registry_shape():
     assert {r.name for r in formats()} == {f.value for f in ReportFormat}
-    with pytest.raises(KeyError, match="valid: html, json, md, text"):
+    with pytest.raises(KeyError, match="valid: github, html, json, md, text"):
         render(None, "pdf")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="already registered"):
         from rlvitals.report import register

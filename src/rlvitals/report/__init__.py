@@ -40,6 +40,7 @@ class ReportFormat(str, enum.Enum):
     JSON = "json"
     MD = "md"
     HTML = "html"
+    GITHUB = "github"
 
 
 @record(frozen=True)
@@ -79,6 +80,7 @@ _BUILTIN = {
     "json": ("json_report", ".json"),
     "md": ("markdown", ".md"),
     "html": ("html_page", ".html"),
+    "github": ("github", ".annotations"),
 }
 """Built-in format → (module, file suffix): rendering one format imports only its module (a
 JSON report never loads rich or the HTML renderer)."""
