@@ -26,7 +26,8 @@ import rlvitals_tests_binary_producers as P  # loaded by conftest.py
 from rlvitals import InputError
 from rlvitals.cli import main
 from rlvitals.importers import _sqlite, load, sniff
-from rlvitals.recording import Recorder, RunBuilder, _memory, read_recording
+from rlvitals.recording import Recorder, RunBuilder, read_recording
+from rlvitals.recording import memory as _memory
 from rlvitals.recording.run import _CHECK_EVERY_KEYS as _CHECK_KEYS
 
 

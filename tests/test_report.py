@@ -238,7 +238,7 @@ def test_one_collapse_reads_as_one_incident_at_the_top(collapse, fmt):
 
 
 def test_incident_lists_only_its_first_actions(collapse):
-    from rlvitals.report._common import INCIDENT_ACTIONS
+    from rlvitals.report.common import INCIDENT_ACTIONS
 
     out = render(collapse, "text", RenderOptions(width=400))
     head = out[out.index("Incidents") : out.index("Findings")]
@@ -299,7 +299,7 @@ def test_skipped_detectors_are_grouped_by_why(unjudged, fmt):
 
 
 def _classes():
-    from rlvitals.report._common import SKIP_CLASSES
+    from rlvitals.report.common import SKIP_CLASSES
 
     return SKIP_CLASSES
 
@@ -309,7 +309,7 @@ def test_skip_classes_match_the_reasons_detectors_give():
     from rlvitals.detectors.kit import needs
     from rlvitals.doctor import diagnose
     from rlvitals.recording import RunBuilder
-    from rlvitals.report._common import skip_class
+    from rlvitals.report.common import skip_class
     from rlvitals.vitals import compute_vitals
 
     b = RunBuilder()

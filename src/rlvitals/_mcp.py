@@ -71,7 +71,7 @@ class ToolFailure(Exception):
 @contextlib.contextmanager
 def _one_line_errors() -> Iterator[None]:
     """Turn whatever a tool raises into :class:`ToolFailure` with one sanitised line."""
-    from rlvitals.report._common import one_line
+    from rlvitals.report.common import one_line
 
     try:
         yield

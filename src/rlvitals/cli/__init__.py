@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             return _run_to_file(args)
         return int(args.func(args))
     except (InputError, MissingExtraError) as err:
-        from rlvitals.report._common import one_line  # the message quotes the input: sanitise
+        from rlvitals.report.common import one_line  # the message quotes the input: sanitise
 
         print(f"rlvitals: error: {one_line(err)}", file=sys.stderr)
         return EXIT_USAGE

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from rlvitals.compare import compare_paths
     from rlvitals.compare._render import render_compare
     from rlvitals.doctor.config import load_config
-    from rlvitals.report._common import one_line
+    from rlvitals.report.common import one_line
 
     fmt = args.report_format
     if fmt is None and args.output:

@@ -248,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
     unjudged = diagnosis.not_judged()
     if unjudged and not config.allow_unjudged and config.fail_on != "never":
-        from rlvitals.report._common import one_line  # the path and reasons come from input
+        from rlvitals.report.common import one_line  # the path and reasons come from input
 
         print(
             f"rlvitals: {one_line(path)}: not judged: {one_line(unjudged)} "

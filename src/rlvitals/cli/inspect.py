@@ -129,7 +129,7 @@ def render_text(info: dict[str, Any]) -> str:
 
     Every string in it came from the input (key names, run names, paths, warnings): each is
     made safe for a terminal and kept on one line first (escape sequences shown, not sent)."""
-    from rlvitals.report._common import terminal_strings
+    from rlvitals.report.common import terminal_strings
 
     info = terminal_strings(info)
     lines = [f"source         {info['source']}"]

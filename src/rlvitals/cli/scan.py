@@ -155,7 +155,7 @@ def _check_output(output: str, fmt: str | None, targets) -> None:
 def run(args: argparse.Namespace) -> int:
     from rlvitals.cli import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
     from rlvitals.cli.doctor import config_from_args
-    from rlvitals.report._common import one_line
+    from rlvitals.report.common import one_line
     from rlvitals.scan import discover, render_scan, scan, suffix_format
     from rlvitals.scan._cache import default_cache_dir
     from rlvitals.scan._progress import Counter

@@ -223,7 +223,7 @@ def _exit_code(d, config, ok: int, findings: int, usage: int) -> int:
     """As ``rlvitals doctor``: 2 for a run not judged (unless allowed), 1 for findings."""
     unjudged = d.not_judged()
     if unjudged and not config.allow_unjudged and config.fail_on != "never":
-        from rlvitals.report._common import one_line  # the reasons come from the input
+        from rlvitals.report.common import one_line  # the reasons come from the input
 
         print(f"rlvitals: not judged: {one_line(unjudged)} (exit 2)", file=sys.stderr)
         return usage

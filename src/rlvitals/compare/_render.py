@@ -120,7 +120,7 @@ def lines(c: Comparison) -> list[tuple[str, list[str]]]:
 
 
 def _text(c: Comparison) -> str:
-    from rlvitals.report._common import one_line
+    from rlvitals.report.common import one_line
 
     table = rows(c)
     w0 = max(len(r[0]) for r in table)

@@ -4,7 +4,7 @@
 events the tracker raised while following it, into one rich renderable; ``rlvitals watch``
 redraws it in place (``rich.live``), or prints it once (``--once``, or when stdout is not a
 terminal). Every string that comes from the run goes through
-:func:`~rlvitals.report._common.terminal_strings` and is shown as plain ``Text`` (never markup):
+:func:`~rlvitals.report.common.terminal_strings` and is shown as plain ``Text`` (never markup):
 a log cannot move the cursor or change the terminal.
 """
 
@@ -20,7 +20,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from rlvitals.report._common import (
+from rlvitals.report.common import (
     lead,
     named_conditions,
     one_line,

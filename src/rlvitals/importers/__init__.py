@@ -33,7 +33,7 @@ from rlvitals.importers._source import (
     read_notes,
     read_prefix,
 )
-from rlvitals.recording import _memory
+from rlvitals.recording import memory as _memory
 from rlvitals.recording.run import Run
 from rlvitals.registry import Plugins, Registry, import_module
 
@@ -303,7 +303,7 @@ def load(
             middle of a recording stream, an invalid line of a JSONL log) instead of raising;
             each skip is said in ``Run.warnings``. A torn last record is always only a warning.
 
-    Memory is bounded by a small multiple of the input (:mod:`rlvitals.recording._memory`):
+    Memory is bounded by a small multiple of the input (:mod:`rlvitals.recording.memory`):
     an input that would need more is an :class:`InputError` saying which limit it hit.
     """
     with (

@@ -15,7 +15,7 @@ from typing import Any
 from rlvitals._orjson import orjson_function
 from rlvitals.errors import InputError
 from rlvitals.importers._source import input_size, is_lenient, open_input
-from rlvitals.recording._memory import JSON_CHECK_BYTES, check_json, note_read
+from rlvitals.recording.memory import JSON_CHECK_BYTES, check_json, note_read
 
 __all__ = [
     "MAX_BLANK_RUN",
@@ -117,7 +117,7 @@ def iter_json_lines(path: Path, warnings: list[str], progress=None) -> Iterator[
 
     Bare ``NaN``/``Infinity`` are accepted (Python's json does). A torn last line is dropped
     with a message appended to ``warnings``. A line that would parse into far more memory than
-    its size is refused (:func:`rlvitals.recording._memory.check_json`). Under
+    its size is refused (:func:`rlvitals.recording.memory.check_json`). Under
     :func:`~rlvitals.importers._source.lenient_reading`, an invalid line in the middle is
     skipped and counted in one warning instead of raising.
     """

@@ -517,7 +517,7 @@ def walk_tree(
 
 def input_bytes(path: str | os.PathLike) -> int:
     """Size of what reading ``path`` may read, for the memory budget
-    (:mod:`rlvitals.recording._memory`): a file's size, the regular files under a directory
+    (:mod:`rlvitals.recording.memory`): a file's size, the regular files under a directory
     (symbolic links not followed), 0 for a stream (its bytes count as they are read)."""
     if _registered(path) is not None:
         return 0

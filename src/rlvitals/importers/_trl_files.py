@@ -15,7 +15,7 @@ from typing import Any
 from rlvitals._record import record
 from rlvitals.errors import InputError
 from rlvitals.importers._source import is_stream, open_input
-from rlvitals.recording._memory import check_json
+from rlvitals.recording.memory import check_json
 from rlvitals.recording.metrics import is_eval_key
 from rlvitals.recording.run import Manifest
 from rlvitals.trainers import apply_facts

@@ -54,7 +54,7 @@ from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._crc32c import crc32c, crc32c_many, mask, mask_many
 from rlvitals.importers._protobuf import Field, Message, ProtobufError, decode, read_varint
 from rlvitals.importers._source import is_regular, walk_tree
-from rlvitals.recording._memory import protobuf_bytes
+from rlvitals.recording.memory import protobuf_bytes
 from rlvitals.recording.metrics import is_eval_key
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts, facts_from_config

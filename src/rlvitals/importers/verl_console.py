@@ -33,7 +33,7 @@ from rlvitals.importers._console import (
     scan_file,
 )
 from rlvitals.importers._lines import iter_lines
-from rlvitals.recording._memory import JSON_CHECK_BYTES, check_fields
+from rlvitals.recording.memory import JSON_CHECK_BYTES, check_fields
 from rlvitals.recording.metrics import is_eval_key
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts

@@ -56,7 +56,7 @@ from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, Progress, note_runs, register
 from rlvitals.importers._protobuf import Field, Message, ProtobufError, decode
 from rlvitals.importers._steps import SIDE_AXES, TRAINER_STEP_KEYS, pick_step
-from rlvitals.recording._memory import protobuf_bytes
+from rlvitals.recording.memory import protobuf_bytes
 from rlvitals.recording.metrics import canonical_key
 from rlvitals.recording.run import Event, Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts, facts_from_config
@@ -71,7 +71,7 @@ __all__ = [
 
 MAX_RECORD_BYTES = 16 << 20
 """A reassembled record longer than this is skipped (W&B history rows are a few KiB); decoded,
-a record may take at most :func:`rlvitals.recording._memory.protobuf_bytes` of memory."""
+a record may take at most :func:`rlvitals.recording.memory.protobuf_bytes` of memory."""
 BLOCK = 32768
 _FILE_HEAD = struct.Struct("<4sHB")
 _IDENT, _MAGIC, _VERSION = b":W&B", 0xBEE1, 0

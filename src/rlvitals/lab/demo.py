@@ -168,7 +168,7 @@ def demo(
             f"{100 * s['wasted_fraction']:.0f}% of completions wasted, {s['train_seconds']:.0f} s"
         )
         if diagnosis.conditions:
-            from rlvitals.report._common import lead
+            from rlvitals.report.common import lead
 
             _say(f"   doctor names: {lead([c.to_dict() for c in diagnosis.conditions])}")
         results[method]["conditions"] = [c.id for c in diagnosis.conditions]

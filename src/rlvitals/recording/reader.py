@@ -28,7 +28,7 @@ import numpy as np
 
 from rlvitals.errors import InputError
 from rlvitals.recording import _format as fmt
-from rlvitals.recording import _memory
+from rlvitals.recording import memory as _memory
 from rlvitals.recording._resync import Resync
 from rlvitals.recording.run import Event, GroupTable, Manifest, Run, RunBuilder
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from rlvitals._record import record
 from rlvitals.errors import InputError
-from rlvitals.recording import _memory
+from rlvitals.recording import memory as _memory
 from rlvitals.recording.metrics import canonical_key, dialect_of
 
 __all__ = ["Event", "GroupTable", "Manifest", "Run", "RunBuilder"]
@@ -540,7 +540,7 @@ class RunBuilder:
 
     def _check_memory(self, more: int = 0, what: str = "") -> None:
         """InputError when holding ``more`` bytes besides what is held would pass the budget
-        (:mod:`rlvitals.recording._memory`: a small multiple of the input)."""
+        (:mod:`rlvitals.recording.memory`: a small multiple of the input)."""
         self._next_check = self._n_values + _CHECK_EVERY_VALUES
         cap = _memory.limit()
         if cap is None:

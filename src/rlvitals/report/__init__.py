@@ -5,7 +5,7 @@ The registry has the shape of the others (a plain dict, a ``register`` call, a `
 the built-in names). ``render(diagnosis, "md")`` returns the report as a string.
 
 >>> sorted(ReportFormat)
-[<ReportFormat.HTML: 'html'>, <ReportFormat.JSON: 'json'>, <ReportFormat.MD: 'md'>, <ReportFormat.TEXT: 'text'>]
+[<ReportFormat.GITHUB: 'github'>, <ReportFormat.HTML: 'html'>, <ReportFormat.JSON: 'json'>, <ReportFormat.MD: 'md'>, <ReportFormat.TEXT: 'text'>]
 """
 
 from __future__ import annotations

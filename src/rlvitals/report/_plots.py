@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlvitals._text import span_label
-from rlvitals.report._common import PLOTS_PER_FINDING
 from rlvitals.report._heatmap import heat_map
 from rlvitals.report._svg import LINE, PALETTE, WIDE, Layer, Marker, plot
+from rlvitals.report.common import PLOTS_PER_FINDING
 from rlvitals.signal import group_stats
 
 __all__ = [

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rlvitals.report import Renderer, RenderOptions, register
-from rlvitals.report._common import lead, one_line
+from rlvitals.report.common import lead, one_line
 
 if TYPE_CHECKING:
     from rlvitals.doctor import Diagnosis
@@ -37,8 +37,8 @@ def _prop(text: str) -> str:
 def render_github(diagnosis: Diagnosis, options: RenderOptions) -> str:
     """One ``::warning``/``::notice``/``::error`` line per condition (see the module doc).
 
-    >>> _prop("a,b:c%"), _data("x\\ny")
-    ('a%2Cb%3Ac%25', 'x y')
+    >>> _prop("a,b:c%"), _data("50% done")
+    ('a%2Cb%3Ac%25', '50%25 done')
     """
     from rlvitals.doctor.differential import condition_severity
 

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 
 from rlvitals._version import __version__
 from rlvitals.report import Renderer, RenderOptions, register
-from rlvitals.report._common import (
+from rlvitals.report._plots import Figure, available, finding_plots, overview, prompt_heat_map
+from rlvitals.report.common import (
     INCIDENT_ACTIONS,
     header_facts,
     incident_span,
@@ -30,7 +31,6 @@ from rlvitals.report._common import (
     skip_groups,
     verdict,
 )
-from rlvitals.report._plots import Figure, available, finding_plots, overview, prompt_heat_map
 
 if TYPE_CHECKING:
     from rlvitals.doctor import Diagnosis

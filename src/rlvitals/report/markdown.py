@@ -15,7 +15,7 @@ import re
 from typing import TYPE_CHECKING
 
 from rlvitals.report import Renderer, RenderOptions, register
-from rlvitals.report._common import (
+from rlvitals.report.common import (
     INCIDENT_ACTIONS,
     header_facts,
     incident_span,

@@ -6,7 +6,7 @@ A run the doctor could not judge says so under the verdict ("NOT JUDGED: ..."), 
 sentence, its detectors (root first) and its first actions; the findings beneath stay complete.
 
 Built with rich; every string from the run goes in as plain ``Text`` (never parsed as markup)
-after :func:`~rlvitals.report._common.terminal_strings` made it safe for a terminal (escape
+after :func:`~rlvitals.report.common.terminal_strings` made it safe for a terminal (escape
 sequences, other control characters and line breaks are printed visibly, never sent).
 Colour only when asked (the CLI asks when stdout is a terminal); otherwise plain characters.
 """
@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rlvitals.report import Renderer, RenderOptions, register
-from rlvitals.report._common import (
+from rlvitals.report.common import (
     INCIDENT_ACTIONS,
     header_facts,
     incident_span,

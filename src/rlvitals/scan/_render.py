@@ -130,7 +130,7 @@ RUN_MIN = 24
 
 
 def _text(result: ScanResult, rows: Sequence[ScanRow], width: int | None, tail: list[str]) -> str:
-    from rlvitals.report._common import one_line
+    from rlvitals.report.common import one_line
 
     cols = list(COLUMNS)
     body = [[one_line(c[2](r)) for c in cols] for r in rows]
@@ -168,10 +168,10 @@ def _text(result: ScanResult, rows: Sequence[ScanRow], width: int | None, tail: 
 
 
 def _csv(rows: Sequence[ScanRow]) -> str:
-    """One CSV row per run; every text cell made :func:`~rlvitals.report._common.one_line`
+    """One CSV row per run; every text cell made :func:`~rlvitals.report.common.one_line`
     (paths, run names and errors come from the input: an escape sequence in a run name never
     reaches a terminal raw, and a line break never splits a row)."""
-    from rlvitals.report._common import one_line
+    from rlvitals.report.common import one_line
 
     buf = io.StringIO()
     fields = [k for k in ScanRow.__dataclass_fields__ if k not in ("severities", "finding_ids")]
