@@ -165,3 +165,20 @@ def test_every_estimator_returns_finite_advantages_or_a_named_error(
     except (RewardRangeError, NonFiniteAdvantageError):
         return
     assert adv.dtype == r.dtype and np.isfinite(adv).all()
+
+
+@pytest.mark.parametrize("method", BUILT_IN)
+def test_an_unscorable_group_is_the_same_under_warnings_as_errors(method):
+    """An all-NaN group next to collapsed ones: AVSPO's masked lanes divided by zero and, under
+    -W error, that RuntimeWarning was an exception (found by the CI's property test)."""
+    r = np.array([np.nan] * 4 + [1.0] * 4 + [0.0, 1.0, 0.0, 1.0])
+    ids = np.repeat([0, 1, 2], 4)
+    expected, _, _ = estimate(
+        method, r, ids, state={"tau_adapt": 0.1} if method == "avspo" else None
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got, _, _ = estimate(
+            method, r, ids, state={"tau_adapt": 0.1} if method == "avspo" else None
+        )
+    assert np.isfinite(got).all() and np.array_equal(got, expected)

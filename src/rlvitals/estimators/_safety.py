@@ -18,7 +18,10 @@
    recomputed in float64; if they stay non-finite (or overflow the input dtype when cast back)
    the call raises :class:`NonFiniteAdvantageError`. A non-finite advantage is never returned.
 
-None of this depends on the warnings filter: the checks are comparisons, not warnings.
+None of this depends on the warnings filter: the checks are comparisons, not warnings, and the
+estimator runs under ``np.errstate(all="ignore")`` (lanes an estimator masks out, such as an
+all-NaN group's virtual-sample count, may divide by zero; under ``-W error`` that warning was
+an exception).
 """
 
 from __future__ import annotations
@@ -136,10 +139,11 @@ def safe_call(
     if _is_float32(rewards) and _max_abs(rewards) > F32_SAFE:
         # Squared deviations would overflow float32 (std -> inf, advantages silently 0).
         rewards, narrow = _float64(rewards), True
-    adv, metrics, new_state = fn(rewards, group_ids, config, state)
-    if not _all_finite(adv) and not _is_float64(rewards):
-        rewards, narrow = _float64(rewards), True
+    with np.errstate(all="ignore"):  # masked-out lanes (an all-NaN group) may divide by 0
         adv, metrics, new_state = fn(rewards, group_ids, config, state)
+        if not _all_finite(adv) and not _is_float64(rewards):
+            rewards, narrow = _float64(rewards), True
+            adv, metrics, new_state = fn(rewards, group_ids, config, state)
     if narrow:
         adv = _to(adv, dtype)
     if not _all_finite(adv):
