@@ -82,6 +82,22 @@ def check_range(r_min: Any, r_max: Any) -> None:
         raise ValueError(f"need r_min < r_max, got r_min={r_min!r}, r_max={r_max!r}")
 
 
+def coerce_state(state: Any, cls: type, owner: str, initial: Any = None) -> Any:
+    """An estimator's state from what the caller passed: ``initial`` (default ``cls()``) for
+    None, the state itself, or ``cls.from_dict`` of its JSON form; TypeError otherwise."""
+    if state is None:
+        return cls() if initial is None else initial
+    if isinstance(state, cls):
+        return state
+    if isinstance(state, dict):
+        return cls.from_dict(state)
+    article = "an" if cls.__name__[0] in "AEIOU" else "a"
+    raise TypeError(
+        f"{owner} state must be {article} {cls.__name__}, its to_dict() or None, "
+        f"got {type(state).__name__}"
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # The metrics every estimator logs
 

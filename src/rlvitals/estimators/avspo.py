@@ -62,6 +62,7 @@ from rlvitals.estimators._common import (
     check_int,
     check_number,
     check_range,
+    coerce_state,
     common_metrics,
 )
 from rlvitals.estimators.reference import reference_advantages
@@ -351,18 +352,6 @@ def advantages_with_virtual(
 # The estimators
 
 
-def _coerce_state(state: Any, config: AvspoConfig) -> AvspoState:
-    if state is None:
-        return AvspoState(tau_adapt=float(config.tau_adapt0))
-    if isinstance(state, AvspoState):
-        return state
-    if isinstance(state, dict):
-        return AvspoState.from_dict(state)
-    raise TypeError(
-        f"avspo state must be an AvspoState, its to_dict() or None, got {type(state).__name__}"
-    )
-
-
 def _next_j(config: AvspoConfig, state: AvspoState, mean_reward: float) -> tuple[float, Any]:
     """``(dJ, J to store)`` for this step."""
     if config.j_signal == "explicit":
@@ -393,7 +382,10 @@ def avspo(rewards: Any, group_ids: Any, config: AvspoConfig, state: Any = None) 
     The steps of the paper (DESIGN.md 3.5; the module docstring says how this resolves what the
     paper leaves open). Every per-group quantity is a ``(k,)`` array in sorted-id order.
     """
-    cfg, state = config, _coerce_state(state, config)
+    cfg, state = (
+        config,
+        coerce_state(state, AvspoState, "avspo", AvspoState(tau_adapt=float(config.tau_adapt0))),
+    )
     stats = signal.group_stats(rewards, group_ids, ddof=cfg.ddof, tau=cfg.tau)
 
     # Step 1: ACR_t, the share of the step's scorable groups that are collapsed (raw rewards).

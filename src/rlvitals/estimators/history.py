@@ -48,6 +48,7 @@ from rlvitals.estimators._common import (
     check_int,
     check_number,
     check_range,
+    coerce_state,
     common_metrics,
 )
 from rlvitals.signal import DEFAULT_EPS, DEFAULT_TAU
@@ -149,19 +150,6 @@ def read_counts(raw: Any) -> dict[str, tuple[float, float]]:
     return counts
 
 
-def _coerce_state(state: Any) -> HistoryState:
-    if state is None:
-        return HistoryState()
-    if isinstance(state, HistoryState):
-        return state
-    if isinstance(state, dict):
-        return HistoryState.from_dict(state)
-    raise TypeError(
-        f"history_baseline state must be a HistoryState, its to_dict() or None, "
-        f"got {type(state).__name__}"
-    )
-
-
 def _group_keys(group_ids: Any, n_groups: int, config: HistoryBaselineConfig) -> list[str]:
     if config.keys is not None:
         if len(config.keys) != n_groups:
@@ -185,7 +173,7 @@ def history_baseline(
     rewards: Any, group_ids: Any, config: HistoryBaselineConfig, state: Any = None
 ) -> tuple:
     """History-baseline advantages ``(n,)``, metrics and the next :class:`HistoryState`."""
-    state = _coerce_state(state)
+    state = coerce_state(state, HistoryState, "history_baseline")
     stats = signal.group_stats(rewards, group_ids, tau=config.tau)
     t = stats.torch
     keys = _group_keys(group_ids, stats.n_groups, config)

@@ -55,6 +55,7 @@ from rlvitals.estimators._common import (
     check_int,
     check_number,
     check_range,
+    coerce_state,
     common_metrics,
 )
 from rlvitals.estimators.history import DISCOUNT, read_counts
@@ -190,18 +191,6 @@ class PgGrpoState:
         return cls(counts, tuple(float(x) for x in recent), int(g), int(step))
 
 
-def _coerce_state(state: Any) -> PgGrpoState:
-    if state is None:
-        return PgGrpoState()
-    if isinstance(state, PgGrpoState):
-        return state
-    if isinstance(state, dict):
-        return PgGrpoState.from_dict(state)
-    raise TypeError(
-        f"pg_grpo state must be a PgGrpoState, its to_dict() or None, got {type(state).__name__}"
-    )
-
-
 def fit_prior(recent: Any, group_size: int, config: PgGrpoConfig) -> tuple[float, float]:
     """The empirical-Bayes Beta prior ``(a, b)`` of a prompt never seen.
 
@@ -251,7 +240,7 @@ def selection_weights(
     >>> [round(float(x), 3) for x in q]
     [0.5, 0.5]
     """
-    st = _coerce_state(state)
+    st = coerce_state(state, PgGrpoState, "pg_grpo")
     g = int(group_size or st.group_size or 8)
     prior = fit_prior(st.recent, g, config)
     cache: dict[tuple[float, float], float] = {}
@@ -296,7 +285,7 @@ def _group_keys(group_ids: np.ndarray, n_groups: int, config: PgGrpoConfig) -> l
 )
 def pg_grpo(rewards: Any, group_ids: Any, config: PgGrpoConfig, state: Any = None) -> tuple:
     """Posterior-guided GRPO advantages ``(n,)``, metrics and the next :class:`PgGrpoState`."""
-    state = _coerce_state(state)
+    state = coerce_state(state, PgGrpoState, "pg_grpo")
     like = rewards if hasattr(rewards, "detach") else None
     r = _numpy(rewards).astype(np.float64)
     ids = _numpy(group_ids)
