@@ -37,7 +37,8 @@ def judge_run(run_dir: str | os.PathLike, writer: str = "recording") -> dict[str
     """The doctor on one writer of a zoo run.
 
     Returns ``{"primary": ID, "conditions": [IDs, primary first], "named": text}``; on a read
-    error ``primary`` is ``"UNREADABLE"`` and ``named`` the error.
+    error ``primary`` is ``"UNREADABLE"`` and ``named`` the error, for a run the doctor could
+    not judge ``"NOT_JUDGED"`` and why.
     """
     from rlvitals.doctor import DoctorConfig, diagnose_path
     from rlvitals.errors import RlvitalsError
@@ -48,41 +49,12 @@ def judge_run(run_dir: str | os.PathLike, writer: str = "recording") -> dict[str
             dx = diagnose_path(path, config=DoctorConfig(allow_unjudged=True))
     except (RlvitalsError, OSError, ValueError) as err:
         return {"primary": "UNREADABLE", "conditions": [], "named": str(err)}
-    ids = [c.id for c in getattr(dx, "conditions", [])]
-    if not ids:  # a doctor without the condition layer: its first incident, as it names it
-        ids = [_from_incident(i) for i in dx.incidents] or ["HEALTHY"]
-    primary = ids[0]
-    named = primary
-    lead = getattr(dx, "conditions", None)
-    if lead:
-        since = lead[0].onset_step
-        named = primary if since is None else f"{primary} (since step {since})"
-    elif dx.incidents:
-        named = f"{primary} <- {dx.incidents[0].root}: {dx.incidents[0].title[:60]}"
-    return {"primary": primary, "conditions": ids, "named": named}
-
-
-_TITLE_HINTS = (
-    ("too hard", "TOO_HARD"),
-    ("too easy", "SATURATED"),
-    ("Saturation", "SATURATED"),
-    ("KL", "KL_BLOWUP"),
-    ("Length runaway", "RUNAWAY_LENGTH"),
-    ("length limit", "LENGTH_LIMIT"),
-    ("Reward hacking", "REWARD_HACKING"),
-    ("Entropy collapse", "ENTROPY_COLLAPSE"),
-    ("plumbing", "ADVANTAGE_PIPELINE"),
-    ("group of one", "NO_GROUP_BASELINE"),
-)
-
-
-def _from_incident(incident: Any) -> str:
-    """The condition an incident of the old doctor names, read from its title (for the
-    before-and-after record only); a title that names no cause maps to ``SYMPTOM``."""
-    for hint, cid in _TITLE_HINTS:
-        if hint in incident.title:
-            return cid
-    return "SYMPTOM"
+    if not dx.conditions:  # the doctor names conditions for every run it judged
+        return {"primary": "NOT_JUDGED", "conditions": [], "named": str(dx.not_judged())}
+    ids = [c.id for c in dx.conditions]
+    since = dx.conditions[0].onset_step
+    named = ids[0] if since is None else f"{ids[0]} (since step {since})"
+    return {"primary": ids[0], "conditions": ids, "named": named}
 
 
 def score(rows: list[dict[str, Any]]) -> dict[str, Any]:
