@@ -91,16 +91,8 @@ def _run_to_file(args: argparse.Namespace) -> int:
 
     from rlvitals.cli._output import refuse_input_target, write_replacing
 
-    inputs = [
-        x
-        for name in ("path", "paths", "a", "b")
-        for x in (
-            [getattr(args, name, None)]
-            if not isinstance(getattr(args, name, None), list)
-            else getattr(args, name)
-        )
-        if x
-    ]
+    inputs = [str(getattr(args, n)) for n in ("path", "a", "b") if getattr(args, n, None)]
+    inputs += getattr(args, "paths", None) or []
     refuse_input_target(args.common_output, inputs)
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):

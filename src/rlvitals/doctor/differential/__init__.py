@@ -29,7 +29,7 @@ from typing import Any
 
 from rlvitals.doctor.differential.actions import actions_for
 from rlvitals.doctor.differential.calls import ConditionCall
-from rlvitals.doctor.differential.events import Events
+from rlvitals.doctor.differential.events import Events, critic_baseline
 from rlvitals.doctor.differential.rules import candidates, from_findings
 
 __all__ = [
@@ -137,7 +137,7 @@ def differential(diagnosis: Any) -> list[ConditionCall]:
         return False
 
     v = diagnosis.vitals
-    ppo = (v.estimator or "") in ("gae", "ppo")
+    ppo = critic_baseline(v)
     trainer = getattr(v.run.manifest, "trainer", None)
     for c in calls:
         c.actions = actions_for(c.id, trainer, group_relative=not ppo and v.group_size != 1)

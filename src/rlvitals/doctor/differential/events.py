@@ -147,6 +147,15 @@ def policy_moved(ev: Events, step: int, k: int = 5) -> str | None:
     return None
 
 
+def critic_baseline(vitals: Any) -> bool:
+    """Whether the run's advantages come from a critic or batch baseline (PPO/GAE), not from
+    groups: one completion per prompt is then what the estimator expects."""
+    scale = vitals.adv_scale or ""
+    return (vitals.estimator or "") in ("gae", "ppo") or (
+        vitals.group_size == 1 and scale == "batch_std"
+    )
+
+
 def length_cap(vitals: Any) -> float | None:
     """The completion-length cap: the trainer's setting, else the longest length logged when
     some completions were truncated."""

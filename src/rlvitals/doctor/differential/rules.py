@@ -16,6 +16,7 @@ from rlvitals.doctor.differential.calls import ConditionCall
 from rlvitals.doctor.differential.events import (
     ENTROPY_EARLY_SHARE,
     Events,
+    critic_baseline,
     length_cap,
     onset_of,
     policy_moved,
@@ -65,7 +66,7 @@ def candidates(ev: Events, found: set[str]) -> list[ConditionCall]:
     p_early, p_late, p_half = ev.early("pass_rate"), ev.late("pass_rate"), ev.half("pass_rate")
     acr_early = ev.early("acr")
     G = v.group_size
-    ppo = (v.estimator or "") in ("gae", "ppo") or (G == 1 and (v.adv_scale or "") == "batch_std")
+    ppo = critic_baseline(v)
 
     # One completion per prompt under a group-relative estimator.
     if "GROUP_SIZE_ONE" in found and not ppo:
