@@ -213,7 +213,7 @@ class _Truth:
         )
 
 
-def _reward_fn(spec: ZooRun, task: Any, answers: dict, eos: int, truth: _Truth, state: dict):
+def _reward_fn(spec: ZooRun, answers: dict, eos: int, truth: _Truth, state: dict):
     """The zoo's verifier (strict), with the reward-side injections."""
 
     def reward(prompts, completions, completion_ids=None, **kwargs) -> list[float]:
@@ -250,13 +250,8 @@ def _injector(spec: ZooRun, state: dict) -> Any:
                 state["verifier_constant"] = value
             elif kind == "greedy":
                 _generation(t, do_sample=False)
-            elif kind == "temperature":
-                _generation(t, temperature=value)
-                t.temperature = value  # TRL scales the logits by it for logprobs and entropy
             elif kind == "eos_bias":  # EOS made unlikely, not impossible: some still stop
                 _generation(t, sequence_bias={(t.processing_class.eos_token_id,): value})
-            elif kind == "adv_positive":  # negatives clamped away: the policy imitates its wins
-                state["advantages"] = lambda a: a.clamp(min=0.0) * value
             elif kind == "entropy_coef":  # TRL's entropy term (grpo_trainer.py, TRL 1.16)
                 t.entropy_coef = value
                 t._entropy_bonus_enabled = True
@@ -287,7 +282,7 @@ def _generation(trainer: Any, **changes: Any) -> None:
         trainer.generation_kwargs[key] = value
 
 
-def _evaluator(spec: ZooRun, task: Any, eval_set: list, eos_ok: Callable, state: dict) -> Any:
+def _evaluator(eval_set: list, state: dict) -> Any:
     from transformers import TrainerCallback
 
     from rlvitals.lab.policy import generate
@@ -319,17 +314,9 @@ def _evaluator(spec: ZooRun, task: Any, eval_set: list, eos_ok: Callable, state:
 
 def _zoo_trainer(base_cls: type) -> type:
     class ZooTrainer(base_cls):
-        """Adds the pending held-out accuracy to the training log row of its step, and applies
-        an advantage-side injection (a sign or clamp bug after the estimator) to what trains."""
+        """Adds the pending held-out accuracy to the training log row of its step."""
 
         zoo_state: dict[str, Any] | None = None  # set per run, after construction
-
-        def _generate_and_score_completions(self, inputs):
-            out = super()._generate_and_score_completions(inputs)
-            change = self.zoo_state.get("advantages")
-            if change is not None and self.model.training:
-                out["advantages"] = change(out["advantages"])
-            return out
 
         def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
             pending = self.zoo_state.get("eval")
@@ -393,7 +380,7 @@ def _run_one(spec: ZooRun, run_dir: Path, base: Any, base_kw: dict) -> dict:
     model, tok = load_policy(base.path, base_kw.get("device", "cpu"))
     state: dict[str, Any] = {"step": 1, "verifier_constant": None, "eval": None}
     truth = _Truth(spec.group_size)
-    reward = _reward_fn(spec, task, answers, tok.eos_token_id, truth, state)
+    reward = _reward_fn(spec, answers, tok.eos_token_id, truth, state)
 
     # -- the trainer: every writer a user would have -----------------------------------------
     os.environ["TENSORBOARD_LOGGING_DIR"] = str(run_dir / "tensorboard")
@@ -422,7 +409,7 @@ def _run_one(spec: ZooRun, run_dir: Path, base: Any, base_kw: dict) -> dict:
         disable_tqdm=True,  # TRL prints each log row (PrinterCallback): the console writer
     )
     injector = _injector(spec, state)
-    held_out = _evaluator(spec, task, eval_set, None, state)
+    held_out = _evaluator(eval_set, state)
     recorder = RlvitalsCallback(run_dir / "rlvitals", doctor_every=0)
     trainer = _zoo_trainer(RlvitalsGRPOTrainer)(
         model=model,
