@@ -215,12 +215,15 @@ def run(args: argparse.Namespace) -> int:
     path = example_path(args.example) if args.example else Path(args.path)
     if args.output:
         _check_output(args.output, args.report_format, path)
-    if path.is_dir() and args.input_format is None and not _reads_as_one(path):
-        path = _the_one_run(path)
+    input_format = args.input_format
+    if path.is_dir() and input_format is None:  # the folder itself, or the one run inside
+        input_format = _folder_format(path)
+        if input_format is None:
+            path = _the_one_run(path)
     with ProgressBar(str(path), force=args.progress) as bar:
         diagnosis = diagnose_path(
             path,
-            fmt=args.input_format,
+            fmt=input_format,
             config=config,
             progress=bar,
             run=args.run,
@@ -259,16 +262,16 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if diagnosis.fails(config.fail_on) else EXIT_OK
 
 
-def _reads_as_one(folder: Path) -> bool:
-    """Whether an importer reads ``folder`` itself as a run (a recording, a TRL output folder,
-    a TensorBoard or W&B folder, an MLflow store)."""
+def _folder_format(folder: Path) -> str | None:
+    """The importer that reads ``folder`` itself as a run (a recording, a TRL output folder,
+    a TensorBoard or W&B folder, an MLflow store), or None; its name is passed on, so the folder
+    is sniffed once."""
     from rlvitals.importers import sniff
 
     try:
-        sniff(folder)
+        return sniff(folder).name
     except (InputError, OSError, ValueError):
-        return False
-    return True
+        return None
 
 
 def _the_one_run(folder: Path) -> Path:
