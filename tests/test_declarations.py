@@ -1,6 +1,6 @@
 """Lists derived from one declaration (issue 24.4): every list of formats, estimators and
 trainers is read from what each one declares, and a test fails where a declaration lacks its
-fixture, its docs entry or its advice knobs."""
+fixture, its docs entry or (a trainer) its advice knobs."""
 
 from __future__ import annotations
 
@@ -98,15 +98,75 @@ def test_a_registered_importer_s_precheck_gates_its_sniffer(tmp_path):
         sniff(no)
 
 
-def test_every_trainer_has_advice_knobs():
-    """A trainer with facts (``trainers/<name>.py``) is named by the advice's knob table, so
-    the doctor's advice can say which of its settings to change."""
+def _trainer_modules() -> list[str]:
     import pkgutil
 
     import rlvitals.trainers as trainers
-    from rlvitals.advice import KNOBS
 
-    names = [m.name for m in pkgutil.iter_modules(trainers.__path__) if m.name[0] != "_"]
+    return [m.name for m in pkgutil.iter_modules(trainers.__path__) if m.name[0] != "_"]
+
+
+def test_every_trainer_module_declares_itself_and_is_tried():
+    """``trainers/<name>.py`` declares ``TRAINER`` under its own name, and is one of the
+    modules :func:`facts_from_config` tries (a module left out of ``_TRAINERS`` would declare
+    knobs no run could ever reach)."""
+    import importlib
+
+    from rlvitals.trainers import TRAINERS
+
+    names = _trainer_modules()
     assert names
     for name in names:
-        assert any(name in table for table in KNOBS.values()), f"{name}: no knob in advice.KNOBS"
+        mod = importlib.import_module(f"rlvitals.trainers.{name}")
+        assert mod.TRAINER.name == name, f"{name}: TRAINER.name is {mod.TRAINER.name!r}"
+    assert sorted(TRAINERS) == sorted(names)
+
+
+def test_every_trainer_has_advice_knobs():
+    """A trainer names the settings of the advice's concepts, so the doctor's advice can say
+    which of its settings to change; a knob of a concept the advice does not have is a typo."""
+    from rlvitals.advice import CONCEPTS, KNOBS, MITIGATIONS
+    from rlvitals.trainers import TRAINERS
+
+    for name, t in TRAINERS.items():
+        assert t.knobs, f"{name}: no advice knobs in its TRAINER declaration"
+        assert "group_size" in t.knobs, f"{name}: the group size has no knob"
+        assert set(t.knobs) <= set(CONCEPTS), f"{name}: {set(t.knobs) - set(CONCEPTS)}"
+        assert set(t.mitigations) <= set(MITIGATIONS), name
+        for concept, setting in t.knobs.items():
+            assert KNOBS[concept][name] == setting
+
+
+def test_every_trainer_has_a_configuration_fixture_it_recognises():
+    """``tests/trainer_configs/<name>.json``: a configuration as the trainer writes it (its
+    source cited) and the facts it states; recognition goes through every trainer in order."""
+    import json
+
+    from rlvitals.trainers import TRAINERS, facts_from_config
+
+    folder = ROOT / "tests" / "trainer_configs"
+    assert sorted(p.stem for p in folder.glob("*.json")) == sorted(TRAINERS)
+    for name in TRAINERS:
+        case = json.loads((folder / f"{name}.json").read_text())
+        assert case["source"], name
+        facts = facts_from_config(case["config"])
+        assert facts is not None and facts.trainer == name, (name, facts)
+        for key, value in case["facts"].items():
+            assert getattr(facts, key) == value, (name, key, getattr(facts, key), value)
+
+
+def test_every_trainer_has_a_docs_entry():
+    from rlvitals.trainers import TRAINERS
+
+    page = (ROOT / "docs" / "trainers.md").read_text()
+    for name in TRAINERS:
+        assert f"\n## `{name}`\n" in page, f"{name}: no section in docs/trainers.md"
+
+
+def test_post_filter_trainers_are_read_from_the_declarations():
+    from rlvitals.trainers import POST_FILTER_TRAINERS, TRAINERS
+    from rlvitals.vitals import filtering
+
+    assert filtering.POST_FILTER_TRAINERS is POST_FILTER_TRAINERS
+    assert {n for n, t in TRAINERS.items() if t.post_filter} == POST_FILTER_TRAINERS
+    assert "verl" in POST_FILTER_TRAINERS and "trl" not in POST_FILTER_TRAINERS

@@ -30,6 +30,7 @@ from rlvitals.trainers import (
     verl,
 )
 from rlvitals.trainers._base import (
+    Trainer,
     TrainerFacts,
     apply_facts,
     as_bool,
@@ -42,6 +43,9 @@ from rlvitals.trainers._base import (
 )
 
 __all__ = [
+    "POST_FILTER_TRAINERS",
+    "TRAINERS",
+    "Trainer",
     "TrainerFacts",
     "apply_facts",
     "as_bool",
@@ -59,6 +63,12 @@ _TRAINERS = (verl, nemo_rl, skyrl, slime, openrlhf, open_instruct, prime_rl, ms_
 """Tried in this order: each recognises its configuration by a key only it has (slime before
 OpenRLHF, which share ``n_samples_per_prompt``; ms-swift before TRL, which share
 ``num_generations``)."""
+
+TRAINERS: dict[str, Trainer] = {mod.TRAINER.name: mod.TRAINER for mod in _TRAINERS}
+"""Every trainer module's declaration (``TRAINER`` in ``trainers/<name>.py``), by name."""
+
+POST_FILTER_TRAINERS = frozenset(name for name, t in TRAINERS.items() if t.post_filter)
+"""Trainers whose logged collapse metrics describe the batch *after* their filter."""
 
 
 def facts_from_config(config: Mapping[str, Any] | None) -> TrainerFacts | None:

@@ -22,6 +22,7 @@ from typing import Any
 from rlvitals._record import record
 
 __all__ = [
+    "Trainer",
     "TrainerFacts",
     "apply_facts",
     "as_bool",
@@ -73,6 +74,28 @@ class TrainerFacts:
     trainer_version: str | None = None
     reward_std_kind: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
+
+
+@record(frozen=True)
+class Trainer:
+    """What rlvitals knows of one trainer beyond a run's facts, declared once in its module
+    (``TRAINER = Trainer(...)`` in ``trainers/<name>.py``); the advice's knob table
+    (:data:`rlvitals.advice.KNOBS`) and the trainers whose collapse metrics are post-filter
+    (:data:`rlvitals.trainers.POST_FILTER_TRAINERS`) are read from these declarations.
+
+    Attributes:
+        name: the trainer's name in ``Manifest.trainer`` (the module's name).
+        knobs: advice concept (a key of :data:`rlvitals.advice.CONCEPTS`) -> the trainer's own
+            setting that controls it (a config key, argument or flag).
+        mitigations: mitigation (``avspo``, ``dynamic_sampling``) -> how to turn it on there.
+        post_filter: its logged collapse metrics describe the batch *after* its zero-variance
+            filter (DESIGN.md 3.6), so the pre-filter ACR is rebuilt from the filtered share.
+    """
+
+    name: str
+    knobs: dict[str, str] = field(default_factory=dict)
+    mitigations: dict[str, str] = field(default_factory=dict)
+    post_filter: bool = False
 
 
 def apply_facts(manifest: Any, facts: TrainerFacts | None, *, overwrite: bool = False) -> None:

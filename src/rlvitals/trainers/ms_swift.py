@@ -19,9 +19,21 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlvitals import vocabulary
-from rlvitals.trainers._base import TrainerFacts, as_bool, as_float, as_int, as_str
+from rlvitals.trainers._base import Trainer, TrainerFacts, as_bool, as_float, as_int, as_str
 
-__all__ = ["facts", "recognise"]
+__all__ = ["TRAINER", "facts", "recognise"]
+
+TRAINER = Trainer(
+    "ms_swift",
+    knobs={
+        "group_size": "--num_generations",
+        "temperature": "--temperature",
+        "length_limit": "--max_completion_length",
+        "kl_coef": "--beta",
+    },
+    post_filter=True,
+)
+"""What the advice names in this trainer (:class:`~rlvitals.trainers._base.Trainer`)."""
 
 DEFAULT_BETA = 0.04
 

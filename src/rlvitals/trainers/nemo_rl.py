@@ -20,9 +20,22 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlvitals import vocabulary
-from rlvitals.trainers._base import TrainerFacts, as_bool, as_float, as_int, as_str, lookup
+from rlvitals.trainers._base import Trainer, TrainerFacts, as_bool, as_float, as_int, as_str, lookup
 
-__all__ = ["facts", "recognise"]
+__all__ = ["TRAINER", "facts", "recognise"]
+
+TRAINER = Trainer(
+    "nemo_rl",
+    knobs={
+        "group_size": "grpo.num_generations_per_prompt",
+        "kl_coef": "loss_fn.reference_policy_kl_penalty",
+    },
+    mitigations={
+        "dynamic_sampling": "dynamic sampling: grpo.use_dynamic_sampling=true",
+    },
+    post_filter=True,
+)
+"""What the advice names in this trainer (:class:`~rlvitals.trainers._base.Trainer`)."""
 
 
 def recognise(config: Mapping[str, Any]) -> bool:

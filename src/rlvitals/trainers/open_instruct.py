@@ -20,9 +20,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlvitals import vocabulary
-from rlvitals.trainers._base import TrainerFacts, as_bool, as_float, as_int, as_str
+from rlvitals.trainers._base import Trainer, TrainerFacts, as_bool, as_float, as_int, as_str
 
-__all__ = ["facts", "recognise"]
+__all__ = ["TRAINER", "facts", "recognise"]
+
+TRAINER = Trainer(
+    "open_instruct",
+    knobs={
+        "group_size": "--num_samples_per_prompt_rollout",
+    },
+    post_filter=True,
+)
+"""What the advice names in this trainer (:class:`~rlvitals.trainers._base.Trainer`)."""
 
 DEFAULT_BETA = 0.05
 _ESTIMATORS = {"standard": "grpo", "centered": "dr_grpo", "maxrl": "max_rl", "max_rl": "max_rl"}

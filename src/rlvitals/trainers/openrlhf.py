@@ -21,9 +21,33 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlvitals import vocabulary
-from rlvitals.trainers._base import TrainerFacts, as_bool, as_float, as_int, as_str, lookup
+from rlvitals.trainers._base import Trainer, TrainerFacts, as_bool, as_float, as_int, as_str, lookup
 
-__all__ = ["facts", "recognise"]
+__all__ = ["TRAINER", "facts", "recognise"]
+
+TRAINER = Trainer(
+    "openrlhf",
+    knobs={
+        "group_size": "--n_samples_per_prompt",
+        "temperature": "--temperature",
+        "length_limit": "--generate_max_len",
+        "kl_coef": "--init_kl_coef",
+        "learning_rate": "--actor_learning_rate",
+        "clip_higher": "--eps_clip_low_high 0.2 0.28",
+        "entropy_bonus": "--entropy_loss_coef (e.g. 0.001)",
+        "mask_truncated": "--overlong_buffer_len (DAPO overlong shaping)",
+        "grad_clip": "--max_norm 1.0",
+        "adv_norm": "--advantage_estimator",
+        "warmup": "--lr_warmup_ratio",
+        "precision": "--bf16",
+        "ppo_epochs": "--max_epochs / --micro_train_batch_size",
+    },
+    mitigations={
+        "avspo": "AVSPO: the recipe in docs/openrlhf.md (rlvitals.estimate('avspo', ...) in place of OpenRLHF's group normalisation)",
+        "dynamic_sampling": "dynamic filtering: --dynamic_filtering --dynamic_filtering_reward_range 0 1",
+    },
+)
+"""What the advice names in this trainer (:class:`~rlvitals.trainers._base.Trainer`)."""
 
 
 KEYS = {

@@ -18,9 +18,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rlvitals.trainers._base import TrainerFacts, as_bool, as_int, lookup
+from rlvitals.trainers._base import Trainer, TrainerFacts, as_bool, as_int, lookup
 
-__all__ = ["facts", "recognise"]
+__all__ = ["TRAINER", "facts", "recognise"]
+
+TRAINER = Trainer(
+    "prime_rl",
+    knobs={
+        "group_size": "rollouts_per_example",
+    },
+    mitigations={
+        "dynamic_sampling": "prime-rl's zero-advantage filter (on by default: check it is not disabled)",
+    },
+)
+"""What the advice names in this trainer (:class:`~rlvitals.trainers._base.Trainer`)."""
 
 _G_KEYS = ("rollouts_per_example", "orchestrator.rollouts_per_example")
 _OLD_FILTER_KEYS = (

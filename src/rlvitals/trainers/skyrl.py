@@ -18,9 +18,21 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlvitals import vocabulary
-from rlvitals.trainers._base import TrainerFacts, as_bool, as_float, as_int, as_str, lookup
+from rlvitals.trainers._base import Trainer, TrainerFacts, as_bool, as_float, as_int, as_str, lookup
 
-__all__ = ["facts", "recognise"]
+__all__ = ["TRAINER", "facts", "recognise"]
+
+TRAINER = Trainer(
+    "skyrl",
+    knobs={
+        "group_size": "generator.n_samples_per_prompt",
+        "kl_coef": "trainer.algorithm.kl_loss_coef (with trainer.algorithm.use_kl_loss=true)",
+    },
+    mitigations={
+        "dynamic_sampling": "trainer.algorithm.dynamic_sampling.type=filter (or trainer.algorithm.zero_variance_filter=true)",
+    },
+)
+"""What the advice names in this trainer (:class:`~rlvitals.trainers._base.Trainer`)."""
 
 DEFAULT_KL_LOSS_COEF = 0.001
 

@@ -20,9 +20,22 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlvitals import vocabulary
-from rlvitals.trainers._base import TrainerFacts, as_bool, as_float, as_int, as_str, lookup
+from rlvitals.trainers._base import Trainer, TrainerFacts, as_bool, as_float, as_int, as_str, lookup
 
-__all__ = ["facts", "recognise"]
+__all__ = ["TRAINER", "facts", "recognise"]
+
+TRAINER = Trainer(
+    "slime",
+    knobs={
+        "group_size": "--n-samples-per-prompt",
+        "kl_coef": "--kl-loss-coef (with --use-kl-loss)",
+    },
+    mitigations={
+        "dynamic_sampling": "--dynamic-sampling-filter-path (a filter that drops zero-variance groups)",
+    },
+    post_filter=True,
+)
+"""What the advice names in this trainer (:class:`~rlvitals.trainers._base.Trainer`)."""
 
 _MARKS = ("num_steps_per_rollout", "rollout_function_path", "dynamic_sampling_filter_path")
 

@@ -18,9 +18,33 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlvitals import vocabulary
-from rlvitals.trainers._base import TrainerFacts, as_bool, as_float, as_int, as_str
+from rlvitals.trainers._base import Trainer, TrainerFacts, as_bool, as_float, as_int, as_str
 
-__all__ = ["facts", "recognise", "reward_std_kind", "scale_rewards", "version_tuple"]
+__all__ = ["TRAINER", "facts", "recognise", "reward_std_kind", "scale_rewards", "version_tuple"]
+
+TRAINER = Trainer(
+    "trl",
+    knobs={
+        "group_size": "num_generations",
+        "temperature": "temperature",
+        "length_limit": "max_completion_length",
+        "kl_coef": "beta",
+        "learning_rate": "learning_rate",
+        "clip_higher": "epsilon_high=0.28",
+        "mask_truncated": "mask_truncated_completions=True",
+        "grad_clip": "max_grad_norm=1.0",
+        "adv_norm": "scale_rewards",
+        "loss_agg": "loss_type='dapo' (or 'dr_grpo')",
+        "warmup": "warmup_ratio",
+        "precision": "bf16=True (not fp16)",
+        "ppo_epochs": "num_iterations / steps_per_generation",
+    },
+    mitigations={
+        "avspo": "AVSPO: RlvitalsGRPOTrainer(..., estimator='avspo') from rlvitals.integrations.trl (pip install -e '.[trl]' from an rlvitals checkout; docs/trl.md)",
+        "dynamic_sampling": "drop zero-variance groups: RlvitalsGRPOTrainer(..., estimator='zero_var_filter'), or resample them (rlvitals.estimators.dynamic_sampling)",
+    },
+)
+"""What the advice names in this trainer (:class:`~rlvitals.trainers._base.Trainer`)."""
 
 SCALE_CHOICES = ("group", "batch", "none")
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from rlvitals import vocabulary
 from rlvitals.trainers._base import (
+    Trainer,
     TrainerFacts,
     as_bool,
     as_float,
@@ -40,7 +41,33 @@ from rlvitals.trainers._base import (
     reward_range,
 )
 
-__all__ = ["facts", "kl_coef", "recognise"]
+__all__ = ["TRAINER", "facts", "kl_coef", "recognise"]
+
+TRAINER = Trainer(
+    "verl",
+    knobs={
+        "group_size": "actor_rollout_ref.rollout.n",
+        "temperature": "actor_rollout_ref.rollout.temperature",
+        "length_limit": "data.max_response_length",
+        "kl_coef": "actor_rollout_ref.actor.kl_loss_coef (with actor_rollout_ref.actor.use_kl_loss=True)",
+        "learning_rate": "actor_rollout_ref.actor.optim.lr",
+        "clip_higher": "actor_rollout_ref.actor.clip_ratio_high=0.28",
+        "entropy_bonus": "actor_rollout_ref.actor.entropy_coeff (e.g. 0.001)",
+        "mask_truncated": "reward_model.overlong_buffer.enable=True (DAPO overlong shaping)",
+        "grad_clip": "actor_rollout_ref.actor.grad_clip=1.0",
+        "adv_norm": "algorithm.norm_adv_by_std_in_grpo",
+        "loss_agg": "actor_rollout_ref.actor.loss_agg_mode=token-mean",
+        "warmup": "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio",
+        "precision": "bf16 in the actor's FSDP mixed-precision settings",
+        "ppo_epochs": "actor_rollout_ref.actor.ppo_epochs / ppo_mini_batch_size",
+    },
+    mitigations={
+        "avspo": "AVSPO: algorithm.adv_estimator=rlvitals_avspo (install rlvitals in the veRL environment: pip install -e '.[verl]' from an rlvitals checkout; docs/verl.md)",
+        "dynamic_sampling": "DAPO dynamic sampling: algorithm.filter_groups.enable=True (algorithm.filter_groups.metric=acc)",
+    },
+    post_filter=True,
+)
+"""What the advice names in this trainer (:class:`~rlvitals.trainers._base.Trainer`)."""
 
 _KEPT = ("data.max_response_length", "data.max_prompt_length", "data.train_batch_size")
 """Settings kept in ``manifest.config`` under their dotted names (the truncation advice and the

@@ -31,11 +31,10 @@ import numpy as np
 
 from rlvitals._record import record
 from rlvitals.recording.run import Run
+from rlvitals.trainers import POST_FILTER_TRAINERS
 
 __all__ = ["FilterInfo", "add_filtered_to_wasted", "prefilter", "reward_std_kind"]
 
-POST_FILTER_TRAINERS = frozenset({"verl", "open_instruct", "nemo_rl", "slime", "ms_swift"})
-"""Trainers whose logged collapse metrics describe the batch *after* their filter."""
 _WEAKER = ("advantages", "reward_std", "loss_grad_zero", "none")
 _SLIME_ZERO = re.compile(r"^(?:rollout/)?zero_std/count_(-?[0-9.]+)$")
 _SLIME_DROP = re.compile(r"^(?:rollout/)?dynamic_filter/drop_")
