@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dev"))  # rlvitals_corpus: dev only
 
 from rlvitals.detectors import Detector, catalogue
-from rlvitals.report._svg import Marker, line_plot
+from rlvitals.report.svg import Marker, line_plot
 from rlvitals.report.pages import (
     GENERATED,
     catalogue_page,

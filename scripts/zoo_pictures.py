@@ -86,7 +86,7 @@ def extract(zoo: Path) -> dict[str, dict]:
 
 def draw(doc: dict) -> dict[str, str]:
     """File name -> SVG of one extract."""
-    from rlvitals.report._svg import Layer, Marker, plot
+    from rlvitals.report.svg import Layer, Marker, plot
 
     cid, k = doc["condition"], doc["injected_step"]
     markers = [Marker(k, None, "warn", f"injected at step {k}")] if k > 1 else []

@@ -13,8 +13,7 @@ import pytest
 import rlvitals_tests_format_producers as F
 
 from rlvitals.cli import main
-from rlvitals.compare import compare_paths, divergence
-from rlvitals.compare._render import render_compare
+from rlvitals.compare import compare_paths, divergence, render_compare
 from rlvitals.doctor import diagnose
 from rlvitals.recording import RunBuilder
 

@@ -5,6 +5,8 @@ the expected ACR, the residual ACR, marked spikes, the prompt x step heat map.""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import importlib.util
 import json
 import re
@@ -18,6 +20,7 @@ import pytest
 from PIL import Image
 
 from rlvitals.report import render
+from rlvitals.report.web import SCRIPT
 
 WINDOW = (1200, 1600)
 CHROMIUM_TIMEOUT_S = 60
@@ -135,7 +138,11 @@ def test_html_is_self_contained(which):
     html = render(getattr(FIX, which)(), "html")
     assert "Content-Security-Policy" in html and "default-src 'none'" in html
     assert not _REMOTE.search(html) and not _CSS_REMOTE.search(html)
-    assert "<script" not in html.lower() and "<link" not in html.lower()
+    # one script, ours, allowed by its hash in the policy (no other script can run)
+    assert html.lower().count("<script") == 1 and f"<script>{SCRIPT}</script>" in html
+    digest = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
+    assert f"script-src 'sha256-{digest}'" in html and "unsafe-eval" not in html
+    assert "<link" not in html.lower()
     assert "<img" not in html.lower() and "<iframe" not in html.lower()
     assert not re.search(r"https?://", html)
     # one plot per key series of each finding, plus the overview
@@ -147,7 +154,7 @@ def test_html_escapes_the_input_and_still_renders(tmp_path):
     odd = "<script>alert(1)</script>"
     d = FIX.fixed_diagnosis(source=f"runs/{odd}/log.jsonl", odd_name=odd)
     html = render(d, "html")
-    assert "<script" not in html.lower()
+    assert html.lower().count("<script") == 1  # ours only
     assert html.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 3
     assert not _REMOTE.search(html)
 
@@ -263,6 +270,8 @@ def test_the_prompt_heat_map(plots):
     svg = _svg_titled(html, "pass rate per prompt and step")
     labels = re.findall(r'class="hlabel">([^<]+)<', svg)
     assert len(labels) == FIX.PROMPTS <= HEAT_ROWS
+    # the fixture records prompt text as the prompt: rows are labelled with it
+    assert "rows are prompt ids" not in html
     assert sorted(labels) == [f"prompt-{p:03d}" for p in range(FIX.PROMPTS)]
     assert len(re.findall(r"<path ", svg)) <= 9  # one path per colour
     # easy prompts (high index in the fixture) on top, hard ones at the bottom
@@ -313,3 +322,30 @@ def test_html_stays_small_with_many_prompts_and_steps():
     cells = re.findall(r"M[\d.]+ [\d.]+h", svg)
     assert len(cells) <= HEAT_ROWS * HEAT_COLUMNS
     assert len(html) < 500_000
+
+
+def test_heat_map_rows_are_prompt_text_when_recorded_else_short_ids():
+    from rlvitals.recording.run import GroupTable
+    from rlvitals.report._plots import prompt_heat_map
+
+    d = FIX.plots_diagnosis(steps=4, prompts=8)
+    long = "Natalia sold clips to 48 of her friends in April, and then half as many in May."
+    d.run.groups = GroupTable.from_lists(
+        [1, 2, 1, 2], [[1, 0], [1, 1], [0, 0], [1, 0]], prompts=[long, long, "2+2?", "2+2?"]
+    )
+    fig = prompt_heat_map(d.vitals)
+    labels = re.findall(r'class="hlabel">([^<]+)<title>([^<]+)</title>', fig.svg)
+    assert [unescape(a) for a, _ in labels] == [long[:35] + "…", "2+2?"]
+    assert unescape(labels[0][1]) == long  # the whole text in the tooltip
+    assert "no prompt text" not in fig.caption
+    h = "0123456789abcdef"
+    d.run.groups = GroupTable.from_lists(
+        [1, 2, 1, 2],
+        [[1, 0], [1, 1], [0, 0], [1, 0]],
+        prompts=[h, h, "blake2b:" + h, "blake2b:" + h],
+    )
+    fig = prompt_heat_map(d.vitals)
+    labels = re.findall(r'class="hlabel">([^<]+)<title>([^<]+)</title>', fig.svg)
+    assert [a for a, _ in labels] == ["#01234567", "#01234567"]
+    assert all("text was not recorded" in t for _, t in labels)
+    assert "rows are prompt ids (the run recorded no prompt text)" in fig.caption

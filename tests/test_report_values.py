@@ -24,7 +24,7 @@ from rlvitals.doctor.incidents import group_findings
 from rlvitals.recording.run import GroupTable, Manifest, RunBuilder
 from rlvitals.report import RenderOptions, render
 from rlvitals.report._heatmap import heat_map
-from rlvitals.report._svg import Layer, Marker, axis_range, line_plot, nice_ticks, plot
+from rlvitals.report.svg import Layer, Marker, axis_range, line_plot, nice_ticks, plot
 from rlvitals.vitals import compute_vitals
 
 FORMATS = ("text", "md", "json", "html")
@@ -78,7 +78,7 @@ def test_nice_ticks_ends_on_values_one_ulp_apart():
     the tick list grew without end. Run in a subprocess so a regression fails, not hangs."""
     code = (
         "import math\n"
-        "from rlvitals.report._svg import nice_ticks\n"
+        "from rlvitals.report.svg import nice_ticks\n"
         "for lo in (4500.0, 1e5, 1e12, -7e9):\n"
         "    t = nice_ticks(lo, math.nextafter(lo, math.inf))\n"
         "    assert 1 <= len(t) <= 11, t\n"

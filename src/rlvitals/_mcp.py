@@ -262,8 +262,7 @@ def compare(
         input_format: force the input format of both.
         config: an rlvitals.toml or pyproject.toml to read.
     """
-    from rlvitals.compare import compare_paths
-    from rlvitals.compare._render import render_compare
+    from rlvitals.compare import compare_paths, render_compare
 
     with _one_line_errors():
         cfg = _config(config=config)

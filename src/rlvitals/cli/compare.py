@@ -49,8 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rlvitals.cli import EXIT_OK
-    from rlvitals.compare import compare_paths
-    from rlvitals.compare._render import render_compare
+    from rlvitals.compare import compare_paths, render_compare
     from rlvitals.doctor.config import load_config
     from rlvitals.report.common import one_line
 

@@ -156,9 +156,7 @@ def run(args: argparse.Namespace) -> int:
     from rlvitals.cli import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
     from rlvitals.cli.doctor import config_from_args
     from rlvitals.report.common import one_line
-    from rlvitals.scan import discover, render_scan, scan, suffix_format
-    from rlvitals.scan._cache import default_cache_dir
-    from rlvitals.scan._progress import Counter
+    from rlvitals.scan import Counter, default_cache_dir, discover, render_scan, scan, suffix_format
 
     fmt = args.report_format or (suffix_format(args.output) if args.output else None) or "text"
     if args.jobs is not None and args.jobs < 1:

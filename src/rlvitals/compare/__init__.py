@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from rlvitals.doctor import Diagnosis, DoctorConfig
 
 __all__ = [
+    "FORMATS",
     "NOISE_Z",
     "NOT_CONFIG",
     "SERIES",
@@ -56,6 +57,7 @@ __all__ = [
     "compare_paths",
     "config_differences",
     "divergence",
+    "render_compare",
 ]
 
 SERIES = ("acr", "reward_mean", "adv_std", "entropy", "kl", "length_mean", "grad_norm")
@@ -321,3 +323,6 @@ def compare_paths(
     la = f"{os.fspath(a)} [{run_a}]" if run_a else os.fspath(a)
     lb = f"{os.fspath(b)} [{run_b}]" if run_b else os.fspath(b)
     return compare(da, db, (la, lb))
+
+
+from rlvitals.compare._render import FORMATS, render_compare  # noqa: E402  (after Comparison)

@@ -47,7 +47,7 @@ def _value(v: Any) -> str:
 
 
 def _final(c: Comparison) -> list[tuple[str, str, str]]:
-    from rlvitals.scan._row import Job, row_from_diagnosis
+    from rlvitals.scan import Job, row_from_diagnosis
 
     ra = row_from_diagnosis(c.a, Job(0, 0, c.labels[0], None))
     rb = row_from_diagnosis(c.b, Job(0, 0, c.labels[1], None))
@@ -179,7 +179,7 @@ footer { color:var(--muted); font-size:12px; margin-top:24px; }
 
 
 def _plots(c: Comparison) -> list[str]:
-    from rlvitals.report._svg import PALETTE, WIDTH, Layer, Marker, plot
+    from rlvitals.report.svg import PALETTE, WIDTH, Layer, Marker, plot
 
     out = []
     for d in c.divergences:
@@ -199,7 +199,7 @@ def _plots(c: Comparison) -> list[str]:
 
 def _html(c: Comparison) -> str:
     from rlvitals._version import __version__
-    from rlvitals.scan._html import CSP
+    from rlvitals.report.web import CSP
 
     out = [
         "<!DOCTYPE html>",

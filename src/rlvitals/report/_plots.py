@@ -20,9 +20,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlvitals._text import span_label
-from rlvitals.report._heatmap import heat_map
-from rlvitals.report._svg import LINE, PALETTE, WIDE, Layer, Marker, plot
+from rlvitals.report._heatmap import (
+    HEAT_LABEL_CHARS,
+    TEXT_LABEL_CHARS,
+    TEXT_LABEL_WIDTH,
+    heat_map,
+    prompt_label,
+)
 from rlvitals.report.common import PLOTS_PER_FINDING
+from rlvitals.report.svg import LINE, PALETTE, WIDE, Layer, Marker, plot
 from rlvitals.signal import group_stats
 
 __all__ = [
@@ -113,7 +119,7 @@ def finding_plots(f: dict, vitals, have: set[str]) -> list[str]:
     out = []
     for name in finding_names(f, have):
         steps, values = _series(vitals, name)
-        svg = plot(name, [Layer(name, steps, values)], [marker(f, name)])
+        svg = plot(name, [Layer(name, steps, values)], [marker(f, name)], interactive=True)
         if svg:
             out.append(svg)
     return out
@@ -148,7 +154,8 @@ def overview(vitals, findings: list[dict]) -> list[Figure]:
         if name not in have or drawn >= OVERVIEW_MAX:
             continue
         steps, values = _series(vitals, name)
-        svg = plot(name, [Layer(name, steps, values)], _markers_on(findings, {name}, have))
+        marks = _markers_on(findings, {name}, have)
+        svg = plot(name, [Layer(name, steps, values)], marks, interactive=True)
         if svg:
             figs.append(Figure(svg))
             drawn += 1
@@ -167,7 +174,7 @@ def _reward(vitals, findings: list[dict], have: set[str]) -> Figure | None:
         return None
     title = "reward (train) and evaluation" if shown else "reward_mean"
     markers = _markers_on(findings, {"reward_mean", *shown}, have)
-    svg = plot(title, layers, markers, width=WIDE, height=200)
+    svg = plot(title, layers, markers, width=WIDE, height=200, interactive=True)
     if not svg:
         return None
     caption = None
@@ -190,7 +197,8 @@ def _acr(vitals, findings: list[dict], have: set[str]) -> list[Figure]:
         )
     names = {"acr", "expected_acr", "excess_acr", *(n for n, _, _ in split)}
     title = "ACR: share of collapsed groups" + (", by kind" if split else "")
-    svg = plot(title, layers, _markers_on(findings, names, have), y_include=(0.0, 1.0))
+    marks = _markers_on(findings, names, have)
+    svg = plot(title, layers, marks, y_include=(0.0, 1.0), interactive=True)
     figs = [Figure(svg, _expected_caption(vitals))] if svg else []
     if "acr_residual" in have:
         res = plot(
@@ -201,6 +209,7 @@ def _acr(vitals, findings: list[dict], have: set[str]) -> list[Figure]:
             ],
             _markers_on(findings, {"acr_residual"}, have),
             y_include=(0.0, 1.0),
+            interactive=True,
         )
         if res:
             figs.append(Figure(res, "residual: groups whose advantages are still all zero"))
@@ -280,21 +289,27 @@ def prompt_heat_map(vitals) -> Figure | None:
     data = prompt_pass_rates(vitals)
     if data is None:
         return None
-    rows, columns, values, recurring = data
+    keys, columns, values, recurring = data
+    labels = [prompt_label(k) for k in keys]
+    text = any(t for _, _, t in labels)
     svg = heat_map(
         "pass rate per prompt and step",
-        rows,
+        [label for label, _, _ in labels],
         columns,
         values,
         legend=("0 (fails every time)", "1 (solves every time)"),
+        tips=[tip for _, tip, _ in labels],
+        label_width=TEXT_LABEL_WIDTH if text else 120,
+        label_chars=TEXT_LABEL_CHARS if text else HEAT_LABEL_CHARS,
     )
     if not svg:
         return None
     per = columns[0][1] - columns[0][0] + 1 if columns else 1
     caption = (
-        f"{len(rows)} of {recurring} prompts seen at two or more steps (the most seen), "
+        f"{len(keys)} of {recurring} prompts seen at two or more steps (the most seen), "
         f"highest mean pass rate first; {len(columns)} columns"
         + (f" of about {per} steps" if per > 1 else "")
         + "; blank: the prompt was not drawn"
+        + ("" if text else "; rows are prompt ids (the run recorded no prompt text)")
     )
     return Figure(svg, caption)

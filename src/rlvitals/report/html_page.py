@@ -1,5 +1,7 @@
-"""The HTML report: one self-contained page (inline CSS and SVG; no script, no request: its
-Content-Security-Policy forbids both).
+"""The HTML report: one self-contained page (inline CSS, SVG and the pages' own script; its
+Content-Security-Policy allows that script by its hash and refuses every request,
+:mod:`rlvitals.report.web`). Plots show their values on hover, zoom on a dragged range and
+switch to a log scale; the page reads at phone width (390 px: tables scroll, plots shrink).
 
 Header with the run, its verdict badge ("not judged" in grey when the doctor could not judge
 the run, never a green "no findings") and its vitals; the not-judged note with the detectors
@@ -18,7 +20,7 @@ from html import escape
 from typing import TYPE_CHECKING
 
 from rlvitals._version import __version__
-from rlvitals.report import Renderer, RenderOptions, register
+from rlvitals.report import Renderer, RenderOptions, register, web
 from rlvitals.report._plots import Figure, available, finding_plots, overview, prompt_heat_map
 from rlvitals.report.common import (
     INCIDENT_ACTIONS,
@@ -37,8 +39,8 @@ if TYPE_CHECKING:
 
 __all__ = ["render_html"]
 
-CSP = "default-src 'none'; style-src 'unsafe-inline'"
-"""The page's Content-Security-Policy: the browser itself refuses any request and any script."""
+CSP = web.CSP
+"""The page's Content-Security-Policy: its own script only; the browser refuses any request."""
 
 CSS = """
 :root { --crit:#c62828; --warn:#d97706; --info:#1d6fb8; --ok:#2e7d32; --fg:#1f2937;
@@ -124,6 +126,12 @@ section.overview { margin-top:28px; }
 .notes { color:var(--muted); font-size:13px; margin-top:24px; }
 .notes li { margin:2px 0; }
 footer { color:var(--muted); font-size:12px; margin-top:28px; }
+.msg, .cause, .conditions li, .notes li, figcaption { overflow-wrap:anywhere; }
+@media (max-width: 640px) {
+  main { padding:14px 12px 32px; } h1 { font-size:19px; } .facts { gap:4px 12px; }
+  article.incident, article.finding { padding:10px 12px; }
+  table.findings th, table.findings td { padding:5px 6px; }
+}
 """
 
 
@@ -138,13 +146,8 @@ def render_html(diagnosis: Diagnosis, options: RenderOptions) -> str:
     source = str(d["run"].get("source") or "(run)")
     worst = "unjudged" if not_judged else d.get("worst") or "ok"
     out = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
-        f"<title>rlvitals doctor: {escape(source)}</title>",
-        f"<style>{CSS}</style></head><body><main>",
-        "<header>",
+        *web.head(f"rlvitals doctor: {source}", CSS),
+        "<main><header>",
         "<h1>rlvitals doctor</h1>",
         f'<p class="source">{escape(source)}</p>',
         f'<span class="verdict {escape(worst)}">'
@@ -176,10 +179,10 @@ def render_html(diagnosis: Diagnosis, options: RenderOptions) -> str:
     out.append(_overview(overview(vitals, findings), prompt_heat_map(vitals)))
     out.append(_notes(d, skipped=not not_judged))
     out.append(
-        f"<footer>rlvitals {escape(__version__)} · self-contained report: no scripts, "
-        f"no network requests</footer>"
+        f"<footer>rlvitals {escape(__version__)} · self-contained report: no network requests "
+        "(its one script is inline) · drag across a plot to zoom, double-click to reset</footer>"
     )
-    out.append("</main></body></html>")
+    out.append(f"</main>{web.script_tag()}</body></html>")
     return "\n".join(out) + "\n"
 
 
@@ -200,8 +203,10 @@ def _summary_table(findings: list[dict]) -> str:
             f'<td class="num">{escape(_end(f))}</td><td>{escape(f["message"])}</td></tr>'
         )
     return (
-        '<table class="findings"><thead><tr><th>severity</th><th>ID</th><th>onset</th>'
-        "<th>end</th><th>finding</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+        '<div class="scroll"><table class="findings"><thead><tr><th>severity</th><th>ID</th>'
+        "<th>onset</th><th>end</th><th>finding</th></tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table></div>"
     )
 
 

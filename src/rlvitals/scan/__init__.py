@@ -17,8 +17,16 @@ from rlvitals.scan._cache import ScanCache, default_cache_dir
 from rlvitals.scan._core import ScanResult, scan
 from rlvitals.scan._discover import Discovery, Target, discover
 from rlvitals.scan._engines import ENGINES
+from rlvitals.scan._progress import Counter
 from rlvitals.scan._render import FORMATS, SORT_KEYS, render_scan, suffix_format
-from rlvitals.scan._row import FINAL_WINDOW, Job, ScanRow, choose_eval_key, scan_one
+from rlvitals.scan._row import (
+    FINAL_WINDOW,
+    Job,
+    ScanRow,
+    choose_eval_key,
+    row_from_diagnosis,
+    scan_one,
+)
 from rlvitals.scan._stats import PAPER, Correlation, correlate, correlate_rows
 
 __all__ = [
@@ -28,6 +36,7 @@ __all__ = [
     "PAPER",
     "SORT_KEYS",
     "Correlation",
+    "Counter",
     "Discovery",
     "Job",
     "ScanCache",
@@ -40,6 +49,7 @@ __all__ = [
     "default_cache_dir",
     "discover",
     "render_scan",
+    "row_from_diagnosis",
     "scan",
     "scan_one",
     "suffix_format",

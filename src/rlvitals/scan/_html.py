@@ -15,7 +15,7 @@ from html import escape
 from typing import TYPE_CHECKING
 
 from rlvitals._version import __version__
-from rlvitals.report._svg import COLORS, axis_range, nice_ticks
+from rlvitals.report.svg import COLORS, axis_range, nice_ticks
 from rlvitals.scan._cells import COLUMNS, correlation_text
 from rlvitals.scan._row import ScanRow
 

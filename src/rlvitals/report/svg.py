@@ -3,8 +3,10 @@
 :func:`plot` draws one or more series against steps: lines, dashed lines and stacked areas
 (a legend names them when there is more than one), with shaded finding spans, dashed vertical
 onset/end markers, dotted horizontal threshold lines and marked points for isolated events
-(:attr:`Marker.marks`: a spike is a point, not an episode). :func:`heat_map` draws rows x
-columns of values in [0, 1]. Long series are reduced to at most ``max_points`` by keeping each
+(:attr:`Marker.marks`: a spike is a point, not an episode). With ``interactive=True`` the plot
+carries its data for the pages' script (:mod:`rlvitals.report.web`): the frame
+(``data-frame``) and each drawn element's data coordinates, so hover values, zoom and log scale
+work on the page without a request. Long series are reduced to at most ``max_points`` by keeping each
 bucket's first, minimum, maximum and last value, so spikes survive.
 
 Any float is drawable: non-finite values are gaps, an axis whose values agree (to one ulp, or
@@ -163,6 +165,24 @@ def axis_range(lo: float, hi: float, pad: float = 0.06) -> tuple[float, float]:
     return _clamp(lo - p), _clamp(hi + p)
 
 
+def _nums(values, spec: str = ".7g") -> str:
+    """Values as a space-separated attribute (the pages' script reads them back)."""
+    return " ".join(format(float(v), spec) for v in values)
+
+
+def _data(fr: _Frame, **attrs) -> str:
+    """`` data-NAME="..."`` attributes when the plot carries its data, else nothing."""
+    if not fr.data:
+        return ""
+    out = []
+    for k, v in attrs.items():
+        if isinstance(v, str):
+            out.append(f' data-{k}="{escape(v)}"')
+        else:
+            out.append(f' data-{k}="{_nums(np.atleast_1d(v))}"')
+    return "".join(out)
+
+
 def _clamp(x: float) -> float:
     return max(-_MAX, min(_MAX, x))
 
@@ -176,7 +196,10 @@ def _label(v: float) -> str:
 
 
 class _Frame:
-    """The mapping from data to pixels of one plot area."""
+    """The mapping from data to pixels of one plot area; ``data``: also write each element's
+    data coordinates (:func:`plot`'s ``interactive``)."""
+
+    data = False
 
     def __init__(self, x: tuple[float, float], y: tuple[float, float], box: tuple[int, ...]):
         self.x0, self.x1 = x
@@ -240,9 +263,11 @@ def plot(
     width: int = WIDTH,
     height: int = HEIGHT,
     y_include: Sequence[float] = (),
+    interactive: bool = False,
 ) -> str:
     """An ``<svg>`` element drawing ``layers`` (the first is the series findings mark) with
-    ``markers``; ``y_include`` are values the y axis must show (``(0, 1)`` for a share).
+    ``markers``; ``y_include`` are values the y axis must show (``(0, 1)`` for a share);
+    ``interactive``: carry the data for the pages' script (module docstring).
 
     Returns an empty string when no layer has a finite value.
     """
@@ -268,9 +293,16 @@ def plot(
     x1 = max(float(x.max()) for x in xs_all)
     pw, ph = width - PAD_L - PAD_R, height - top - PAD_B
     fr = _Frame(axis_range(x0, x1, pad=0.0), axis_range(lo, hi), (PAD_L, top, pw, ph))
+    fr.data = interactive
+    frame = ""
+    if interactive:
+        frame = f' data-frame="{fr.left} {fr.top} {fr.w} {fr.h} ' + _nums(
+            [fr.x0, fr.x1, fr.y0, fr.y1], "17g"
+        )
+        frame += '"'
     parts = [
         f'<svg class="plot" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
-        f'role="img" aria-label="{escape(title)}">',
+        f'role="img" aria-label="{escape(title)}"{frame}>',
         f'<text x="{PAD_L}" y="14" class="ptitle">{escape(title)}</text>',
         f'<rect x="{PAD_L}" y="{top}" width="{pw}" height="{ph}" class="frame"/>',
     ]
@@ -286,7 +318,8 @@ def plot(
             f'{swatch}<text x="{lx + 18:.0f}" y="{y + 3}" class="legend">'
             f"{escape(layer.label)}</text>"
         )
-    parts += _axes(fr, height)
+    axes = _axes(fr, height)
+    parts += ['<g class="axes">', *axes, "</g>"] if interactive else axes
     for i, layer in enumerate(areas):
         below = tops[i - 1] if i else np.zeros_like(ax)
         parts.append(_area(fr, ax, below, tops[i], layer))
@@ -305,12 +338,20 @@ def line_plot(
     markers: Sequence[Marker] = (),
     width: int = WIDTH,
     height: int = HEIGHT,
+    interactive: bool = False,
 ) -> str:
     """An ``<svg>`` element plotting ``values`` (``(n,)``, NaN = gap) against ``steps`` (``(n,)``).
 
     Returns an empty string when the series has no finite value.
     """
-    return plot(name, [Layer(name, steps, values)], markers, width=width, height=height)
+    return plot(
+        name,
+        [Layer(name, steps, values)],
+        markers,
+        width=width,
+        height=height,
+        interactive=interactive,
+    )
 
 
 def _axes(fr: _Frame, height: int) -> list[str]:
@@ -339,8 +380,9 @@ def _area(fr: _Frame, x: np.ndarray, below: np.ndarray, above: np.ndarray, layer
         pts_up = [pts_up[0], f"{fr.sx(x[0]) + 2:.1f},{fr.sy(above[0]):.1f}"]
         pts_dn = [pts_dn[0], f"{fr.sx(x[0]) + 2:.1f},{fr.sy(below[0]):.1f}"]
     pts = " ".join(pts_up + pts_dn[::-1])
+    data = _data(fr, x=x, lo=below, hi=above)
     return (
-        f'<polygon points="{pts}" fill="{layer.color}" class="area">'
+        f'<polygon points="{pts}" fill="{layer.color}" {data} class="area">'
         f"<title>{escape(layer.label)}</title></polygon>"
     )
 
@@ -350,13 +392,14 @@ def _line(fr: _Frame, x: np.ndarray, y: np.ndarray, layer: Layer) -> str:
     xs, ys = reduce_points(x, y)
     cls = "series dash" if layer.style == "dash" else "series"
     title = f"<title>{escape(layer.label)}</title>"
+    data = _data(fr, series=layer.label, x=xs, y=ys)
     if xs.shape[0] == 1:
         return (
             f'<circle cx="{fr.sx(xs[0]):.1f}" cy="{fr.sy(ys[0]):.1f}" r="2.5" '
-            f'fill="{layer.color}" class="dot">{title}</circle>'
+            f'fill="{layer.color}"{data} class="dot">{title}</circle>'
         )
     pts = " ".join(f"{fr.sx(a):.1f},{fr.sy(b):.1f}" for a, b in zip(xs.tolist(), ys.tolist()))
-    return f'<polyline points="{pts}" stroke="{layer.color}" class="{cls}">{title}</polyline>'
+    return f'<polyline points="{pts}" stroke="{layer.color}"{data} class="{cls}">{title}</polyline>'
 
 
 def _markers(fr: _Frame, markers: Sequence[Marker], first) -> list[str]:
@@ -371,31 +414,35 @@ def _markers(fr: _Frame, markers: Sequence[Marker], first) -> list[str]:
                         x = fr.sx(float(s))
                         parts.append(
                             f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{fr.top}" '
-                            f'y2="{fr.top + fr.h}" stroke="{color}" class="end">{title}</line>'
+                            f'y2="{fr.top + fr.h}" stroke="{color}" class="end"'
+                            f"{_data(fr, x=float(s))}>{title}</line>"
                         )
         else:
-            a = fr.sx(max(fr.x0, min(fr.x1, float(m.onset))))
-            b = fr.sx(fr.x1 if m.end is None else max(fr.x0, min(fr.x1, float(m.end))))
+            da = max(fr.x0, min(fr.x1, float(m.onset)))
+            db = fr.x1 if m.end is None else max(fr.x0, min(fr.x1, float(m.end)))
+            a, b = fr.sx(da), fr.sx(db)
             parts.append(
                 f'<rect x="{a:.1f}" y="{fr.top}" width="{max(b - a, 1.5):.1f}" '
-                f'height="{fr.h}" fill="{color}" fill-opacity="0.10">{title}</rect>'
+                f'height="{fr.h}" fill="{color}" fill-opacity="0.10"'
+                f"{_data(fr, x0=da, x1=db)}>{title}</rect>"
                 f'<line x1="{a:.1f}" x2="{a:.1f}" y1="{fr.top}" y2="{fr.top + fr.h}" '
-                f'stroke="{color}" class="onset">{title}</line>'
+                f'stroke="{color}"{_data(fr, x=da)} class="onset">{title}</line>'
             )
             if m.end is not None:
                 parts.append(
                     f'<line x1="{b:.1f}" x2="{b:.1f}" y1="{fr.top}" y2="{fr.top + fr.h}" '
-                    f'stroke="{color}" class="end">{title}</line>'
+                    f'stroke="{color}"{_data(fr, x=db)} class="end">{title}</line>'
                 )
         for t in m.thresholds:
             if not math.isfinite(t):
                 continue
             y = fr.sy(t)
+            yv = _data(fr, yv=t)
             parts.append(
                 f'<line x1="{fr.left}" x2="{fr.left + fr.w}" y1="{y:.1f}" y2="{y:.1f}" '
-                f'stroke="{color}" class="thr"><title>threshold {_label(t)}</title></line>'
+                f'stroke="{color}"{yv} class="thr"><title>threshold {_label(t)}</title></line>'
                 f'<text x="{fr.left + fr.w - 2}" y="{y - 3:.1f}" class="thrlabel" '
-                f'fill="{color}">threshold {_label(t)}</text>'
+                f'fill="{color}"{yv}>threshold {_label(t)}</text>'
             )
     return parts
 
@@ -413,7 +460,7 @@ def _marks(fr: _Frame, markers: Sequence[Marker], first) -> list[str]:
             if i < x.shape[0] and x[i] == s:
                 parts.append(
                     f'<circle cx="{fr.sx(x[i]):.1f}" cy="{fr.sy(y[i]):.1f}" r="4" '
-                    f'fill="{color}" class="mark"><title>{escape(m.label)}: step {int(s)}'
+                    f'fill="{color}"{_data(fr, x=x[i], y=y[i])} class="mark"><title>{escape(m.label)}: step {int(s)}'
                     f"</title></circle>"
                 )
     return parts
