@@ -5,7 +5,8 @@ Targets (issue 4):
 1. loading, vitals and every detector on a 20,000-step TRL log within 3x the time of
    ``json.loads`` of the same file, in the same process;
 2. the whole ``rlvitals doctor`` process on that log under 1.5 s, start-up included;
-3. 1,000,000 steps with peak memory under 1 GB.
+3. 1,000,000 steps with peak memory under 1 GB;
+4. the differential diagnosis (issue 23) adds at most 10% to the ``rlvitals doctor`` process.
 
 How it measures:
 1. writes the logs into a temporary directory (deleted at the end): the TRL state is a labelled
@@ -38,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dev"))  # rlvitals
 RATIO_TARGET = 3.0
 PROCESS_TARGET_S = 1.5
 PEAK_MB_TARGET = 1024
+DIFFERENTIAL_SHARE = 0.10
 REPEATS = 5
 
 _INPROC = r"""
@@ -45,21 +47,23 @@ import json, sys, time
 from pathlib import Path
 path = Path(sys.argv[1]); repeats = int(sys.argv[2])
 from rlvitals.doctor import diagnose, diagnose_path
+from rlvitals.doctor.differential import differential
 from rlvitals.importers import load
 from rlvitals.vitals import compute_vitals
 from rlvitals.detectors import load_all
 load_all()
 diagnose_path(path)  # warm the imports and caches once
-base, full, parts = [], [], []
+base, full, parts, diff = [], [], [], []
 for _ in range(repeats):
     t = time.perf_counter(); json.loads(path.read_text()); base.append(time.perf_counter() - t)
     t = time.perf_counter(); d = diagnose_path(path); full.append(time.perf_counter() - t)
     t0 = time.perf_counter(); run = load(path); t1 = time.perf_counter()
     compute_vitals(run); t2 = time.perf_counter(); diagnose(run); t3 = time.perf_counter()
     parts.append((t1 - t0, t2 - t1, t3 - t2))
+    t = time.perf_counter(); differential(d); diff.append(time.perf_counter() - t)
 best = min(range(repeats), key=lambda i: parts[i][0] + parts[i][2])
 print(json.dumps({"base": min(base), "full": min(full), "load": parts[best][0],
-                  "vitals": parts[best][1], "diagnose": parts[best][2],
+                  "vitals": parts[best][1], "diagnose": parts[best][2], "differential": min(diff),
                   "steps": d.vitals.n_steps, "findings": [f.id for f in d.findings],
                   "detectors": len(d.detectors)}))
 """
@@ -163,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             f"diagnose (vitals + detectors) {r['diagnose'] * 1e3:.1f} ms"
         )
         print(f"  findings: {', '.join(r['findings'])}")
+        differential_s = r["differential"]
 
         out = tmp / "report.json"
         cmd = [
@@ -204,6 +209,13 @@ def main(argv: list[str] | None = None) -> int:
             f"'rlvitals doctor' process (JSON report): {best:.3f} s best of {args.repeats} "
             f"(median {sorted(walls)[len(walls) // 2]:.3f} s; target < {PROCESS_TARGET_S} s); "
             f"'import rlvitals.cli' {total_us / 1e3:.0f} ms"
+        )
+        share = differential_s / best
+        ok &= share <= DIFFERENTIAL_SHARE
+        print(
+            f"differential diagnosis (events, rules, ordering; inside diagnose): "
+            f"{differential_s * 1e3:.1f} ms = {share:.1%} of the doctor process "
+            f"(target <= {DIFFERENTIAL_SHARE:.0%}, issue 23)"
         )
 
         if args.big_steps:

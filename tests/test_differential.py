@@ -106,6 +106,54 @@ def test_a_falling_training_reward_is_policy_degradation_not_no_findings(tmp_pat
     )
 
 
+def test_a_fall_after_a_slow_noisy_start_is_policy_degradation(tmp_path):
+    """Pass rate 0.2 while the policy finds its feet, 0.5 by step 15, 0.13 from step 22 to the
+    end: the quarter means (0.36 early) hide the fall; the level before the change does not."""
+    n = 80
+    rng = np.random.default_rng(3)
+    level = np.where(np.arange(n) < 10, 0.2, np.where(np.arange(n) < 21, 0.5, 0.13))
+    reward = np.clip(level + rng.normal(0, 0.08, n), 0, 1)
+    path = _log(tmp_path, n, reward=reward, frac_reward_zero_std=0.4 + _noise(n, 0.05, 4))
+    ids, dx = _conditions(path)
+    assert ids[0] == "POLICY_DEGRADATION"
+    assert 20 <= dx.conditions[0].onset_step <= 24
+    assert "stays down" in dx.conditions[0].for_[0]
+
+
+def test_a_short_dip_of_the_pass_rate_is_not_degradation(tmp_path):
+    """0.5 throughout with 6 bad steps in the middle: not a fall."""
+    n = 80
+    reward = 0.5 + _noise(n, 0.05, 5)
+    reward[40:46] = 0.1
+    path = _log(tmp_path, n, reward=reward, frac_reward_zero_std=0.3 + _noise(n, 0.05, 6))
+    ids, _ = _conditions(path)
+    assert "POLICY_DEGRADATION" not in ids
+
+
+def test_a_kl_jump_after_a_noisy_start_is_a_kl_blowup(tmp_path):
+    """KL 0.2-0.9 over the first steps, 0.15-0.3 just before step 21, ~4 nats from step 21 with
+    the pass rate at 0: the jump (15x the KL just before it) leads, not the reward's fall."""
+    n = 80
+    rng = np.random.default_rng(7)
+    kl = np.where(np.arange(n) < 8, rng.uniform(0.2, 0.9, n), rng.uniform(0.12, 0.3, n))
+    kl[20:] = rng.uniform(3.4, 6.3, n - 20)
+    reward = np.where(np.arange(n) < 20, 0.45 + _noise(n, 0.08, 8), 0.0)
+    acr = np.where(np.arange(n) < 20, 0.3 + _noise(n, 0.05, 9), 1.0)
+    path = _log(tmp_path, n, reward=reward, frac_reward_zero_std=acr, kl=kl)
+    ids, dx = _conditions(path)
+    assert ids[0] == "KL_BLOWUP" and dx.conditions[0].onset_step == 21
+    assert "POLICY_DEGRADATION" in ids  # the consequence, named after its cause
+
+
+def test_a_kl_that_is_high_from_a_slow_climb_is_no_jump(tmp_path):
+    """KL climbing smoothly 0.05 -> 1.5 over 300 steps: no local jump, no 20x rise."""
+    n = 300
+    kl = np.linspace(0.08, 1.5, n)
+    path = _log(tmp_path, n, reward=0.5 + _noise(n, 0.05, 10), frac_reward_zero_std=0.3, kl=kl)
+    ids, _ = _conditions(path)
+    assert "KL_BLOWUP" not in ids
+
+
 def test_entropy_explodes_then_lengths_then_reward_is_entropy_blowup(tmp_path):
     """Entropy 0.16 -> 7.6 from step 25, lengths at the cap from ~32, reward 0 from 40."""
     n = 80

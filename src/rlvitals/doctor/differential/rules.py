@@ -52,11 +52,63 @@ KL_HIGH = 1.0
 logs: healthy runs stay below 0.2)."""
 KL_RISE = 20.0
 """Peak KL at least this multiple of its early level (zoo dev: lr 100x gives >100x)."""
+KL_JUMP = 10.0
+"""A KL at or above :data:`KL_HIGH` that is also this multiple of the median of the
+:data:`KL_BEFORE` logged points before it is a blow-up, however noisy the run's start (zoo dev:
+lr 100x jumps 10-40x in one step; early KL of a run still finding its feet is 0.1-0.9, so a
+rise against the early level alone misses a jump to 4 nats)."""
+KL_BEFORE = 10
+"""Logged points before a KL value whose median is its local baseline."""
+FALL_AFTER = 10
+"""Logged points the pass rate must stay down after its change point for the fall to count
+(zoo dev: lr 3x stays down for the rest of the run; a dip of a few noisy steps is not a fall)."""
 ADV_FALL = 0.2
 """Late advantage std at most this share of the early one with rewards still varying: the
 pipeline flattened them (zoo dev: epsilon 1e4 gives ~1e-4 of the early std)."""
 SMALL_G = 4
 """Groups of at most this many completions agree by chance often (p^G + (1-p)^G)."""
+
+
+def _kl_jump(kl: tuple[np.ndarray, np.ndarray]) -> int | None:
+    """The first step whose KL is at least :data:`KL_HIGH` and :data:`KL_JUMP` times the median
+    of the :data:`KL_BEFORE` points before it, and stays at least :data:`KL_HIGH` on most of the
+    rest of the run; None when there is none."""
+    st, x = kl
+    high = np.flatnonzero(x >= KL_HIGH)
+    high = high[high >= 3]
+    if high.size == 0:
+        return None
+    # Local baselines, vectorised (a 20,000-step run at a high KL has thousands of candidates).
+    window = np.clip(high[:, None] - np.arange(KL_BEFORE, 0, -1)[None, :], 0, None)
+    local = np.median(x[window], axis=1)
+    short = high < KL_BEFORE  # fewer points before it than a full window: the exact median
+    local[short] = [float(median(x[:i])) for i in high[short]]
+    hit = high[x[high] >= KL_JUMP * np.maximum(local, 1e-3)]
+    if hit.size == 0:
+        return None
+    i = int(hit[0])
+    return int(st[i]) if onset_of(st[i:], x[i:] >= KL_HIGH, 0.7) == int(st[i]) else None
+
+
+def _fall_at_changepoint(ev: Events) -> tuple[float, float] | None:
+    """``(before, after)`` pass-rate levels when the pass rate's change point splits it into a
+    level at least 0.15 and one at most :data:`FALL_RATIO` of it that lasts :data:`FALL_AFTER`
+    logged points and the last fifth of the run; None otherwise. The level before is the one
+    just before the change, not the run's first steps (which, while the policy finds its feet,
+    may be far below it)."""
+    s = ev.series("pass_rate")
+    cp = ev.changepoint("pass_rate")
+    if s is None or cp is None:
+        return None
+    st, x = s
+    after = x[st >= cp]
+    if after.size < max(FALL_AFTER, len(x) // 5):
+        return None
+    before = float(median(x[st < cp][-FALL_AFTER:]))
+    level, late = float(median(after)), ev.late("pass_rate")
+    if before >= 0.15 and max(level, late or 0.0) <= FALL_RATIO * before:
+        return before, level
+    return None
 
 
 def candidates(ev: Events, found: set[str]) -> list[ConditionCall]:
@@ -171,14 +223,20 @@ def candidates(ev: Events, found: set[str]) -> list[ConditionCall]:
         and q_early[0] >= 0.15
         and max(p_late, q_late[0], q_late[1]) <= FALL_RATIO * min(q_early[0], q_early[1], p_early)
     )
-    if falls:
+    cp_fall = None if falls else _fall_at_changepoint(ev)
+    if falls or cp_fall is not None:
         onset = ev.changepoint("pass_rate")
         out.append(
             ConditionCall(
                 "POLICY_DEGRADATION",
                 onset or first,
                 0.75,
-                [f"pass rate falls {p_early:.2f} -> {p_late:.2f} (from step {onset})"],
+                [
+                    f"pass rate falls {p_early:.2f} -> {p_late:.2f} (from step {onset})"
+                    if cp_fall is None
+                    else f"pass rate falls {cp_fall[0]:.2f} -> {cp_fall[1]:.2f} at step {onset} "
+                    "and stays down"
+                ],
                 findings=sorted(found & {"DEGENERATE_GROUPS", "GRAD_SPIKE"}),
             )
         )
@@ -273,14 +331,18 @@ def candidates(ev: Events, found: set[str]) -> list[ConditionCall]:
     kl = ev.series("kl")
     if kl is not None:
         k_early, k_peak, k_first = ev.early("kl"), float(np.max(kl[1])), float(kl[1][0])
-        if k_first >= 10 * KL_HIGH or (
-            k_peak >= KL_HIGH and k_peak >= KL_RISE * max(k_early or 0.0, 1e-3)
+        jump = _kl_jump(kl)
+        if (
+            k_first >= 10 * KL_HIGH
+            or (k_peak >= KL_HIGH and k_peak >= KL_RISE * max(k_early or 0.0, 1e-3))
+            or jump is not None
         ):
-            onset = (
-                first
-                if k_first >= 10 * KL_HIGH
-                else int(kl[0][np.argmax(kl[1] >= max(KL_HIGH, 10 * (k_early or 0)))])
-            )
+            if k_first >= 10 * KL_HIGH:
+                onset = first
+            elif jump is not None:
+                onset = jump
+            else:
+                onset = int(kl[0][np.argmax(kl[1] >= max(KL_HIGH, 10 * (k_early or 0)))])
             out.append(
                 ConditionCall(
                     "KL_BLOWUP",
