@@ -1,5 +1,6 @@
-"""What every console-log importer shares: cleaning a printed line, reading the numbers and
-dicts trainers print, and the launch command at the top of a log.
+"""What every console-log importer shares: reading the numbers and dicts trainers print, and
+the launch command at the top of a log (cleaning a printed line of colour codes and Ray
+prefixes is :mod:`rlvitals.importers._console_lines`; its helpers are re-exported here).
 
 A console log is whatever a training job printed: colour codes, tqdm bars redrawn with ``\\r``,
 Ray's ``(TaskRunner pid=...)`` prefixes and ``[repeated 2x across cluster]`` suffixes, warnings.
@@ -14,14 +15,23 @@ import math
 import re
 import shlex
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rlvitals.errors import InputError
-from rlvitals.importers._source import decompress_errors, is_stream, open_input, read_prefix
+from rlvitals.importers._console_lines import (
+    ANSI,
+    RAY_PREFIX,
+    SCAN_BYTES,
+    messages,
+    scan_file,
+    strip_ansi,
+    strip_ray_repeat,
+)
 
 __all__ = [
+    "ANSI",
+    "SCAN_BYTES",
     "CommandCatcher",
     "PrintedDict",
     "check_step",
@@ -45,13 +55,7 @@ MAX_COMMAND_CHARS = 256 * 1024
 """A launch command is read up to this many characters (continuation lines included)."""
 MAX_DICT_CHARS = 1024 * 1024
 """A status dict longer than this is bad input (it would cost too much memory to parse)."""
-SCAN_BYTES = 8 * 1024 * 1024
-"""A log whose first bytes look like a trainer's but hold no step line yet is scanned this far."""
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-"""A terminal colour or cursor sequence (CSI)."""
-_RAY_PREFIX = re.compile(r"\([^()\n]{1,300}\)\s*")
-_RAY_REPEAT = re.compile(r"\[repeated \d+x across cluster\]")
 _NUMPY_REPR = re.compile(r"(?:np|numpy)\.(?:float|int|uint|bool)\d*_?\((.{1,64})\)")
 _BOOLS = {"True": 1.0, "False": 0.0, "true": 1.0, "false": 0.0, "np.True_": 1.0, "np.False_": 0.0}
 _OVERRIDE_KEY = re.compile(r"[+~]{0,2}([A-Za-z_][\w\-]*(?:\.[\w\-@]+)*)")
@@ -66,46 +70,6 @@ def check_step(path: Path, digits: str, where: str) -> int:
     if len(digits) > MAX_STEP_DIGITS or int(digits) > MAX_STEP:
         raise InputError(path, f"step number {digits[:24]} is out of range", where)
     return int(digits)
-
-
-def strip_ansi(text: str) -> str:
-    r"""``text`` without terminal escape sequences.
-
-    >>> strip_ansi("\x1b[36m(TaskRunner pid=1)\x1b[0m step:1 - a:0.5")
-    '(TaskRunner pid=1) step:1 - a:0.5'
-    """
-    j = text.rfind("\x1b")
-    if j < 0:
-        return text
-    # A sequence holds no second ESC, so none crosses the last one: the text before it is
-    # cleaned by a search, the text after by one anchored match, not a scan of the whole line
-    # (colour codes sit in the Ray prefix, before hundreds of characters of plain fields).
-    m = ANSI.match(text, j)
-    return ANSI.sub("", text[:j]) + text[j if m is None else m.end() :]
-
-
-def strip_ray_repeat(text: str) -> str:
-    """``text`` without Ray's log-deduplication suffix ``[repeated 2x across cluster]``."""
-    if not text.endswith("cluster]"):
-        return text
-    i = text.rfind("[repeated ")
-    if i >= 0 and _RAY_REPEAT.fullmatch(text, i):
-        return text[:i].rstrip()
-    return text
-
-
-def messages(line: str, start: str) -> Iterator[str]:
-    """The messages of one physical line that begin with ``start`` once colour codes are off,
-    the line is split at ``\\r`` (tqdm redraws) and a Ray ``(Actor pid=...)`` prefix is dropped."""
-    line = strip_ansi(line)
-    for seg in line.split("\r") if "\r" in line else (line,):  # ``in`` is a memchr, split is not
-        seg = seg.strip()
-        if seg.startswith("("):
-            m = _RAY_PREFIX.match(seg)
-            if m is not None:
-                seg = seg[m.end() :]
-        if seg.startswith(start):
-            yield strip_ray_repeat(seg)
 
 
 def parse_number(text: str) -> float | None:
@@ -376,50 +340,6 @@ class CommandCatcher:
         return " ".join(self.parts)[:MAX_COMMAND_CHARS]
 
 
-def scan_file(
-    path: Path,
-    head: bytes,
-    pattern: re.Pattern[bytes],
-    limit: int = SCAN_BYTES,
-    needle: bytes | None = None,
-) -> bool:
-    """True when ``pattern`` matches in ``head`` or in the next bytes of the file up to ``limit``.
-
-    Read in 1 MiB chunks with a 4 KiB overlap, so a match across a chunk boundary is found and
-    the work is linear in the bytes read. An unreadable file is False. ``needle``: bytes every
-    match holds; a chunk without them is not searched (``bytes.find`` runs at memory speed, a
-    pattern that does not start with a literal costs ~30 ns a byte: 0.25 s for 8 MiB).
-    """
-
-    def search(data: bytes) -> bool:
-        return (needle is None or data.find(needle) >= 0) and pattern.search(data) is not None
-
-    if search(head):
-        return True
-    try:
-        if is_stream(path):  # sniffing must not consume it: look at its buffered prefix
-            return search(read_prefix(path, limit))
-        with open_input(path) as f:
-            skip = len(head)
-            while skip > 0:  # also works on a decompressed file or a stream's replay
-                got = len(f.read(min(skip, 1 << 20)))
-                if not got:
-                    return False
-                skip -= got
-            done, tail = len(head), head[-4096:]
-            while done < limit:
-                chunk = f.read(1 << 20)
-                if not chunk:
-                    return False
-                done += len(chunk)
-                if search(tail + chunk):
-                    return True
-                tail = chunk[-4096:]
-    except (OSError, InputError, ValueError, *decompress_errors()):
-        return False
-    return False
-
-
 # --- dicts printed over several lines (pprint) ----------------------------------------------
 
 MAX_PRINTED_DICT_CHARS = 4 * 1024 * 1024
@@ -463,7 +383,7 @@ class PrintedDict:
         text = strip_ansi(line).rstrip("\r\n")
         prefix = ""
         if text.startswith("("):
-            m = _RAY_PREFIX.match(text)
+            m = RAY_PREFIX.match(text)
             if m is not None:
                 prefix, text = text[: m.end()].rstrip(), text[m.end() :]
         if not text.startswith(opener):

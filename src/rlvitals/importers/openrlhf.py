@@ -32,6 +32,7 @@ from rlvitals.importers._console import (
     strip_ansi,
     strip_ray_repeat,
 )
+from rlvitals.importers._console_lines import clean_bytes
 from rlvitals.importers._lines import iter_lines
 from rlvitals.recording.metrics import is_eval_key
 from rlvitals.recording.run import Manifest, Run, RunBuilder
@@ -106,7 +107,7 @@ def load_openrlhf_console(path: Path, progress: Progress | None = None) -> Run:
 def _sniff(path: Path, head: bytes) -> float:
     if not head or path.is_dir():
         return 0.0
-    if _ROW_BYTES.search(head):
+    if _ROW_BYTES.search(clean_bytes(head)):
         return CONF_CONSOLE
     if not _MARK.search(head):
         return 0.0

@@ -13,6 +13,9 @@ The writer (``skyrl`` 0.3.0 on PyPI, ``skyrl/train/utils/tracking.py``, ``Consol
      'trainer/global_step': 3}
 
 Keys sorted, one per line; floats are ``.4f`` strings (``'0.0000'`` for 1e-5), ints bare.
+Through Ray every line carries the worker's prefix (``(skyrl_entrypoint pid=N, ip=A)``) and
+loguru's colour codes: both are dropped, and lines of other processes printed amid a dict (a
+different prefix) are skipped.
 
 - **Step**: N of ``Step N:`` (= ``trainer/global_step``, from 1; an eval before training is
   step 0); never ``trainer/epoch``.
@@ -37,6 +40,7 @@ from rlvitals.importers._console import (
     scan_file,
     strip_ansi,
 )
+from rlvitals.importers._console_lines import clean_bytes, split_ray_prefix, strip_ray_repeat
 from rlvitals.importers._lines import iter_lines
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 
@@ -46,7 +50,9 @@ CONF = 0.9
 MAX_BLOCK_LINES = 10_000
 """A dict longer than this many lines is bad input."""
 _HEADER = re.compile(r"(?:^|- )Step ([0-9]{1,19}): ?$")
-_HEADER_BYTES = re.compile(rb"(?m)- Step [0-9]+: ?(?:\x1b\[[0-9;]*m)*\r?\n(?:\x1b\[[0-9;]*m)*\{'")
+_HEADER_BYTES = re.compile(rb"(?m)- Step [0-9]+: ?\r?\n\{'")
+"""A header line and the first line of its dict, in bytes without colour codes and Ray
+prefixes (:func:`~rlvitals.importers._console_lines.clean_bytes`)."""
 _MARKS = (b"skyrl", b"SkyRL")
 """Words of a SkyRL log's start-up lines (declared by the pre-check too)."""
 _MARK = re.compile(b"|".join(map(re.escape, _MARKS)))
@@ -56,7 +62,7 @@ _PASS_AT = re.compile(r"^reward/avg_pass_at_([0-9]{1,6})$")
 def _sniff(path: Path, head: bytes) -> float:
     if not head:
         return 0.0
-    if _HEADER_BYTES.search(head):
+    if _HEADER_BYTES.search(clean_bytes(head)):
         return CONF
     if _MARK.search(head) and scan_file(path, head, _HEADER_BYTES):
         return CONF
@@ -70,6 +76,7 @@ def load_skyrl_console(path: Path, progress: Progress | None = None) -> Run:
     )
     step: int | None = None
     block: list[str] = []
+    prefix = ""  # the header's Ray prefix: the dict's lines carry the same one
     start = 0
     n = 0
     g = None
@@ -105,8 +112,10 @@ def load_skyrl_console(path: Path, progress: Progress | None = None) -> Run:
         line = raw.decode("utf-8", "replace")
         if "\x1b" in line:
             line = strip_ansi(line)
-        line = line.rstrip("\r")
+        ours, line = split_ray_prefix(line.rstrip("\r"))
         if step is not None:
+            if ours != prefix:
+                continue  # another process's line, printed amid the dict
             if not block and not line.lstrip().startswith("{"):
                 step = None  # a header without its dict
             else:
@@ -119,10 +128,10 @@ def load_skyrl_console(path: Path, progress: Progress | None = None) -> Run:
                     )
                 continue
         if "Step " in line:
-            m = _HEADER.search(line.rstrip())
+            m = _HEADER.search(strip_ray_repeat(line.rstrip()))
             if m:
                 step = check_step(path, m.group(1), f"line {lineno}")
-                start = lineno + 1
+                start, prefix = lineno + 1, ours
     if step is not None and block:
         finish(False)
     if n == 0:

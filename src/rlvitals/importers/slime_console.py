@@ -37,6 +37,7 @@ from rlvitals.importers._console import (
     scan_file,
     strip_ansi,
 )
+from rlvitals.importers._console_lines import clean_bytes, strip_ray_repeat
 from rlvitals.importers._lines import iter_lines
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts
@@ -57,7 +58,7 @@ _LAUNCH = re.compile(r"((?:slime\.|\btrain(?:_async)?\.py)\S*)\s")
 def _sniff(path: Path, head: bytes) -> float:
     if not head:
         return 0.0
-    if _ROW_BYTES.search(head):
+    if _ROW_BYTES.search(clean_bytes(head)):
         return CONF
     if _MARK.search(head) and scan_file(path, head, _ROW_BYTES):
         return CONF
@@ -85,7 +86,7 @@ def load_slime_console(path: Path, progress: Progress | None = None) -> Run:
         line = raw.decode("utf-8", "replace")
         if "\x1b" in line:
             line = strip_ansi(line)
-        m = _ROW.search(line.rstrip())
+        m = _ROW.search(strip_ray_repeat(line.rstrip()))
         if m is None:
             continue
         where = f"line {lineno}"

@@ -42,6 +42,7 @@ from rlvitals.importers._console import (
     scan_file,
     strip_ansi,
 )
+from rlvitals.importers._console_lines import clean_bytes, strip_ray_repeat
 from rlvitals.importers._lines import iter_lines
 from rlvitals.importers._rows import RowStore
 from rlvitals.importers._trl_files import HistoryReader, choose_segment
@@ -71,7 +72,7 @@ def _sniff(path: Path, head: bytes) -> float:
         return 0.0
     if b"Global step" in head:  # OpenRLHF prints dict reprs too
         return 0.0
-    if _LINE_BYTES.search(head):
+    if _LINE_BYTES.search(clean_bytes(head)):
         return CONF
     if _MARKS.search(head) and scan_file(path, head, _LINE_BYTES, needle=b"{'"):
         return CONF
@@ -138,7 +139,7 @@ def load_trl_console(
         if "\x1b" in line:
             line = strip_ansi(line)
         for seg in line.split("\r"):
-            text = _dict_of(seg) if "{'" in seg else None
+            text = _dict_of(strip_ray_repeat(seg.rstrip())) if "{'" in seg else None
             if text is None:
                 scan.feed(seg)
                 continue

@@ -32,6 +32,7 @@ from rlvitals.importers._console import (
     parse_number,
     scan_file,
 )
+from rlvitals.importers._console_lines import clean_bytes
 from rlvitals.importers._lines import iter_lines
 from rlvitals.recording.memory import JSON_CHECK_BYTES, check_fields
 from rlvitals.recording.metrics import is_eval_key
@@ -329,7 +330,7 @@ def _flatten(cfg: dict, prefix: str = "", depth: int = 0) -> dict[str, object]:
 def _sniff_console(path: Path, head: bytes) -> float:
     if not head or path.is_dir():
         return 0.0
-    if _STEP_BYTES.search(head):
+    if _STEP_BYTES.search(clean_bytes(head)):
         return CONF_CONSOLE
     if not _VERL_MARK.search(head):
         return 0.0
