@@ -30,7 +30,8 @@ examples:
   rlvitals doctor --example collapse
   rlvitals doctor outputs/grpo/trainer_state.json --format html -o report.html
   rlvitals doctor train.log --input-format verl_console --fail-on critical
-  rlvitals doctor run/ --format md >> "$GITHUB_STEP_SUMMARY\""""
+  rlvitals doctor run/ --format md >> "$GITHUB_STEP_SUMMARY"
+  rlvitals doctor mlflow://127.0.0.1:5000/0a1b2c3d4e5f --fail-on critical"""
 FAIL_ON = ("info", "warn", "critical", "never")
 
 
@@ -46,7 +47,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("path", nargs="?", help="a run: file or directory any importer reads")
+    src.add_argument(
+        "path",
+        nargs="?",
+        help="a run: file or directory any importer reads, or an MLflow server's "
+        "mlflow://HOST:PORT/RUN_ID",
+    )
     src.add_argument(
         "--example",
         metavar="NAME",
@@ -212,11 +218,16 @@ def run(args: argparse.Namespace) -> int:
 
     fmt = args.report_format or (suffix_format(args.output) if args.output else None) or "text"
     config = config_from_args(args)
+    from rlvitals.importers._mlflow_server import is_url
+
     path = example_path(args.example) if args.example else Path(args.path)
+    if not args.example and is_url(args.path):
+        path = args.path  # an MLflow server's mlflow://HOST:PORT/RUN_ID: Path() folds '//'
     if args.output:
         _check_output(args.output, args.report_format, path)
     input_format = args.input_format
-    if path.is_dir() and input_format is None:  # the folder itself, or the one run inside
+    # the folder itself, or the one run inside
+    if isinstance(path, Path) and path.is_dir() and input_format is None:
         input_format = _folder_format(path)
         if input_format is None:
             path = _the_one_run(path)

@@ -305,7 +305,13 @@ def load(
 
     Memory is bounded by a small multiple of the input (:mod:`rlvitals.recording.memory`):
     an input that would need more is an :class:`InputError` saying which limit it hit.
+    A URL (``mlflow://HOST:PORT/RUN_ID``) is an MLflow tracking server's, read by the ``mlflow``
+    importer (:mod:`rlvitals.importers._mlflow_server`).
     """
+    if isinstance(path, str) and "://" in path and not os.path.exists(path):
+        if fmt not in (None, "mlflow"):
+            raise InputError(path, f"a URL is read as an MLflow server, not as {fmt!r}")
+        return _import("mlflow").load(path, progress, run=run)
     with (
         input_context(path) as p,
         lenient_reading(lenient),

@@ -24,19 +24,18 @@ than once, the latest timestamp wins.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import sqlite3
 import stat
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Precheck, Progress, _sqlite, note_runs, register
+from rlvitals.importers import Importer, Precheck, Progress, _sqlite, register
 from rlvitals.importers._lines import iter_lines
+from rlvitals.importers._mlflow_runs import STEP_MAX, STEP_MIN, RunInfo, add_sorted_rows, choose
 from rlvitals.importers._source import is_regular
 from rlvitals.recording.run import Event, Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts, facts_from_config
@@ -47,84 +46,10 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 DB_NAME = "mlflow.db"
 _REQUIRED_TABLES = frozenset({"metrics", "runs"})
 _BUSY_TIMEOUT_S = 5.0
-_MAX_LISTED_RUNS = 5
 _MAX_PARAM_BYTES = 1 << 20
 _MAX_WALK = 200_000
 _SNIFF_MAX_WALK = 2_000
-_PROGRESS_ROWS = 100_000
-_STEP_MIN, _STEP_MAX = -(1 << 63), (1 << 63) - 1
-_MAX_FLOAT = sys.float_info.max
 _META_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*):\s*(.*?)\s*$")
-
-
-class _RunInfo:
-    def __init__(self, run_id: str, name: str | None, start: int, active: bool, where: Any):
-        self.run_id, self.name, self.start, self.active, self.where = (
-            run_id,
-            name,
-            start,
-            active,
-            where,
-        )
-
-    def label(self) -> str:
-        return f"{self.run_id} ({self.name})" if self.name else self.run_id
-
-
-def _choose(path: Path, runs: list[_RunInfo], run_id: str | None, builder: RunBuilder) -> _RunInfo:
-    if not runs:
-        raise InputError(path, "MLflow store holds no runs")
-    listing = [
-        {"name": r.name or r.run_id, "id": r.run_id, "active": r.active, "read": False}
-        for r in runs
-    ]
-    note_runs(builder, listing)
-    if run_id is not None:
-        hits = [r for r in runs if run_id in (r.run_id, r.name)]
-        if len(hits) == 1:
-            listing[runs.index(hits[0])]["read"] = True
-            return hits[0]
-        ids = ", ".join(r.label() for r in runs[:_MAX_LISTED_RUNS])
-        if hits:
-            raise InputError(
-                path, f"{len(hits)} MLflow runs are named {run_id!r}; choose by id ({ids})"
-            )
-        raise InputError(path, f"no run {run_id!r} in this MLflow store (runs: {ids}...)")
-    pool = [r for r in runs if r.active] or runs
-    pool.sort(key=lambda r: (r.start, r.run_id))
-    chosen = pool[-1]
-    listing[runs.index(chosen)]["read"] = True
-    if len(runs) > 1:
-        others = [r.label() for r in runs if r is not chosen]
-        listed = ", ".join(others[:_MAX_LISTED_RUNS])
-        more = (
-            f" and {len(others) - _MAX_LISTED_RUNS} more" if len(others) > _MAX_LISTED_RUNS else ""
-        )
-        builder.warn(
-            f"{path}: {len(runs)} MLflow runs; read the most recent, {chosen.label()} "
-            f"(others: {listed}{more}; choose one with --run NAME_OR_ID)"
-        )
-    return chosen
-
-
-def _metric_value(value: Any, is_nan: Any) -> float | None:
-    if is_nan:
-        return math.nan
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    v = float(value)
-    if abs(v) >= _MAX_FLOAT:  # how MLflow stores ±inf
-        return math.copysign(math.inf, v)
-    return v
-
-
-def _valid_step(step: Any) -> int | None:
-    if isinstance(step, bool) or not isinstance(step, int):
-        if isinstance(step, float) and step.is_integer():
-            step = int(step)
-        else:
-            return None
-    return step if _STEP_MIN <= step <= _STEP_MAX else None
 
 
 # --- SQLite store ----------------------------------------------------------------------------
@@ -170,7 +95,7 @@ def _read_sqlite(
         raise InputError(
             db, f"SQLite database is not an MLflow store (no table {sorted(missing)[0]!r})"
         )
-    chosen = _choose(db, _sqlite_runs(con, db), run_id, builder)
+    chosen = choose(db, _sqlite_runs(con, db), run_id, builder)
     if "params" in tables and {"key", "value", "run_uuid"} <= _columns(con, "params"):
         params = {
             str(k): v
@@ -194,7 +119,7 @@ def _read_sqlite(
         f"SELECT key, value, step, {nan_col} FROM metrics WHERE run_uuid = ? ORDER BY {order}",
         (chosen.where,),
     )
-    n = _add_sorted_rows(builder, rows, db, progress, total)
+    n = add_sorted_rows(builder, rows, progress, total)
     builder.add_event(
         Event(None, "note", f"MLflow run {chosen.label()}", {"run_id": chosen.run_id})
     )
@@ -203,7 +128,7 @@ def _read_sqlite(
     return builder.build()
 
 
-def _sqlite_runs(con: sqlite3.Connection, db: Path) -> list[_RunInfo]:
+def _sqlite_runs(con: sqlite3.Connection, db: Path) -> list[RunInfo]:
     cols = _columns(con, "runs")
     if "run_uuid" not in cols:
         raise InputError(db, "MLflow 'runs' table has no run_uuid column")
@@ -214,37 +139,11 @@ def _sqlite_runs(con: sqlite3.Connection, db: Path) -> list[_RunInfo]:
     for rid, name, start, stage in con.execute(f"SELECT {', '.join(pick)} FROM runs"):
         start = start if isinstance(start, int) else 0
         runs.append(
-            _RunInfo(
+            RunInfo(
                 str(rid), name if isinstance(name, str) else None, start, stage != "deleted", rid
             )
         )
     return runs
-
-
-def _add_sorted_rows(builder: RunBuilder, rows, db: Path, progress, total: int) -> int:
-    """Feed ``(key, value, step, is_nan)`` rows sorted by step into ``builder``, one row per step."""
-    current: int | None = None
-    row: dict[str, float] = {}
-    n = 0
-    for key, value, step, is_nan in rows:
-        n += 1
-        if progress is not None and n % _PROGRESS_ROWS == 0:
-            progress(n, total)
-        s = _valid_step(step)
-        v = _metric_value(value, is_nan)
-        if s is None or v is None or not isinstance(key, str):
-            builder.skipped_values += 1
-            continue
-        if s != current:
-            if row:
-                builder.add_row(current, row)
-            current, row = s, {}
-        row[key] = v
-    if row:
-        builder.add_row(current, row)
-    if progress is not None:
-        progress(total, total)
-    return n
 
 
 # --- file store ------------------------------------------------------------------------------
@@ -332,7 +231,7 @@ def _files_under(d: Path, builder: RunBuilder) -> list[tuple[str, Path]]:
     return out
 
 
-def _file_runs(root: Path) -> list[_RunInfo]:
+def _file_runs(root: Path) -> list[RunInfo]:
     runs = []
     for d in _file_store_runs(root, _MAX_WALK):
         meta = _read_meta(d / "meta.yaml")
@@ -340,7 +239,7 @@ def _file_runs(root: Path) -> list[_RunInfo]:
         # ASCII digits only: "²".isdigit() is True but int("²") raises
         start = int(st) if st.isascii() and st.isdigit() and len(st) < 20 else 0
         runs.append(
-            _RunInfo(
+            RunInfo(
                 meta.get("run_id") or d.name,
                 meta.get("run_name") or None,
                 start,
@@ -353,7 +252,7 @@ def _file_runs(root: Path) -> list[_RunInfo]:
 
 def _load_file_store(root: Path, run_id: str | None, progress: Progress | None) -> Run:
     builder = RunBuilder(Manifest(source=str(root), step_key="the MLflow step column"))
-    chosen = _choose(root, _file_runs(root), run_id, builder)
+    chosen = choose(root, _file_runs(root), run_id, builder)
     run_dir: Path = chosen.where
     builder.manifest.source = str(run_dir)
     if _is_dir(run_dir / "params"):
@@ -399,7 +298,7 @@ def _read_metric_file(builder: RunBuilder, key: str, path: Path) -> int:
             step = int(parts[2]) if len(parts) == 3 else 0
         except ValueError:
             raise InputError(path, "expected 'timestamp value step'", f"line {lineno}") from None
-        if not _STEP_MIN <= step <= _STEP_MAX:
+        if not STEP_MIN <= step <= STEP_MAX:
             raise InputError(path, f"step {step} out of range", f"line {lineno}")
         builder.add_row(step, {key: value})
         n += 1
@@ -438,8 +337,12 @@ def load_mlflow(
             run, with a warning naming the others (all are listed in a ``runs`` event).
         run: the same as ``run_id`` (the name every multi-run importer takes).
     """
-    path = Path(path)
     run_id = run_id if run_id is not None else run
+    if _is_url(path):
+        from rlvitals.importers._mlflow_server import load_server
+
+        return load_server(path, progress, run=run_id)
+    path = Path(path)
     if is_regular(path):
         with open(path, "rb") as f:
             if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
@@ -459,7 +362,11 @@ def load_mlflow(
 def list_mlflow_runs(path: Path) -> list[dict[str, Any]]:
     """The runs of the MLflow store ``path`` designates, without reading their metrics:
     ``[{"name", "id", "active"}]`` (``active`` is False for a deleted run); ``load_mlflow(path,
-    run=id)`` reads one."""
+    run=id)`` reads one. An MLflow server's URL lists its runs (:mod:`._mlflow_server`)."""
+    if _is_url(path):
+        from rlvitals.importers._mlflow_server import list_server_runs
+
+        return list_server_runs(path)
     path = Path(path)
     found = ("sqlite", path) if is_regular(path) else find_mlflow_store(path)
     if found is None:
@@ -476,6 +383,12 @@ def list_mlflow_runs(path: Path) -> list[dict[str, Any]]:
     else:
         runs = _file_runs(where)
     return [{"name": r.name or r.run_id, "id": r.run_id, "active": r.active} for r in runs]
+
+
+def _is_url(path: Any) -> bool:
+    from rlvitals.importers._mlflow_server import is_url
+
+    return is_url(path)
 
 
 def _sniff(path: Path, head: bytes) -> float:

@@ -1,6 +1,8 @@
 """Finding the runs under the paths ``rlvitals scan`` is given.
 
-A path is a file, a folder, or a glob (``runs/*/trainer_state.json``, ``sweep/**/*.log``).
+A path is a file, a folder, or a glob (``runs/*/trainer_state.json``, ``sweep/**/*.log``), or
+an MLflow tracking server's URL (``mlflow://HOST:PORT/experiments/NAME``: one target, the
+``mlflow`` importer lists its runs; :mod:`rlvitals.importers._mlflow_server`).
 A **file named on the command line** is a run: the importers sniff its format, and one they
 cannot read is a row with its error. A **folder** is walked top down:
 
@@ -103,6 +105,12 @@ class Discovery:
 
 def _is_glob(p: str) -> bool:
     return any(c in _GLOB_CHARS for c in p) and not os.path.lexists(p)
+
+
+def _is_url(p: str) -> bool:
+    from rlvitals.importers._mlflow_server import is_url
+
+    return is_url(p)
 
 
 def _candidate(name: str) -> bool:
@@ -290,7 +298,7 @@ def _companion_of(fmt: str | None) -> str | None:
 def _dedupe(targets: list[Target]) -> list[Target]:
     """Each target once: same real path, inside a folder target, or a companion file of
     another target (:func:`_companion_of`) counts once."""
-    real = [os.path.realpath(t.path) for t in targets]
+    real = [t.path if _is_url(t.path) else os.path.realpath(t.path) for t in targets]
     dirs = {r for r, t in zip(real, targets) if t.is_dir and t.fmt}
     claimed = {(os.path.dirname(r), t.fmt) for r, t in zip(real, targets) if not t.is_dir}
     out, seen = [], set()
@@ -342,6 +350,9 @@ def discover(
         p = os.fspath(raw)
         if p == "-":
             raise InputError("-", "scan reads files and folders; for standard input use doctor")
+        if _is_url(p):  # an MLflow server's runs (mlflow://HOST:PORT/experiments/NAME)
+            w.out.targets.append(Target(p, "mlflow"))
+            continue
         if _is_glob(p):
             matches = sorted(glob.glob(p, recursive=True))
             if not matches:
