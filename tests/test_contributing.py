@@ -66,7 +66,7 @@ class HalfGrpoConfig:
 
 def test_an_estimator_of_ones_own_states_its_scale(tmp_path):
     from rlvitals.estimators import ESTIMATORS, register_estimator
-    from rlvitals.estimators._common import common_metrics
+    from rlvitals.estimators.common import common_metrics
     from rlvitals.signal import advantages_from_stats, group_stats
 
     if "half_grpo" not in ESTIMATORS:

@@ -28,7 +28,7 @@ from rlvitals.estimators._base import (
     get_estimator,
     register_estimator,
 )
-from rlvitals.estimators._common import COMMON_METRICS
+from rlvitals.estimators.common import COMMON_METRICS
 from rlvitals.estimators._safety import NonFiniteAdvantageError, RewardRangeError
 from rlvitals.estimators.avspo import (
     AvspoConfig,

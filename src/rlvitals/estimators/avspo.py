@@ -55,7 +55,7 @@ import numpy as np
 from rlvitals import signal
 from rlvitals._array import as_mask, ceil, where
 from rlvitals.estimators._base import EstimatorName, register_estimator
-from rlvitals.estimators._common import (
+from rlvitals.estimators.common import (
     DEFAULT_R_MAX,
     DEFAULT_R_MIN,
     check_choice,

@@ -22,7 +22,7 @@ from typing import Any
 from rlvitals import signal
 from rlvitals._array import isnan
 from rlvitals.estimators._base import EstimatorName, register_estimator
-from rlvitals.estimators._common import (
+from rlvitals.estimators.common import (
     DEFAULT_R_MAX,
     DEFAULT_R_MIN,
     check_choice,

@@ -42,7 +42,7 @@ import numpy as np
 from rlvitals import signal
 from rlvitals._array import isnan, where
 from rlvitals.estimators._base import register_estimator
-from rlvitals.estimators._common import (
+from rlvitals.estimators.common import (
     DEFAULT_R_MAX,
     DEFAULT_R_MIN,
     check_int,

@@ -20,7 +20,7 @@ from typing import Any
 from rlvitals import signal
 from rlvitals._array import isnan, where
 from rlvitals.estimators._base import EstimatorName, register_estimator
-from rlvitals.estimators._common import (
+from rlvitals.estimators.common import (
     DEFAULT_R_MAX,
     DEFAULT_R_MIN,
     check_choice,

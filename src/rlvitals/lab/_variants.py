@@ -1,4 +1,6 @@
-"""AVSPO with other virtual rewards, for the lab's ablation: ``lab_avspo_virtual``.
+"""The lab's variant estimators: AVSPO with other virtual rewards (``lab_avspo_virtual``, the
+ablation) and posterior-guided GRPO with one ingredient randomised (``lab_pg_control``, the
+negative controls).
 
 He et al. (ICML 2026) ablate the virtual rewards of AVSPO: stratified (theirs), uniform-random,
 fixed ``0.5 r_max`` and exponential; stratified wins in their table. This estimator is ``avspo``
@@ -10,8 +12,11 @@ K virtual rewards of every augmented group replaced:
   step, so a run is reproducible);
 - ``"fixed"``: K copies of ``r_min + 0.5 (r_max - r_min)`` (0.5 r_max for binary rewards).
 
-It is registered when the lab trainer is imported (lab runs only), so the package's estimator
-list is unchanged elsewhere.
+``lab_pg_control`` is ``pg_grpo`` (:mod:`rlvitals.estimators.pg_grpo`) with random signs on
+collapsed groups or another prompt's posterior (class :class:`PgControlConfig`).
+
+Both are registered when the lab trainer is imported (lab runs only), so the package's
+estimator list is unchanged elsewhere.
 """
 
 from __future__ import annotations
@@ -32,9 +37,10 @@ from rlvitals.estimators import (
     register_estimator,
     stratified_k,
 )
-from rlvitals.estimators._common import check_choice, common_metrics
+from rlvitals.estimators.common import check_choice, common_metrics
+from rlvitals.estimators.pg_grpo import PgGrpoConfig
 
-__all__ = ["VIRTUAL_CHOICES", "AvspoVirtualConfig"]
+__all__ = ["CONTROL_CHOICES", "VIRTUAL_CHOICES", "AvspoVirtualConfig", "PgControlConfig"]
 
 NAME = "lab_avspo_virtual"
 VIRTUAL_CHOICES = ("stratified", "uniform", "fixed")
@@ -112,3 +118,89 @@ if NAME not in ESTIMATORS:
         scale="virtual",
         ranged=True,
     )(lab_avspo_virtual)
+
+
+# --------------------------------------------------------------------------------------------
+# Negative controls of posterior-guided GRPO (issue 26.7): ``lab_pg_control``
+
+CONTROL_NAME = "lab_pg_control"
+CONTROL_CHOICES = ("random_sign", "shuffled_keys")
+
+
+@dataclass(frozen=True)
+class PgControlConfig(PgGrpoConfig):
+    """Knobs of ``lab_pg_control``: every :class:`~rlvitals.estimators.pg_grpo.PgGrpoConfig`
+    field, plus:
+
+    Attributes:
+        control (str, default "random_sign"): ``"random_sign"``: each collapsed group's
+            advantage gets a random sign (one per group, its size kept), so the baseline's
+            direction carries no information; ``"shuffled_keys"``: the posterior a group is
+            scored against is the one under ``read_keys`` (another prompt's), while the
+            counts still update under ``keys`` (its own).
+        seed (int, default 0): seed of the random signs (with the step). Set per run by the
+            lab trainer.
+        read_keys (tuple or None, default None): with ``shuffled_keys``, the key whose
+            posterior each group reads, in the order of ``keys``; None = ``keys``. Set per step
+            by the lab trainer.
+    """
+
+    control: str = "random_sign"
+    seed: int = 0
+    read_keys: tuple | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_choice("control", self.control, CONTROL_CHOICES)
+
+
+def _pg_config(config: PgControlConfig, **over: Any) -> PgGrpoConfig:
+    names = [f.name for f in dataclasses.fields(PgGrpoConfig)]
+    return PgGrpoConfig(**{**{n: getattr(config, n) for n in names}, **over})
+
+
+def lab_pg_control(rewards: Any, group_ids: Any, config: PgControlConfig, state=None):
+    """``pg_grpo`` with one ingredient randomised (``config.control``); same state and metrics.
+
+    ``random_sign``: the advantages of ``pg_grpo``, each collapsed group's multiplied by an
+    independent ±1 (numpy, seeded by ``seed`` and the step). ``shuffled_keys``: the advantages
+    ``pg_grpo`` gives when every group reads the posterior of its ``read_keys`` entry; the next
+    state is the one ``pg_grpo`` reaches under the groups' own ``keys``.
+    """
+    pg = get_estimator("pg_grpo")
+    own = _pg_config(config)
+    adv, metrics, new_state = pg(rewards, group_ids, own, state)
+    if config.control == "shuffled_keys":
+        if config.read_keys is not None:
+            read = _pg_config(config, keys=tuple(config.read_keys))
+            adv, metrics, _ = pg(rewards, group_ids, read, state)
+        return adv, metrics, new_state
+    stats = signal.group_stats(_host(rewards), _host(group_ids), tau=config.tau)
+    collapsed = np.asarray(stats.collapsed, dtype=bool)
+    rng = np.random.default_rng([config.seed, int(new_state.step)])
+    signs = np.where(collapsed & (rng.random(collapsed.size) < 0.5), -1.0, 1.0)
+    rows = stats.spread(signs)
+    if hasattr(adv, "detach"):
+        import torch
+
+        rows = torch.as_tensor(rows, dtype=adv.dtype, device=adv.device)
+    return adv * rows, metrics, new_state
+
+
+def _host(x: Any) -> np.ndarray:
+    if hasattr(x, "detach"):
+        x = x.detach().cpu()
+        return x.double().numpy() if x.dtype.is_floating_point else x.numpy()
+    return np.asarray(x)
+
+
+if CONTROL_NAME not in ESTIMATORS:
+    register_estimator(
+        CONTROL_NAME,
+        PgControlConfig,
+        state_cls=get_estimator("pg_grpo").state_cls,
+        summary="pg_grpo with random signs on collapsed groups or shuffled prompt keys "
+        "(lab negative controls)",
+        scale="virtual",
+        ranged=True,
+    )(lab_pg_control)

@@ -1,4 +1,8 @@
-"""Shared pieces of the estimators: config validation and the common metrics."""
+"""Shared pieces of the estimators: config validation and the common metrics.
+
+Public: an estimator written outside rlvitals (CONTRIBUTING.md, "Add an estimator") and the
+lab's variants build their metrics with :func:`common_metrics` like the built-in ones.
+"""
 
 from __future__ import annotations
 
