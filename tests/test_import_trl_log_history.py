@@ -96,3 +96,69 @@ def test_add_rows_is_add_row_of_each_dict(rows):
         assert sorted(x) == sorted(y)
         for k in x:
             np.testing.assert_array_equal(x[k], y[k])
+
+
+def _curriculum(run: list, phases: int, per_phase: int, phase_value=lambda k: k) -> list[dict]:
+    """A curriculum's ``log_history``: one trainer per phase on the same model, each phase's
+    steps restarting at 1, every row tagged with its phase (the shape users write)."""
+    rows: list[dict] = []
+    for k in range(phases):
+        part = [
+            F.Step(**{**vars(st), "step": i + 1})
+            for i, st in enumerate(run[k * per_phase :][:per_phase])
+        ]
+        for row in F.log_history(part):
+            rows.append({**row, "phase": phase_value(k), "phase_task_id": f"task_{k}"})
+    return rows
+
+
+def test_a_curriculum_is_one_run_with_its_steps_continuing(tmp_path):
+    """Issue 25.2: the phases of one model's curriculum (a 'phase' field, steps restarting
+    each phase) were four unrelated runs and the doctor judged only the last."""
+    run = F.simulate(45)
+    p = tmp_path / "training_log.json"
+    p.write_text(json.dumps(_curriculum(run, 3, 15)))
+    r = load(p)
+    assert r.steps.tolist() == list(range(1, 46))
+    assert r.series["reward_mean"].tolist() == pytest.approx([st.mean for st in run])
+    starts = [
+        (e.step, e.data["phase"], e.data["phase_task_id"]) for e in r.events if e.kind == "phase"
+    ]
+    assert starts == [(1, 0, "task_0"), (16, 1, "task_1"), (31, 2, "task_2")]
+    phases = r.manifest.config["phases"]
+    assert [(ph["first_step"], ph["last_step"], ph["offset"]) for ph in phases] == [
+        (1, 15, 0), (16, 30, 15), (31, 45, 30)
+    ]  # fmt: skip
+    assert not runs_of(r) and not any("back to back" in w for w in r.warnings)
+    assert not any("non-numeric" in w for w in r.warnings)
+    assert any("3 curriculum phases" in w and "--split-phases" in w for w in r.warnings)
+    # named phases too
+    q = tmp_path / "named.json"
+    q.write_text(json.dumps(_curriculum(run, 3, 15, lambda k: ["easy", "medium", "hard"][k])))
+    assert load(q).steps.tolist() == list(range(1, 46))
+
+
+def test_split_phases_reads_a_curriculum_as_separate_runs(tmp_path):
+    from rlvitals.importers.trl_log_history import load_trl_log_history
+
+    run = F.simulate(45)
+    p = tmp_path / "training_log.json"
+    p.write_text(json.dumps(_curriculum(run, 3, 15)))
+    r = load_trl_log_history(p, split_phases=True)
+    assert r.steps.tolist() == list(range(1, 16)) and len(runs_of(r)) == 3
+    first = load_trl_log_history(p, run="1", split_phases=True)
+    assert first.series["reward_mean"].tolist() == pytest.approx([st.mean for st in run[:15]])
+
+
+def test_runs_that_repeat_a_phase_or_lack_it_are_not_a_curriculum(tmp_path):
+    run = F.simulate(40)
+    same = _curriculum(run, 2, 20, lambda k: 0)  # the same phase twice: two runs, not one
+    p = tmp_path / "same.json"
+    p.write_text(json.dumps(same))
+    assert len(runs_of(load(p))) == 2 and load(p).n_steps == 20
+    part = _curriculum(run, 2, 20)
+    for row in part[:21]:
+        row.pop("phase")
+    q = tmp_path / "part.json"
+    q.write_text(json.dumps(part))
+    assert len(runs_of(load(q))) == 2

@@ -6,6 +6,7 @@ never each other.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -23,6 +24,7 @@ from rlvitals.trainers import trl as trl_facts
 
 __all__ = [
     "MAX_STATE_BYTES",
+    "PHASE_KEY",
     "STATE_NAME",
     "SUMMARY_KEYS",
     "HistoryReader",
@@ -32,6 +34,7 @@ __all__ = [
     "find_state",
     "is_checkpoint_dir",
     "is_eval_row",
+    "phase_fields",
     "read_args",
     "read_json",
     "state_hints_near",
@@ -289,10 +292,31 @@ SUMMARY_DROP = frozenset(
 )
 
 
+PHASE_KEY = "phase"
+"""The field a curriculum adds to each ``log_history`` row (``phase_*`` fields describe it)."""
+
+
+def phase_fields(row: dict[str, Any]) -> dict[str, Any] | None:
+    """A row's ``phase`` and ``phase_*`` fields (scalars), or None when it has no ``phase``.
+
+    >>> phase_fields({"loss": 0.1, "phase": 1, "phase_task_id": "task_medium", "step": 3})
+    {'phase': 1, 'phase_task_id': 'task_medium'}
+    """
+    if PHASE_KEY not in row:
+        return None
+    out = {
+        k: v
+        for k, v in row.items()
+        if (k == PHASE_KEY or k.startswith("phase_")) and isinstance(v, (str, int, float))
+    }
+    return out if PHASE_KEY in out else None
+
+
 class HistoryReader:
     """Rows of a transformers ``log_history`` (a list dumped as JSON, or printed to the console)
     cut into segments where a new ``Trainer.train()`` starts: after a summary row, or where the
-    step goes back (two runs appended back to back). A segment is one run of the file.
+    step goes back (two runs appended back to back). A segment is one run of the file, unless
+    the segments are the phases of a curriculum (:meth:`curriculum`, :meth:`join`).
 
     ``add(step, row)`` files a row; :attr:`segments` holds ``(first, last, rows)`` per segment,
     rows as ``(step, row, kind)`` with kind ``train``, ``eval`` or ``summary``.
@@ -300,10 +324,14 @@ class HistoryReader:
 
     def __init__(self) -> None:
         self.segments: list[list[tuple[int, dict[str, Any], str]]] = [[]]
+        self.phases: list[dict[str, Any] | None] = [None]
+        """Per segment, the phase fields of its first training row (:func:`phase_fields`)."""
+        self._mixed = False  # a segment holds training rows of two phases
         self._last_train: int | None = None
         self._closed = False
 
-    def add(self, step: int, row: dict[str, Any]) -> None:
+    def add(self, step: int, row: dict[str, Any], phase: dict[str, Any] | None = None) -> None:
+        """File ``row``; ``phase``: its :func:`phase_fields` (a compact row has lost them)."""
         if SUMMARY_KEYS.intersection(row) or ("train_loss" in row and "loss" not in row):
             self.segments[-1].append((step, row, "summary"))
             self._closed = True
@@ -312,11 +340,54 @@ class HistoryReader:
         restart = kind == "train" and self._last_train is not None and step < self._last_train
         if (self._closed and kind == "train") or restart:
             self.segments.append([])
+            self.phases.append(None)
             self._last_train = None
         self._closed = False
         if kind == "train":
             self._last_train = step
+            if phase is not None:
+                if self.phases[-1] is None and not any(
+                    k == "train" for _, _, k in self.segments[-1]
+                ):
+                    self.phases[-1] = phase
+                elif self.phases[-1] is None or self.phases[-1][PHASE_KEY] != phase[PHASE_KEY]:
+                    self._mixed = True
         self.segments[-1].append((step, row, kind))
+
+    def curriculum(self) -> bool:
+        """True when the segments are the phases of one curriculum: two or more, every one's
+        training rows of one ``phase``, each phase a different one from the phase before."""
+        phases = [ph for seg, ph in zip(self.segments, self.phases) if seg]
+        if len(phases) < 2 or self._mixed or any(ph is None for ph in phases):
+            return False
+        values = [ph[PHASE_KEY] for ph in phases if ph is not None]
+        return all(a != b for a, b in itertools.pairwise(values))
+
+    def join(self) -> list[dict[str, Any]]:
+        """Make the segments one run, its steps continuing: a phase whose steps restart is
+        moved past the last step of the phase before. Returns one entry per phase: its
+        fields, ``first_step`` and ``last_step`` (as joined) and ``offset`` (added to its own
+        steps)."""
+        joined: list[tuple[int, dict[str, Any], str]] = []
+        info: list[dict[str, Any]] = []
+        last: int | None = None
+        for seg, ph in zip(self.segments, self.phases):
+            if not seg:
+                continue
+            steps = [s for s, _, k in seg if k == "train"] or [s for s, _, _ in seg]
+            offset = 0 if last is None else max(0, last + 1 - min(steps))
+            joined.extend((s + offset, row, kind) for s, row, kind in seg)
+            last = max(steps) + offset
+            info.append(
+                {
+                    **(ph or {}),
+                    "first_step": min(steps) + offset,
+                    "last_step": last,
+                    "offset": offset,
+                }
+            )
+        self.segments, self.phases = [joined], [None]
+        return info
 
     def runs(self) -> list[dict[str, Any]]:
         """One entry per non-empty segment: ``{"name", "first_step", "last_step", "rows"}``."""

@@ -11,7 +11,13 @@ own ``json.dump`` — on one line or indented, keys in insertion order, ``NaN`` 
 - **Several runs in one file**: a new ``Trainer.train()`` appended to the same list, or two
   lists dumped back to back, shows as steps that restart (or a row after the summary row). Each
   is a run of its own, listed in a ``runs`` event: the last is read, with a warning
-  naming the others, unless ``run="N"`` (``--run N``) chooses one. Never merged.
+  naming the others, unless ``run="N"`` (``--run N``) chooses one. Never merged, except:
+- **A curriculum**: when every such run's rows carry a ``phase`` field, one phase per run and
+  each a different phase from the one before, they are the phases of one model's training
+  (a trainer per phase, continuing from the last): they are joined into one run, the steps of a
+  phase that restarts moved past the phase before, a ``phase`` event where each starts,
+  ``manifest.config["phases"]`` and a warning saying so. ``split_phases=True``
+  (``--split-phases``) reads them as separate runs instead.
 - Read streaming (:func:`rlvitals.importers._lines.iter_json_array`), each row held compactly
   until the runs are told apart (:mod:`rlvitals.importers._rows`): memory is bounded by the
   series kept, not by the file.
@@ -27,8 +33,15 @@ from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._lines import iter_json_array
 from rlvitals.importers._rows import Row, RowStore, add_rows
-from rlvitals.importers._trl_files import SUMMARY_KEYS, HistoryReader, choose_segment, step_int
-from rlvitals.recording.run import Manifest, Run, RunBuilder
+from rlvitals.importers._trl_files import (
+    PHASE_KEY,
+    SUMMARY_KEYS,
+    HistoryReader,
+    choose_segment,
+    phase_fields,
+    step_int,
+)
+from rlvitals.recording.run import Event, Manifest, Run, RunBuilder
 
 __all__ = ["load_trl_log_history"]
 
@@ -47,7 +60,11 @@ def _sniff(path: Path, head: bytes) -> float:
 
 
 def load_trl_log_history(
-    path: Path, progress: Progress | None = None, *, run: str | None = None
+    path: Path,
+    progress: Progress | None = None,
+    *,
+    run: str | None = None,
+    split_phases: bool = False,
 ) -> Run:
     """Read a dumped ``log_history`` list into a ``Run`` (module docstring).
 
@@ -56,6 +73,7 @@ def load_trl_log_history(
         progress: ``progress(done_bytes, total_bytes)``.
         run: which run of the file to read when it holds several (``"1"``, ``"2"``, ...);
             default: the last.
+        split_phases: read the phases of a curriculum as separate runs (default: joined).
 
     Raises:
         InputError: not a JSON array of objects, invalid JSON, or no row with a step.
@@ -74,11 +92,16 @@ def load_trl_log_history(
         if step is None:
             bad += 1
             continue
+        phase = phase_fields(row)
+        if phase is not None:  # its text fields name the phase: not values skipped
+            row = {k: v for k, v in row.items() if k == PHASE_KEY or k not in phase}
         if SUMMARY_KEYS.intersection(row) or "train_loss" in row:
             reader.add(step, row)  # rare: kept whole (its text goes to the manifest)
         else:
-            reader.add(step, store.row(row))  # compact: memory follows the series kept
+            reader.add(step, store.row(row), phase)  # compact: memory follows the series kept
     builder = RunBuilder(Manifest(source=str(path), trainer="trl", step_key="step"))
+    if not split_phases and reader.curriculum():
+        _join_phases(path, reader, builder)
     seg = choose_segment(path, reader, run, builder)
     builder.skipped_values += sum(getattr(r, "skipped", 0) for _, r, _ in reader.segments[seg])
     _fill(reader.segments[seg], builder)
@@ -87,6 +110,29 @@ def load_trl_log_history(
     if builder.skipped_values:
         builder.warn(f"{path}: {builder.skipped_values} non-numeric values ignored")
     return builder.build()
+
+
+def _join_phases(path: Path, reader: HistoryReader, builder: RunBuilder) -> None:
+    """One run of a curriculum's phases (module docstring), said in the manifest, events and
+    a warning."""
+    phases = reader.join()
+    builder.manifest.config["phases"] = phases
+    builder.manifest.step_key = "step (curriculum phases joined, steps continuing)"
+    for ph in phases:
+        fields = {k: v for k, v in ph.items() if k not in ("first_step", "last_step", "offset")}
+        label = ", ".join(f"{k} {v}" for k, v in fields.items())
+        builder.add_event(Event(ph["first_step"], "phase", f"curriculum {label} starts", ph))
+    moved = "; ".join(
+        f"phase {ph[PHASE_KEY]}: steps {ph['first_step'] - ph['offset']}-"
+        f"{ph['last_step'] - ph['offset']} read as {ph['first_step']}-{ph['last_step']}"
+        for ph in phases
+        if ph["offset"]
+    )
+    builder.warn(
+        f"{path}: {len(phases)} curriculum phases (a 'phase' field, one per trainer run) joined "
+        f"into one run, steps continuing ({moved or 'no step moved'}); --split-phases reads "
+        "them as separate runs"
+    )
 
 
 _DROP = {"train": frozenset({"step"}), "eval": frozenset({"step", "epoch"})}
