@@ -39,13 +39,10 @@ from rlvitals.recording.run import Run
 from rlvitals.signal import (
     DEFAULT_TAU,
     DEFAULT_WINDOW,
-    ZERO_ATOL,
     acr_100,
-    acr_volatility,
-    expected_collapse,
-    windowed_acr,
 )
-from rlvitals.vitals import filtering
+from rlvitals.vitals import evidence, filtering
+from rlvitals.vitals.evidence import finite_any
 from rlvitals.vitals.groups import group_series
 from rlvitals.vitals.rewards import reward_range
 
@@ -87,20 +84,6 @@ EVIDENCE_TIERS = ("groups", "zero_std_frac", "advantages", "reward_std", "loss_g
 
 MIN_JUDGE_STEPS = 30
 """A run spanning fewer training steps is too short to judge (unless it is totally collapsed)."""
-
-_SINGLETON_SHARE = 0.9
-"""Share of steps whose advantage extremes equal the reward extremes that means G = 1."""
-_SINGLETON_MIN_STEPS = 10
-_EXPECTED_NOTES = {
-    "per-prompt": "expected ACR: each group's P0 at its prompt's pass rate in the prompt's "
-    "nearest other steps",
-    "mixed": "expected ACR: each group's P0 at its prompt's pass rate in its nearest other steps "
-    "({share:.0%} of groups), else at the step's mean pass rate",
-    "batch": "expected ACR: P0 at the step's mean pass rate (no prompt ids, or no prompt seen "
-    "twice: prompts assumed alike, an optimistic baseline)",
-}
-_BATCH_TRAP_MIN_POINTS = 10
-"""zero_std_frac must have this many points, all 0 or 1, to suspect the scale_rewards trap."""
 
 
 class UnknownSeriesError(KeyError):
@@ -223,7 +206,7 @@ class Vitals:
         the reward range, on at least 95% of steps; per-group rewards: every reward at an end),
         None when the run logs neither. The expected ACR P0 = p^G + (1-p)^G assumes binary
         rewards."""
-        return _binary_rewards(self.run, self.series, self.reward_min, self.reward_max)
+        return evidence.binary_rewards(self.run, self.series, self.reward_min, self.reward_max)
 
     @property
     def trainer(self) -> str | None:
@@ -341,159 +324,25 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
     if n_inf:
         notes.append(f"{n_inf} per-completion reward(s) logged as +/-inf: read as unscorable")
     rr = reward_range(run)
-    rmin, rmax, known_range = rr.low, rr.high, rr.known
+    rmin, rmax = rr.low, rr.high
     if rr.inferred:
         notes.append(rr.note)
-
     gs = None
     if run.groups is not None and run.groups.n_groups > 0:
         gs = group_series(run.groups, tau=tau, r_min=rmin, r_max=rmax)
-    steps = run.steps.astype(np.int64, copy=False)
-    if gs is not None and not np.array_equal(gs.steps, steps):
-        steps = np.union1d(steps, gs.steps).astype(np.int64)
-    T = steps.shape[0]
 
-    series: dict[str, np.ndarray] = {}
-    same = np.array_equal(steps, run.steps)
-    pos = None if same else np.searchsorted(steps, run.steps)
-    for name, col in run.series.items():
-        series[name] = col if same else _scatter(T, pos, col)
-
-    group_size = m.group_size
-    expected_from = None
-    group_size_from = None
-    if group_size is not None:
-        group_size_from = str(m.config.get("group_size_source") or "the configuration")
-    evidence = "none"
-    batch_trap = False
-
-    # ---- tier 1: per-group rewards (exact) ------------------------------------------------
-    if gs is not None:
-        gpos = np.searchsorted(steps, gs.steps)
-        for name in (
-            "acr",
-            "acr_solve_all",
-            "acr_solve_none",
-            "acr_flat",
-            "expected_acr",
-            "pass_rate",
-            "n_groups",
-            "group_size",
-        ):
-            series[name] = _scatter(T, gpos, getattr(gs, name))
-        for name in ("adv_std", "adv_zero_frac"):
-            if not _finite_any(series.get(name)):
-                series[name] = _scatter(T, gpos, getattr(gs, name))
-        if not _finite_any(series.get("reward_mean")):
-            series["reward_mean"] = _scatter(T, gpos, gs.reward_mean)
-        if not _finite_any(series.get("reward_std")):
-            series["reward_std"] = _scatter(T, gpos, _mean_group_std(run, gs.steps))
-        if group_size is None:
-            sizes = gs.group_size[np.isfinite(gs.group_size)]
-            if sizes.size:
-                group_size = round(float(median(sizes)))
-                group_size_from = "per-group rewards"
-        evidence = "groups"
-        notes.append("collapse evidence: per-group rewards (exact ACR)")
-        expected_from = gs.expected_from
-        notes.append(_EXPECTED_NOTES[gs.expected_from].format(share=gs.per_prompt_share))
-    elif _finite_any(series.get("acr")):
-        evidence = "groups"
-        notes.append("collapse evidence: ACR recorded live from per-group rewards")
-
-    # ---- tier 2: the trainer's zero-variance fraction ------------------------------------
-    zsf = series.get("zero_std_frac")
-    if _finite_any(zsf):
-        batch_trap = _batch_trap(m.scale_rewards, zsf, notes)
-        if evidence == "none":
-            series["acr"] = zsf.astype(np.float64, copy=True)
-            evidence = "zero_std_frac"
-            notes.append(
-                "collapse evidence: the trainer's zero-variance group fraction"
-                + (" (whole-batch collapse only: see the scale_rewards note)" if batch_trap else "")
-            )
-
-    # ---- tier 3: advantages ----------------------------------------------------------------
-    amax, amin = series.get("adv_max"), series.get("adv_min")
-    if _finite_any(amax) and _finite_any(amin):
-        with np.errstate(invalid="ignore"):
-            series["adv_span"] = amax - amin
-            allz = (np.abs(amax) <= ZERO_ATOL) & (np.abs(amin) <= ZERO_ATOL)
-        az = np.where(np.isfinite(amax) & np.isfinite(amin), allz.astype(np.float64), np.nan)
-        series["adv_all_zero"] = az
-    has_adv = any(_finite_any(series.get(k)) for k in ("adv_std", "adv_zero_frac", "adv_span"))
-    if has_adv and evidence == "none":
-        evidence = "advantages"
-        if _finite_any(series.get("adv_zero_frac")):
-            series["acr"] = series["adv_zero_frac"].astype(np.float64, copy=True)
-            notes.append("collapse evidence: advantages (ACR ~ adv_zero_frac, equal group sizes)")
-        else:
-            notes.append("collapse evidence: advantages (adv_std / adv max-min; no ACR)")
-
-    # ---- tier 4: reward variance -------------------------------------------------------------
-    rmx, rmn = series.get("reward_max"), series.get("reward_min")
-    if _finite_any(rmx) and _finite_any(rmn):
-        with np.errstate(invalid="ignore"):
-            series["reward_range"] = rmx - rmn
-        if group_size is None and _advantages_are_rewards(series):
-            group_size, group_size_from = 1, "advantages equal to rewards"
-            notes.append(
-                "G = 1 inferred: the advantages' max and min equal the rewards' on every step "
-                "(groups of one completion: the raw reward is the advantage, no baseline)"
-            )
-    has_rstd = _finite_any(series.get("reward_std")) or _finite_any(series.get("reward_range"))
-    if has_rstd and evidence == "none":
-        evidence = "reward_std"
-        notes.append("collapse evidence: reward variance (no ACR; expected collapse from G)")
-
-    # ---- tier 5: exactly-zero updates ----------------------------------------------------------
-    # The total loss when logged, else the policy-gradient loss (OpenRLHF logs only that).
-    loss = series.get("loss") if _finite_any(series.get("loss")) else series.get("pg_loss")
-    gn = series.get("grad_norm")
-    if _finite_any(loss) and _finite_any(gn):
-        with np.errstate(invalid="ignore"):
-            z = (np.abs(loss) <= ZERO_ATOL) & (np.abs(gn) <= ZERO_ATOL)
-        series["zero_update"] = np.where(np.isfinite(loss) & np.isfinite(gn), z * 1.0, np.nan)
-        if evidence == "none":
-            evidence = "loss_grad_zero"
-            notes.append("collapse evidence: steps with loss and grad_norm exactly 0")
-    if evidence == "none":
-        notes.append(
-            "no collapse evidence: log per-group rewards (rlvitals recorder), "
-            "frac_reward_zero_std, advantage stats or reward_std"
-        )
-
-    filt = filtering.prefilter(run, series, notes, evidence, group_size)  # vitals/filtering.py
-    evidence = filt.evidence
-
-    # ---- pass rate, expected and excess collapse ----------------------------------------
-    rmean = series.get("reward_mean")
-    if "pass_rate" not in series and _finite_any(rmean):
-        series["pass_rate"] = np.clip((rmean - rmin) / (rmax - rmin), 0.0, 1.0)
-    if (
-        "expected_acr" not in series
-        and group_size
-        and _finite_any(series.get("pass_rate"))
-        and _binary_rewards(run, series, rmin, rmax) is not False
-    ):  # P0 is the collapse chance of binary rewards: partial credit gets no estimate
-        expected_from = "estimate"
-        p = series["pass_rate"]
-        with np.errstate(invalid="ignore"):
-            series["expected_acr"] = np.where(
-                np.isfinite(p), expected_collapse(np.nan_to_num(p), float(group_size)), np.nan
-            )
-    acr = series.get("acr")
-    if _finite_any(acr):
-        if _finite_any(series.get("expected_acr")):
-            series["excess_acr"] = acr - series["expected_acr"]
-        series["acr_windowed"] = _on_finite(acr, lambda a: windowed_acr(a, window))
-        series["acr_volatility"] = _on_finite(acr, lambda a: acr_volatility(a, window))
-    wasted = series.get("adv_zero_frac")
-    if _finite_any(wasted):
-        series["wasted_frac"] = wasted
-    elif _finite_any(acr) and not batch_trap:
-        series["wasted_frac"] = acr
-    filtering.add_filtered_to_wasted(series, filt)  # vitals/filtering.py
+    d = evidence.align(run, gs, notes)  # the steps of vitals/evidence.py, in order
+    evidence.from_groups(d, gs)
+    evidence.from_zero_std_frac(d)
+    evidence.from_advantages(d)
+    evidence.from_reward_variance(d)
+    evidence.from_zero_updates(d)
+    filt = filtering.prefilter(run, d.series, notes, d.evidence, d.group_size)
+    d.evidence = filt.evidence
+    evidence.expected_acr(d, rmin, rmax)
+    evidence.collapse_rates(d, window)
+    filtering.add_filtered_to_wasted(d.series, filt)
+    series, steps = d.series, d.steps
 
     estimator, adv_scale = vocabulary.resolve(
         m.estimator, scale_rewards=m.scale_rewards, scale=m.adv_scale
@@ -501,19 +350,19 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
     if not rr.known and not rr.inferred:
         notes.append(rr.note)  # "assumed [0, 1]", after what was read
     kl = m.kl_coef
-    if kl is None and _finite_any(series.get("kl_coef")):
+    if kl is None and finite_any(series.get("kl_coef")):
         kl = float(nanmedian(series["kl_coef"]))
-    acr_f = series.get("acr") if _finite_any(series.get("acr")) else None
+    acr_f = series.get("acr") if finite_any(series.get("acr")) else None
     return Vitals(
         run=run,
         steps=steps,
         series=series,
         eval_steps=run.eval_steps,
         eval_series=run.eval_series,
-        evidence=evidence,
-        group_size=group_size,
-        group_size_from=group_size_from,
-        expected_acr_from=expected_from if _finite_any(series.get("expected_acr")) else None,
+        evidence=d.evidence,
+        group_size=d.group_size,
+        group_size_from=d.group_size_from,
+        expected_acr_from=d.expected_from if finite_any(series.get("expected_acr")) else None,
         estimator=estimator,
         adv_scale=adv_scale,
         kl_coef=kl,
@@ -524,50 +373,13 @@ def compute_vitals(run: Run, *, tau: float = DEFAULT_TAU, window: int = DEFAULT_
         notes=notes,
         tau=tau,
         acr_window=window,
-        reward_range_known=known_range,
+        reward_range_known=rr.known,
         reward_range_from=rr.source,
-        batch_trap=batch_trap,
+        batch_trap=d.batch_trap,
     )
 
 
 # --------------------------------------------------------------------------------------------
-
-
-def _batch_trap(scale_rewards: str | None, zsf: np.ndarray, notes: list[str]) -> bool:
-    """Note TRL's ``scale_rewards="batch"`` trap; True when it applies."""
-    if scale_rewards == "batch":
-        notes.append(
-            "scale_rewards='batch': TRL computes frac_reward_zero_std from the batch std, so it "
-            "is 1 only when the whole batch is degenerate and 0 otherwise; it is not the ACR"
-        )
-        return True
-    if scale_rewards is None:
-        v = zsf[np.isfinite(zsf)]
-        if v.size >= _BATCH_TRAP_MIN_POINTS and bool(np.all((v == 0.0) | (v == 1.0))):
-            notes.append(
-                "frac_reward_zero_std is only ever 0 or 1: likely TRL scale_rewards='batch' "
-                "(computed from the batch std), or one prompt per step; read it as whole-batch "
-                "collapse, not the ACR"
-            )
-            return True
-    return False
-
-
-def _binary_rewards(run: Run, series: dict[str, np.ndarray], lo: float, hi: float) -> bool | None:
-    """See :attr:`Vitals.binary_rewards`."""
-    tol = 1e-6 * max(1.0, hi - lo)
-    g = run.groups
-    if g is not None and g.rewards.size:
-        r = g.rewards[np.isfinite(g.rewards)]
-        return bool(((np.abs(r - lo) <= tol) | (np.abs(r - hi) <= tol)).all())
-    ends = [series.get(n) for n in ("reward_min", "reward_max")]
-    vals = [x[np.isfinite(x)] for x in ends if x is not None]
-    vals = [v for v in vals if v.size]
-    if not vals:
-        return None
-    v = np.concatenate(vals)
-    at_end = (np.abs(v - lo) <= tol) | (np.abs(v - hi) <= tol)
-    return bool(at_end.mean() >= 0.95)
 
 
 def _without_infinite_rewards(run: Run) -> tuple[Run, int]:
@@ -587,57 +399,6 @@ def _without_infinite_rewards(run: Run) -> tuple[Run, int]:
         advantages=np.where(np.isinf(adv), np.nan, adv) if bad_adv else adv,
     )
     return replace(run, groups=clean), int(bad.sum())
-
-
-def _advantages_are_rewards(series: dict[str, np.ndarray]) -> bool:
-    """True when adv max/min equal reward max/min (relative 1e-3) on at least
-    :data:`_SINGLETON_SHARE` of the steps that log all four, and the rewards vary: what veRL's
-    GRPO logs with groups of one completion (mean 0, std 1: advantage = reward / (1 + eps))."""
-    amax, amin = series.get("adv_max"), series.get("adv_min")
-    rmax, rmin = series.get("reward_max"), series.get("reward_min")
-    if amax is None or amin is None or rmax is None or rmin is None:
-        return False
-    ok = np.isfinite(amax) & np.isfinite(amin) & np.isfinite(rmax) & np.isfinite(rmin)
-    if int(ok.sum()) < _SINGLETON_MIN_STEPS or not (rmax[ok] > rmin[ok]).any():
-        return False
-    scale = np.maximum(np.abs(rmax[ok]) + np.abs(rmin[ok]), 1e-6)
-    same = (np.abs(amax[ok] - rmax[ok]) + np.abs(amin[ok] - rmin[ok])) <= 1e-3 * scale
-    return float(same.mean()) >= _SINGLETON_SHARE
-
-
-def _mean_group_std(run: Run, steps: np.ndarray) -> np.ndarray:
-    """``(len(steps),)`` mean over each step's groups of the group reward std (TRL's reward_std)."""
-    from rlvitals.signal import group_stats
-
-    g = run.groups
-    st = group_stats(g.rewards, g.row_group())
-    std = np.where(np.isfinite(st.std), st.std, 0.0)
-    _, inv = np.unique(g.step, return_inverse=True)
-    inv = inv.reshape(-1)
-    ok = st.scorable
-    num = np.bincount(inv[ok], weights=std[ok], minlength=steps.shape[0])
-    den = np.bincount(inv[ok], minlength=steps.shape[0]).astype(np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
-
-
-def _scatter(T: int, pos: np.ndarray, values: np.ndarray) -> np.ndarray:
-    out = np.full(T, np.nan)
-    out[pos] = values
-    return out
-
-
-def _on_finite(x: np.ndarray, fn) -> np.ndarray:
-    """Apply a step-series function to the finite points of ``x``; NaN elsewhere."""
-    ok = np.isfinite(x)
-    out = np.full(x.shape[0], np.nan)
-    if ok.any():
-        out[ok] = fn(x[ok])
-    return out
-
-
-def _finite_any(x: np.ndarray | None) -> bool:
-    return x is not None and bool(np.isfinite(x).any())
 
 
 def _nanmean(x: np.ndarray | None) -> float | None:

@@ -15,7 +15,6 @@ whatever the run logged:
 - ``acr_solve_all`` / ``acr_solve_none`` from the trainer's own solve splits (prime-rl
   ``solve_all/all``, rLLM ``fractions/too_easy``, slime ``zero_std/count_<r>``, ...), and the ACR
   from them when the run has no better evidence;
-- ``group_reward_std_mean`` from per-group rewards when the trainer did not log it.
 
 :func:`add_filtered_to_wasted` then counts the filtered share in ``wasted_frac``, and
 :func:`reward_std_kind` says whether a logged ``reward_std`` is a per-group mean or a batch std
@@ -31,7 +30,7 @@ import numpy as np
 
 from rlvitals._record import record
 from rlvitals.recording.run import Run
-from rlvitals.trainers import POST_FILTER_TRAINERS
+from rlvitals.trainers import POST_FILTER_TRAINERS, lookup
 
 __all__ = ["FilterInfo", "add_filtered_to_wasted", "prefilter", "reward_std_kind"]
 
@@ -63,7 +62,7 @@ def _config(run: Run, *keys: str) -> float | None:
     cfg = run.manifest.config
     for k in keys:
         for variant in (k, k.replace("_", "-")):
-            v = _lookup(cfg, variant)
+            v = lookup(cfg, variant)
             try:
                 x = float(v) if v is not None and not isinstance(v, bool) else None
             except (TypeError, ValueError):
@@ -71,19 +70,6 @@ def _config(run: Run, *keys: str) -> float | None:
             if x is not None and np.isfinite(x) and x > 0:
                 return x
     return None
-
-
-def _lookup(cfg: Any, dotted: str) -> Any:
-    """``cfg["a"]["b"]`` for ``"a.b"``, or the flattened ``"a.b"`` / ``"a/b"`` keys."""
-    for flat in (dotted, dotted.replace(".", "/")):
-        if isinstance(cfg, dict) and flat in cfg:
-            return cfg[flat]
-    node = cfg
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
 
 
 def _raw(
@@ -282,7 +268,6 @@ def _prefilter(
                 trainer=run.manifest.trainer
             )
         )
-    _group_std_mean(run, series)
 
     sa, sn = _solve_splits(run, series, notes)
     slime_acr = series.pop("_slime_acr", None)
@@ -374,34 +359,6 @@ def add_filtered_to_wasted(series: dict[str, np.ndarray], info: FilterInfo) -> N
             series["wasted_frac"] = np.where(np.isfinite(w), f + (1.0 - f) * w, f)
         else:
             series["wasted_frac"] = np.fmax(w, f)
-
-
-def _group_std_mean(run: Run, series: dict[str, np.ndarray]) -> None:
-    """``group_reward_std_mean`` from per-group rewards, when the trainer did not log it."""
-    g = run.groups
-    if g is None or g.n_groups == 0 or _finite(series.get("group_reward_std_mean")):
-        return
-    from rlvitals.signal import group_stats
-
-    st = group_stats(g.rewards, g.row_group())
-    std = np.where(np.isfinite(st.std), st.std, 0.0)
-    steps, inv = np.unique(g.step, return_inverse=True)
-    inv = inv.reshape(-1)
-    ok = st.scorable
-    num = np.bincount(inv[ok], weights=std[ok], minlength=steps.size)
-    den = np.bincount(inv[ok], minlength=steps.size).astype(np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        per = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
-    ref = next(iter(series.values()), None)
-    if ref is None:
-        return
-    # align on the vitals' step index: the union of run and group steps, sorted
-    all_steps = np.union1d(run.steps, g.step) if run.steps.size else steps
-    if all_steps.size != ref.shape[0]:
-        return
-    out = np.full(all_steps.size, np.nan)
-    out[np.searchsorted(all_steps, steps)] = per
-    series["group_reward_std_mean"] = out
 
 
 _REWARD_STD_NOTES = {

@@ -38,7 +38,9 @@ class GroupSeries:
     back), ``batch`` (none had a per-prompt estimate); ``per_prompt_share`` the share of groups
     with one.
     ``adv_std`` / ``adv_zero_frac`` are of GRPO advantages recomputed from the rewards (or of the
-    recorded advantages when present).
+    recorded advantages when present). ``group_std_mean`` is the mean over scorable groups of
+    the group's reward std (unbiased; a one-member group counts as 0): TRL's ``reward_std``
+    before 0.27.
     """
 
     steps: np.ndarray
@@ -54,6 +56,7 @@ class GroupSeries:
     adv_std: np.ndarray
     adv_zero_frac: np.ndarray
     group_size: np.ndarray
+    group_std_mean: np.ndarray
     expected_from: str = "batch"
     per_prompt_share: float = 0.0
     n_infinite: int = 0
@@ -113,6 +116,7 @@ def group_series(
         p0 = np.where(scorable, expected_collapse(p_g, np.where(scorable, st.count, 1.0)), 0.0)
         expected = per_step(p0) / denom
         gs = per_step(np.where(scorable, st.size, 0.0)) / denom
+        std_mean = per_step(np.where(scorable & np.isfinite(st.std), st.std, 0.0)) / denom
     n_scorable = int(scorable.sum())
     share = float(has_own.sum()) / n_scorable if n_scorable else 0.0
     expected_from = "per-prompt" if share == 1.0 else ("mixed" if share > 0 else "batch")
@@ -136,6 +140,7 @@ def group_series(
         adv_std=adv_std,
         adv_zero_frac=adv_zero,
         group_size=gs,
+        group_std_mean=std_mean,
         expected_from=expected_from,
         per_prompt_share=share,
         n_infinite=n_infinite,
