@@ -185,7 +185,7 @@ def test_round_trip_everything(tmp_path):
 def test_scalars_read_back_the_same_whichever_encoder_wrote_them(tmp_path, monkeypatch, parser):
     """Rows of finite values are written by orjson, rows holding NaN or inf (and keys orjson
     cannot encode) by json: what reads back is the same values, bit for bit, either way."""
-    from rlvitals.recording import _format
+    from rlvitals.recording import layout as _format
 
     monkeypatch.setattr(_format, "_DUMPS", [])  # resolved again under this test's setting
     if parser == "stdlib":
@@ -492,7 +492,7 @@ def test_corrupt_record_in_the_middle(tmp_path, stream):
 
 
 def test_valid_frame_with_malformed_payload_is_corrupt(tmp_path):
-    from rlvitals.recording import _format as fmt
+    from rlvitals.recording import layout as fmt
 
     ends = _write_small(tmp_path)
     p = tmp_path / STREAMS[1]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._source import is_lenient
-from rlvitals.recording import _format as fmt
+from rlvitals.recording import layout as fmt
 from rlvitals.recording.reader import read_recording
 from rlvitals.recording.run import Run
 

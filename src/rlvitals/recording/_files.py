@@ -11,7 +11,7 @@ import os
 import stat
 from pathlib import Path
 
-from rlvitals.recording import _format as fmt
+from rlvitals.recording import layout as fmt
 from rlvitals.recording._resync import next_valid
 
 __all__ = [

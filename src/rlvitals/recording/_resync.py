@@ -11,7 +11,7 @@ import zlib
 
 import numpy as np
 
-from rlvitals.recording._format import FRAME_HEADER, FRAME_MAGIC, MAX_PAYLOAD, Frame
+from rlvitals.recording.layout import FRAME_HEADER, FRAME_MAGIC, MAX_PAYLOAD, Frame
 
 __all__ = ["DIRECT_CRC_FACTOR", "Resync", "crc_shift", "next_valid"]
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from rlvitals._version import __version__
 from rlvitals.recording import _files
-from rlvitals.recording import _format as fmt
+from rlvitals.recording import layout as fmt
 from rlvitals.recording._claim import CLAIM_CHECK_S, Claim, Claimed
 from rlvitals.recording.run import Manifest
 

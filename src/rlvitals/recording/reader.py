@@ -27,7 +27,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from rlvitals.errors import InputError
-from rlvitals.recording import _format as fmt
+from rlvitals.recording import layout as fmt
 from rlvitals.recording import memory as _memory
 from rlvitals.recording._resync import Resync
 from rlvitals.recording.run import Event, GroupTable, Manifest, Run, RunBuilder

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from rlvitals.recording import _format as fmt
+from rlvitals.recording import layout as fmt
 from rlvitals.recording._streams import StreamWriter
 from rlvitals.recording.run import Manifest
 

@@ -1,4 +1,4 @@
-"""The recording directory's on-disk format, shared by the writer and the reader.
+"""The recording directory's on-disk layout, shared by the writer, the reader and the importer.
 
 ``docs/recording.md`` is the specification; this module holds its constants and the framing of
 the binary groups stream. Nothing here writes files.
