@@ -186,7 +186,7 @@ _TEXT_PROBE = 1 << 16
 def _is_text(p: Path) -> bool:
     """True for a file that is read line by line: no compression magic, no NUL byte in its
     first 64 KiB (SQLite, parquet, TFRecord, W&B and recording files all have some)."""
-    from rlvitals.importers._source import compression_of
+    from rlvitals.importers import compression_of
 
     with open(p, "rb") as f:
         head = f.read(_TEXT_PROBE)

@@ -9,7 +9,8 @@ fails when it differs), so sniffing a file imports only the importers that could
 
 Any path may be ``-`` (standard input), a pipe (``<(cat log)``), a FIFO, or a gzip / zstd file:
 :mod:`rlvitals.importers._source` reads a buffered prefix for the sniffers and lets the importer
-continue the same stream. A store holding several runs (MLflow, a W&B folder, trackio, appended
+continue the same stream. What other packages need of the importers' input handling is public
+here: :func:`read_prefix`, :func:`compression_of`, :func:`walk_tree`, :func:`connect_sqlite`. A store holding several runs (MLflow, a W&B folder, trackio, appended
 log histories) reads the one ``run=`` names; without it, the most recent, with a warning naming
 the others (a ``runs`` event lists them all (:func:`runs_of`)).
 """
@@ -25,6 +26,7 @@ from rlvitals._record import record
 from rlvitals.errors import InputError
 from rlvitals.importers._precheck import SNIFF_BYTES, Precheck
 from rlvitals.importers._source import (
+    compression_of,
     decompress_errors,
     input_bytes,
     input_context,
@@ -32,6 +34,7 @@ from rlvitals.importers._source import (
     lenient_reading,
     read_notes,
     read_prefix,
+    walk_tree,
 )
 from rlvitals.recording import memory as _memory
 from rlvitals.recording.run import Run
@@ -43,13 +46,17 @@ __all__ = [
     "Precheck",
     "Progress",
     "candidate_file",
+    "compression_of",
+    "connect_sqlite",
     "format_description",
     "formats",
     "get_importer",
     "load",
     "note_runs",
+    "read_prefix",
     "runs_of",
     "sniff",
+    "walk_tree",
 ]
 
 
@@ -101,6 +108,15 @@ class Importer:
 
 
 IMPORTERS: Registry[Importer] = Registry("format")
+
+
+def connect_sqlite(db: str | os.PathLike, *, copy: bool = True):
+    """A read-only connection to the SQLite store ``db`` that creates nothing next to it, as a
+    context manager (MLflow's and trackio's stores; ``rlvitals scan`` asks whether one can be
+    listed). ``copy=False`` reads in place (cheap, for sniffing)."""
+    from rlvitals.importers import _sqlite
+
+    return _sqlite.connect(db, copy=copy)
 
 
 def _declared() -> dict[str, tuple[str, Precheck, tuple[str, ...]]]:

@@ -105,7 +105,7 @@ def source_version() -> str:
 
 
 def _walk_stats(root: str, out: list, limit: int) -> bool:
-    from rlvitals.importers._source import walk_tree
+    from rlvitals.importers import walk_tree
 
     for dirpath, _dirnames, filenames in walk_tree(root, 2 * limit + 2):
         for name in filenames:

@@ -138,13 +138,13 @@ def _unreadable_db(p: Path) -> bool:
     encrypted; a store of runs that cannot be listed, not a file to skip."""
     import sqlite3
 
-    from rlvitals.importers import _sqlite
+    from rlvitals.importers import connect_sqlite
 
     try:
         with open(p, "rb") as f:
             if f.read(16) != b"SQLite format 3\0":
                 return False
-        with _sqlite.connect(p, copy=False) as con:
+        with connect_sqlite(p, copy=False) as con:
             con.execute("SELECT name FROM sqlite_master").fetchall()
     except OSError:
         return True
@@ -156,8 +156,7 @@ def _unreadable_db(p: Path) -> bool:
 def _claim_file(p: Path, walked: bool) -> tuple[str | None, str | None]:
     """``(format, None)``, or ``(None, why)`` when no importer reads ``p`` (or, in a walk, a
     generic one is not sure enough)."""
-    from rlvitals.importers import SNIFF_BYTES, sniff
-    from rlvitals.importers._source import read_prefix
+    from rlvitals.importers import SNIFF_BYTES, read_prefix, sniff
 
     try:
         imp = sniff(p)
