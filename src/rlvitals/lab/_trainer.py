@@ -86,8 +86,11 @@ class LabMixin:
         self.lab_steps: list[dict[str, float]] = []
         self._lab_batches: list[dict[str, Any]] = []
         self.lab_sampler: PosteriorSampler | None = None
+        self._lab_read: dict[str, str] | None = None
         super().__init__(*args, **kwargs)
         self._lab_keys = "keys" in self.rlvitals_estimator.config_fields
+        if getattr(self.rlvitals_config, "control", None) is not None:  # lab_pg_control
+            self.rlvitals_config = dataclasses.replace(self.rlvitals_config, seed=self.args.seed)
         if dynamic is not None:
             rng = random.Random(f"dapo:{dynamic.get('seed', 0)}")
             self._lab_pool = list(dynamic["prompts"])
@@ -102,16 +105,33 @@ class LabMixin:
         if not (getattr(self.rlvitals_config, "select", False) and self.lab_dynamic is None):
             return super()._get_train_sampler(dataset)
         dataset = self.train_dataset if dataset is None else dataset
+        prompts = [row["prompt"] for row in dataset]
+        read = self._lab_read_map(prompts)
         self.lab_sampler = PosteriorSampler(
-            [row["prompt"] for row in dataset],
+            prompts,
             group_size=self.num_generations,
             batch_size=self.args.generation_batch_size // self.num_generations,
             repeat_count=self.num_iterations * self.args.steps_per_generation,
             state_of=lambda: self.rlvitals_state,
             config_of=lambda: self.rlvitals_config,
             seed=self.args.seed,
+            read_keys=None if read is None else [read[prompt_key(p)] for p in prompts],
         )
         return self.lab_sampler
+
+    def _lab_read_map(self, prompts: list[Any] | None = None) -> dict[str, str] | None:
+        """The shuffled-keys control's map: each training prompt's key -> the key whose
+        posterior it reads (a fixed random permutation of the training prompts, seeded by the
+        run seed); None for every other estimator."""
+        if getattr(self.rlvitals_config, "control", None) != "shuffled_keys":
+            return None
+        if self._lab_read is None:
+            if prompts is None:
+                prompts = [row["prompt"] for row in self.train_dataset]
+            keys = [prompt_key(p) for p in prompts]
+            perm = np.random.default_rng([int(self.args.seed), 26]).permutation(len(keys))
+            self._lab_read = {k: keys[j] for k, j in zip(keys, perm)}
+        return self._lab_read
 
     # -- one step's generation ---------------------------------------------------------------
 
@@ -133,6 +153,9 @@ class LabMixin:
             g = self.num_generations
             keys = tuple(prompt_key(inputs[i]["prompt"]) for i in range(0, len(inputs), g))
             extra: dict[str, Any] = {"keys": keys}
+            read = self._lab_read_map()
+            if read is not None:
+                extra["read_keys"] = tuple(read.get(k, k) for k in keys)
             if getattr(self.rlvitals_config, "importance", False) and self.lab_sampler:
                 extra["weights"] = self.lab_sampler.weights(keys)
             self.rlvitals_config = dataclasses.replace(self.rlvitals_config, **extra)
@@ -283,6 +306,8 @@ class PosteriorSampler(torch.utils.data.Sampler):
             ``num_iterations * steps_per_generation``.
         state_of, config_of: return the estimator's current state and ``PgGrpoConfig``.
         seed: seed of the draws (epoch e uses ``seed + e``).
+        read_keys: the key whose posterior each prompt is selected by (the shuffled-keys
+            control); None = its own.
 
     Attributes:
         last_q: prompt key -> ``N q`` (1 = uniform) at its last draw.
@@ -298,8 +323,12 @@ class PosteriorSampler(torch.utils.data.Sampler):
         state_of,
         config_of,
         seed: int = 0,
+        read_keys: list[str] | None = None,
     ):
         self.keys = [prompt_key(p) for p in prompts]
+        if read_keys is not None and len(read_keys) != len(self.keys):
+            raise ValueError(f"read_keys holds {len(read_keys)} keys for {len(self.keys)} prompts")
+        self.read_keys = self.keys if read_keys is None else [str(k) for k in read_keys]
         self.group_size = int(group_size)
         self.batch_size = int(batch_size)
         self.repeat_count = int(repeat_count)
@@ -319,7 +348,9 @@ class PosteriorSampler(torch.utils.data.Sampler):
         self.epoch += 1
         n = len(self.keys)
         for _ in range(n // self.batch_size):
-            q = selection_weights(self.state_of(), self.keys, self.config_of(), self.group_size)
+            q = selection_weights(
+                self.state_of(), self.read_keys, self.config_of(), self.group_size
+            )
             chunk = rng.choice(n, size=self.batch_size, replace=False, p=q)
             for i in chunk:
                 self.last_q[self.keys[i]] = float(n * q[i])

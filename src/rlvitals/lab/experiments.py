@@ -301,7 +301,8 @@ def compare(preset: str | ComparePreset = "quick", setup: Setup | None = None, *
     ]
     results = _execute("compare", setup, runs, base)
     groups = {m: [r for r in results if r["summary"]["method"] == m] for m in p.methods}
-    return _finish("compare", name, p, setup, base, results, analyse_arms(groups, "grpo"), started)
+    analysis = analyse_arms(groups, p.reference)
+    return _finish("compare", name, p, setup, base, results, analysis, started)
 
 
 METRICS = (

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlvitals.lab.tasks import MIXED_LEVEL
-from rlvitals.lab.train import METHODS, PRESETS, Args
+from rlvitals.lab.train import PRESETS, Args
 
 __all__ = [
     "ABLATE",
@@ -61,12 +61,15 @@ class ComparePreset:
             reference of the paired tests.
         seeds: every method runs every seed (paired).
         run: every other setting, the budget included.
+        reference: the arm every other is tested against (``grpo``; ``pg_grpo`` for the
+            controls and ablations of posterior-guided GRPO).
     """
 
     level: int
     methods: tuple[str, ...]
     seeds: tuple[int, ...]
     run: Args
+    reference: str = "grpo"
 
 
 @dataclass(frozen=True)
@@ -105,8 +108,28 @@ class AblatePreset:
     run: Args
 
 
-_ALL_METHODS = tuple(m for m in METHODS if m not in ("pg_grpo_select", "pg_grpo_baseline"))
-_STUDY_METHODS = tuple(METHODS)  # with PG-GRPO's two halves (the pre-registered study)
+_STUDY_METHODS = (
+    "grpo",
+    "dr_grpo",
+    "avspo",
+    "avspo_released",
+    "zero_var_filter",
+    "dapo",
+    "history_baseline",
+    "pg_grpo",
+    "pg_grpo_select",
+    "pg_grpo_baseline",
+)  # the pre-registered study's ten arms, with PG-GRPO's two halves
+_ALL_METHODS = tuple(m for m in _STUDY_METHODS if m not in ("pg_grpo_select", "pg_grpo_baseline"))
+_CONTROL_METHODS = (
+    "pg_grpo",
+    "pg_grpo_select",
+    "pg_grpo_baseline",
+    "pg_grpo_iw",
+    "ctl_random_sign",
+    "ctl_shuffled_keys",
+    "ctl_random_select",
+)  # amendment 1 of the pre-registration: PG-GRPO's ablations and negative controls
 _PAPER_LEVEL = MIXED_LEVEL
 _NEGATIVE_LEVEL = 5
 
@@ -187,6 +210,15 @@ COMPARE: dict[str, ComparePreset] = {
     "full": ComparePreset(_PAPER_LEVEL, _STUDY_METHODS, _TEST_SEEDS, _COMPARE_FULL_RUN),
     "quick-l5": ComparePreset(_NEGATIVE_LEVEL, _ALL_METHODS, (0, 1), _COMPARE_QUICK_RUN),
     "full-l5": ComparePreset(_NEGATIVE_LEVEL, _ALL_METHODS, tuple(range(8)), _COMPARE_FULL_RUN),
+    "controls-smoke": ComparePreset(
+        _PAPER_LEVEL, _CONTROL_METHODS, (0,), _SMOKE_RUN, reference="pg_grpo"
+    ),
+    "controls-quick": ComparePreset(
+        _PAPER_LEVEL, _CONTROL_METHODS, (0, 1), _COMPARE_QUICK_RUN, reference="pg_grpo"
+    ),
+    "controls": ComparePreset(
+        _PAPER_LEVEL, _CONTROL_METHODS, _TEST_SEEDS, _COMPARE_FULL_RUN, reference="pg_grpo"
+    ),
 }
 _ABLATE_QUICK_RUN = dataclasses.replace(_RUN, budget=64 * 30, evals=1, eval_prompts=64)
 _ABLATE_FULL_RUN = dataclasses.replace(_RUN, evals=3)

@@ -330,7 +330,7 @@ def _compare_md(doc: dict[str, Any]) -> list[str]:
     out += _claims(a)
     out += ["", "## Methods at an equal budget", ""]
     out += _arms_table(a, names, {})
-    out += ["", "## Each method against GRPO (paired over seeds)", ""]
+    out += ["", f"## Each method against {a['reference']} (paired over seeds)", ""]
     out += _paired_table(a, names, {})
     out += _pair_table(a, "pg_grpo", "PG-GRPO (the pre-registered primary: PG-GRPO − AVSPO)")
     out += _pair_table(a, "avspo", "AVSPO")

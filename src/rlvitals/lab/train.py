@@ -51,7 +51,8 @@ class Args:
     method: str = "grpo"
     """A lab method (:data:`METHODS`: ``grpo``, ``dr_grpo``, ``avspo``, ``avspo_released``,
     ``zero_var_filter``, ``dapo``, ``history_baseline``, ``pg_grpo``, ``pg_grpo_select``,
-    ``pg_grpo_baseline``) or any registered estimator name."""
+    ``pg_grpo_baseline``, ``pg_grpo_iw`` and the controls ``ctl_random_sign``,
+    ``ctl_shuffled_keys``, ``ctl_random_select``) or any registered estimator name."""
     estimator_config: dict[str, Any] = field(default_factory=dict)
     """Fields of the estimator's config, over the method's own (e.g. ``{"alpha": 0.3}``)."""
     group_size: int = 8
@@ -144,11 +145,20 @@ METHODS: dict[str, Method] = {
         Method("pg_grpo", "pg_grpo"),
         Method("pg_grpo_select", "pg_grpo", {"baseline": False}),
         Method("pg_grpo_baseline", "pg_grpo", {"select": False}),
+        Method("pg_grpo_iw", "pg_grpo", {"importance": True}),
+        Method("ctl_random_sign", "lab_pg_control", {"control": "random_sign"}),
+        Method("ctl_shuffled_keys", "lab_pg_control", {"control": "shuffled_keys"}),
+        Method("ctl_random_select", "pg_grpo", {"select_eps": 1.0}),
     )
 }
 """The lab's methods. ``pg_grpo`` is posterior-guided GRPO (selection and baseline);
 ``pg_grpo_select`` its selection alone (collapsed groups keep GRPO's 0), ``pg_grpo_baseline``
-its baseline alone (TRL's shuffled sampler)."""
+its baseline alone (TRL's shuffled sampler), ``pg_grpo_iw`` with 1/q importance weights. The
+negative controls (issue 26.7) are ``pg_grpo`` with one ingredient randomised:
+``ctl_random_sign`` (each collapsed group's advantage gets a random sign, its size kept),
+``ctl_shuffled_keys`` (every prompt is selected by and scored against another prompt's
+posterior: a fixed random permutation of the training prompts) and ``ctl_random_select``
+(prompts drawn uniformly by the same sampler, ``select_eps = 1``)."""
 
 
 def method_of(name: str) -> Method:
