@@ -128,6 +128,28 @@ class Samples:
     def __len__(self) -> int:
         return self._n
 
+    def prompt_g(self) -> int | None:
+        """The G that runs of one prompt give: the greatest common divisor of their lengths
+        (a prompt drawn twice in a row makes a run of 2G); None when a row has no prompt key
+        or no run is longer than one row."""
+        if not self._n or any(p is None for p in self.prompts):
+            return None
+        self._flush()
+        self._merge()
+        g = int(np.gcd.reduce(np.diff(np.r_[self._starts[0], self._n])))
+        return g if g >= 2 else None
+
+    def forget_prompts(self) -> None:
+        """Drop the prompt keys: runs are then told apart by the step only."""
+        self._flush()
+        self._merge()
+        if not self._n:
+            return
+        steps = self._steps[0]
+        self._starts = [np.flatnonzero(np.r_[True, steps[1:] != steps[:-1]])]
+        self.prompts = [None] * len(self._starts[0])
+        self._last = (int(steps[-1]), None)
+
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(steps, rewards, advantages)`` of every row, ``(m,)`` each."""
         self._flush()

@@ -15,8 +15,15 @@ a bare row number ``idx`` last::
   in consecutive rows. G is ``grpo.num_generations_per_prompt`` from a YAML/JSON config found
   beside the dumps (or one or two folders up); else it is inferred from the advantages: the G
   for which NeMo-RL's own estimator (leave-one-out mean, divided by the others' population std
-  where > 0; or plain GRPO / RLOO / Dr. GRPO) reproduces the logged advantages (said in a
-  warning).
+  where > 0; or plain GRPO / RLOO / Dr. GRPO) reproduces the logged advantages; else (no
+  advantages in the dump, as in newer NeMo-RL) consecutive rows with the same prompt are the
+  groups. An inferred G is said in a warning and in ``manifest.config["group_size_source"]``
+  (the report's "G from").
+- **Prompts**: the token ids before the first trained token (``token_ids`` up to the first 1 of
+  ``token_loss_mask``), else the messages of ``content`` but the last (the reply; ``content`` is
+  ``message_log_to_flat_messages``' list of the message texts). Used as the groups' prompt ids
+  when every run of one prompt is a multiple of G (at least 2) long; a dump whose prompts do not
+  repeat that way (a multi-turn one) keeps step-wide groups of G.
 - **Rewards**: ``rewards`` (with dynamic sampling on, ``filtered_rewards``, aligned with the
   rows; the rows are then the kept samples only). **Advantages**: the value at the first
   position of ``token_loss_mask`` (newer, token-level), or the one value per sample (older).
@@ -27,6 +34,7 @@ a bare row number ``idx`` last::
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -231,26 +239,16 @@ def load_nemo_rl(path: Path, progress: Progress | None = None, *, run: str | Non
             r = _number(row.get("filtered_rewards", row.get("rewards")))
             if r is None:
                 raise InputError(f, "'rewards' is not a number", w)
-            samples.add(step, None, r, _advantage(row))
+            samples.add(step, _prompt(row), r, _advantage(row))
             rows_per_step[step] = rows_per_step.get(step, 0) + 1
     if not len(samples):
         raise InputError(path, "no samples in the NeMo-RL dumps")
+    g_prompts = samples.prompt_g()
     g = builder.manifest.group_size
     if g is None:
-        g, est = _infer_g(samples, rows_per_step)
-        if g is None:
-            builder.warn(
-                f"{path}: G (grpo.num_generations_per_prompt) is unknown and the advantages "
-                "do not tell it; the groups were not formed (put the run's config beside the dumps)"
-            )
-        else:
-            builder.warn(
-                f"{path}: G = {g} inferred from the advantages (NeMo-RL's {est} reproduces them); "
-                "no config with grpo.num_generations_per_prompt was found"
-            )
-            builder.manifest.group_size = g
-            if builder.manifest.estimator is None:
-                builder.manifest.estimator = est
+        g = _infer_group_size(path, builder, samples, rows_per_step, g_prompts)
+    if g_prompts is None or g is None or g_prompts % g:
+        samples.forget_prompts()  # groups of G cut from each step's rows, as NeMo-RL made them
     if g is not None:
         table, _, uneven = samples.table(g)
         builder.groups = table
@@ -261,6 +259,58 @@ def load_nemo_rl(path: Path, progress: Progress | None = None, *, run: str | Non
     for step, n in rows_per_step.items():
         builder.add_row(step, {"rlvitals/samples": float(n)})
     return builder.build()
+
+
+def _infer_group_size(
+    path: Path,
+    builder: RunBuilder,
+    samples: Samples,
+    rows_per_step: dict[int, int],
+    g_prompts: int | None,
+) -> int | None:
+    """G when no config gave it: from the advantages, else from runs of one prompt (module
+    docstring); said in a warning and ``manifest.config["group_size_source"]``."""
+    missing = "no config with grpo.num_generations_per_prompt was found"
+    g, est = _infer_g(samples, rows_per_step)
+    if g is not None:
+        builder.warn(
+            f"{path}: G = {g} inferred from the advantages (NeMo-RL's {est} reproduces them); "
+            + missing
+        )
+        builder.manifest.config["group_size_source"] = f"inferred: NeMo-RL's {est} advantages"
+        if builder.manifest.estimator is None:
+            builder.manifest.estimator = est
+    elif g_prompts is not None:
+        g = g_prompts
+        builder.warn(
+            f"{path}: G = {g} inferred from the prompts: consecutive rows with the same prompt "
+            f"are a group (NeMo-RL writes a prompt's G samples together); " + missing
+        )
+        builder.manifest.config["group_size_source"] = (
+            "inferred: consecutive rows with the same prompt"
+        )
+    else:
+        builder.warn(
+            f"{path}: G (grpo.num_generations_per_prompt) is unknown: no config, the advantages "
+            "do not tell it and no prompt repeats in consecutive rows; the groups were not "
+            "formed (put the run's config beside the dumps)"
+        )
+        return None
+    builder.manifest.group_size = g
+    return g
+
+
+def _prompt(row: dict[str, Any]) -> Any:
+    """The prompt of a sample (module docstring), as a key; None when it cannot be told."""
+    ids, mask = _first(row.get("token_ids")), _first(row.get("token_loss_mask"))
+    if isinstance(ids, list) and isinstance(mask, list) and len(ids) == len(mask):
+        n = next((i for i, m in enumerate(mask) if m), len(mask))
+        digest = hashlib.blake2b(repr(ids[:n]).encode(), digest_size=8)
+        return "tokens:" + digest.hexdigest()
+    content = _first(row.get("content"))
+    if isinstance(content, list) and len(content) >= 2 and all(isinstance(c, str) for c in content):
+        return "\x00".join(content[:-1])
+    return None
 
 
 def _predict(r: np.ndarray, g: int, est: str) -> np.ndarray:
