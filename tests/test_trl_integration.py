@@ -439,6 +439,47 @@ def test_reward_breaking_at_step_k_halts_within_sustain_plus_two(tok, tmp_path):
     assert set(opened[0].data["ids"]) <= set(collapse[0].ids), (opened[0].data, collapse[0].ids)
 
 
+def test_an_intermittent_reward_fault_opens_its_condition_once(tok, tmp_path, caplog):
+    """Issue 23.7 in a real tiny TRL run: from step K the reward ignores the completion on three
+    steps in four (one score for the whole batch). The callback tells the condition it points
+    to once, in one log line, and never closes and reopens it while the fault comes and goes;
+    the recording holds the same single opening."""
+    K = 32
+    calls = {"n": 0}
+
+    def reward_intermittent(prompts, completions, **kwargs):
+        calls["n"] += 1  # one call per generation batch = per optimizer step here
+        if calls["n"] >= K and calls["n"] % 4 != 0:
+            return [1.0] * len(completions)
+        return [(sum(map(ord, text)) % 3) / 2 for text in completions]
+
+    rec = tmp_path / "rec"
+    cb = RlvitalsCallback(rec, sinks=[])
+    trainer = _trainer(
+        RlvitalsGRPOTrainer,
+        tok,
+        tmp_path / "out",
+        reward_funcs=[reward_intermittent],
+        callbacks=[cb],
+        max_steps=K + 40,
+    )
+    with caplog.at_level(logging.INFO, logger="rlvitals.guard"):
+        trainer.train()
+    timeline = cb.conditions.timeline
+    kinds = [(e.kind, e.condition) for e in timeline]
+    assert "reopened" not in {k for k, _ in kinds}, kinds
+    assert len(set(kinds)) == len(kinds), kinds  # each opened (and closed) at most once
+    fault = [e.condition for e in timeline if e.kind == "opened" and e.step >= K]
+    assert fault and set(fault) <= set(cb.conditions.open), kinds  # open while it comes and goes
+    told = [(a.kind, a.condition["id"]) for a in cb.alerts if a.kind.startswith("condition_")]
+    assert ("condition_opened", fault[0]) in told
+    lines = [r.getMessage() for r in caplog.records if "condition " in r.getMessage()]
+    assert len(lines) == len(told), lines  # one line each, not one per step
+    events = [e for e in read_recording(rec).events if e.kind == "alert"]
+    recorded = [(e.data["alert"], e.data.get("condition")) for e in events]
+    assert [t for t in recorded if t[0].startswith("condition_")] == told
+
+
 def _async_stub():
     import importlib.util
 

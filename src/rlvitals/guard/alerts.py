@@ -3,16 +3,24 @@
 Kinds, in the life of an incident: ``opened`` (once, when the doctor first reports it at or
 above the alert severity), ``worse`` (its severity rose, a detector joined it, or it is
 ongoing again after a recovery), ``recovered`` (every finding of it cleared), and ``halt`` (the
-halt policy stopped the run because of it).
+halt policy stopped the run because of it). In the life of a condition (the cause, from the
+closed vocabulary of :mod:`rlvitals.conditions`, followed with hysteresis by a
+:class:`~rlvitals.guard.conditions.ConditionTracker`): ``condition_opened``,
+``condition_closed`` and ``condition_reopened``. An incident's alerts carry the condition its
+signs point to at that check (``condition``), when the doctor named one.
 
 The JSON form (:meth:`Alert.to_dict`) is what :class:`~rlvitals.guard.WebhookSink` POSTs::
 
-    {"schema": 1, "source": "rlvitals", "kind": "opened", "step": 65, "severity": "warn",
+    {"schema": 2, "source": "rlvitals", "kind": "opened", "step": 65, "severity": "warn",
      "run": "exp1", "title": "...", "message": "...", "time": 1760000000.0,
      "incident": {"key": 1, "theme": "collapse", "title": "...", "root": "DEGENERATE_GROUPS",
                   "detectors": [...], "severity": "warn", "onset_step": 61, "end_step": null,
                   "cause": "...", "actions": [...]},
+     "condition": {"id": "TOO_HARD", "title": "...", "onset_step": 60, "confidence": 0.7,
+                   "actions": [...]},
      "changes": [], "halt": null}
+
+Schema 2 added ``condition`` and the three condition kinds; nothing of schema 1 changed.
 """
 
 from __future__ import annotations
@@ -21,11 +29,22 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ALERT_KINDS", "ALERT_SCHEMA", "Alert"]
+__all__ = [
+    "ALERT_KINDS",
+    "ALERT_SCHEMA",
+    "CONDITION_KINDS",
+    "INCIDENT_KINDS",
+    "Alert",
+    "condition_alert",
+    "halt_alert",
+    "incident_alert",
+]
 
-ALERT_SCHEMA = 1
-"""Version of the JSON form of an alert."""
-ALERT_KINDS = ("opened", "worse", "recovered", "halt")
+ALERT_SCHEMA = 2
+"""Version of the JSON form of an alert (2: ``condition`` and the condition kinds)."""
+INCIDENT_KINDS = ("opened", "worse", "recovered", "halt")
+CONDITION_KINDS = ("condition_opened", "condition_closed", "condition_reopened")
+ALERT_KINDS = INCIDENT_KINDS + CONDITION_KINDS
 _EMOJI = {"critical": ":rotating_light:", "warn": ":warning:", "info": ":information_source:"}
 
 
@@ -34,7 +53,7 @@ class Alert:
     """One message of the live guard.
 
     Attributes:
-        kind: ``opened``, ``worse``, ``recovered`` or ``halt``.
+        kind: one of :data:`ALERT_KINDS` (module docstring).
         step: the training step of the check that raised it.
         severity: ``info``, ``warn`` or ``critical`` (a recovery is ``info``).
         title: a few words, e.g. "Learning signal lost: the prompts are too easy".
@@ -44,6 +63,8 @@ class Alert:
         halt: for ``halt``: ``{"last_healthy_step", "resume_from", "rule"}``.
         run: the run's name, when the monitor was given one.
         time: wall-clock time (seconds since the epoch).
+        condition: the condition it points to (``id``, ``title``, ``onset_step``,
+            ``confidence``, ``actions``), or None.
     """
 
     kind: str
@@ -56,6 +77,7 @@ class Alert:
     halt: dict[str, Any] | None = None
     run: str | None = None
     time: float = field(default_factory=time.time)
+    condition: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (module docstring)."""
@@ -70,6 +92,7 @@ class Alert:
             "message": self.message,
             "time": self.time,
             "incident": self.incident,
+            "condition": self.condition,
             "changes": list(self.changes),
             "halt": self.halt,
         }
@@ -81,14 +104,16 @@ class Alert:
         return f"rlvitals [{self.severity}] {run}{self.kind}: {self.title}"
 
     def text(self) -> str:
-        """The alert as a few plain lines: the message, then what to try."""
+        """The alert as a few plain lines: the message, then what to try (the condition's
+        advice first: it is chosen for the cause and filtered by the run's set-up)."""
         lines = [self.message]
-        inc = self.incident or {}
-        if inc.get("cause") and self.kind in ("opened", "halt"):
+        if self.kind not in ("opened", "halt", "condition_opened", "condition_reopened"):
+            return "\n".join(lines)
+        inc, cond = self.incident or {}, self.condition or {}
+        if inc.get("cause"):
             lines.append(str(inc["cause"]))
-        for action in (inc.get("actions") or [])[:2]:
-            if self.kind in ("opened", "halt"):
-                lines.append(f"try: {action}")
+        actions = list(dict.fromkeys([*(cond.get("actions") or []), *(inc.get("actions") or [])]))
+        lines += [f"try: {action}" for action in actions[:2]]
         return "\n".join(lines)
 
     def slack_payload(self) -> dict[str, Any]:
@@ -107,6 +132,95 @@ class Alert:
                 {"type": "section", "text": {"type": "mrkdwn", "text": body[:2900]}},
             ],
         }
+
+
+def incident_alert(
+    kind: str, inc: Any, step: int, changes: list[str], run: str | None, condition: Any = None
+) -> Alert:
+    """The alert of an incident's event (``opened``, ``worse``, ``recovered``): ``inc`` a
+    :class:`~rlvitals.guard.LiveIncident`, ``condition`` the
+    :class:`~rlvitals.doctor.differential.ConditionCall` its signs point to, or None."""
+    ids = ", ".join(inc.detectors)
+    since = f" since step {inc.onset_step}" if inc.onset_step is not None else ""
+    cause = f"; likely cause: {condition.title} ({condition.id})" if condition is not None else ""
+    if kind == "opened":
+        ended = f", ended at step {inc.end_step}" if inc.end_step is not None else ""
+        msg = f"[{inc.severity}] {inc.title} ({ids}){since}{ended}; seen at step {step}{cause}"
+    elif kind == "worse":
+        msg = f"[{inc.severity}] worse: {inc.title} ({ids}){since}: {'; '.join(changes)}{cause}"
+    else:
+        msg = (
+            f"recovered: {inc.title} ({ids}){since}, ended at step {inc.end_step} "
+            f"({inc.lasting(step)} steps)"
+        )
+    severity = "info" if kind == "recovered" else inc.severity
+    return Alert(
+        kind,
+        step,
+        severity,
+        inc.title,
+        msg,
+        inc.summary(),
+        list(changes),
+        run=run,
+        condition=condition_summary(condition),
+    )
+
+
+def halt_alert(halt: Any, step: int, run: str | None, condition: Any = None) -> Alert:
+    """The alert of a :class:`~rlvitals.guard.Halt` decided at ``step``."""
+    inc = halt.incident
+    return Alert(
+        "halt",
+        step,
+        inc["severity"],
+        inc["title"],
+        halt.message,
+        inc,
+        halt=halt.to_dict(),
+        run=run,
+        condition=condition_summary(condition),
+    )
+
+
+def condition_alert(event: Any, call: Any, severity: str, run: str | None) -> Alert:
+    """The alert of a condition's ``opened`` / ``closed`` / ``reopened`` event
+    (:class:`~rlvitals.guard.conditions.ConditionEvent`); ``call`` is the
+    :class:`~rlvitals.doctor.differential.ConditionCall` of the check that opened it (None
+    when it closed: the doctor no longer names it), ``severity`` the condition's."""
+    from rlvitals.conditions import get_condition
+
+    title = get_condition(event.condition).title
+    name = f"{title} ({event.condition})"
+    if event.kind == "closed":
+        msg = f"condition closed: {name}, not named since step {event.since}"
+        severity = "info"
+    else:
+        onset = getattr(call, "onset_step", None)
+        since = f" since step {onset}" if onset is not None else ""
+        msg = f"[{severity}] condition {event.kind}: {name}{since}; named at step {event.step}"
+    return Alert(
+        f"condition_{event.kind}",
+        event.step,
+        severity,
+        title,
+        msg,
+        run=run,
+        condition=condition_summary(call) or {"id": event.condition, "title": title},
+    )
+
+
+def condition_summary(call: Any) -> dict[str, Any] | None:
+    """The ``condition`` of an alert's JSON: what a reader acts on, of a ConditionCall."""
+    if call is None:
+        return None
+    return {
+        "id": call.id,
+        "title": call.title,
+        "onset_step": call.onset_step,
+        "confidence": round(float(call.confidence), 2),
+        "actions": list(call.actions),
+    }
 
 
 def _escape(text: str) -> str:

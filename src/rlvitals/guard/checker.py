@@ -7,8 +7,9 @@ step waits for (a thread would hold the GIL just the same). In background mode a
 process (this module's :func:`main`, started with the same interpreter and the training
 process's own rlvitals package) holds the window (:class:`~rlvitals.guard.window.
 StepWindow`) and runs :func:`rlvitals.doctor.diagnose` over it when asked; it sends back the
-findings and incidents. The training process keeps the recording, the incident tracker, the
-halt policy, the alerts and their sinks (W&B and trackio alerts, your callables, need it).
+findings, incidents and conditions. The training process keeps the recording, the incident and
+condition trackers, the halt policy, the alerts and their sinks (W&B and trackio alerts, your
+callables, need it).
 
 What the training process pays: per step, converting its arrays to bytes and queueing them
 (:meth:`Checker.send`); per check, writing the queued steps and the request in one write to the
@@ -338,10 +339,11 @@ class _Helper:
         # what it works with, imported (the catalogue loaded) before the helper says it is up
         from rlvitals import doctor
         from rlvitals.detectors import load_all
-        from rlvitals.guard import window as _window
+        from rlvitals.guard import window
+        from rlvitals.guard.inputs import unwire
 
         load_all()
-        self.doctor, self.w = doctor, _window
+        self.doctor, self.w, self.unwire = doctor, window, unwire
         self.window: Any = None
         self.manifest: Any = None
         self.configs: dict[Any, tuple[Any, Any]] = {}
@@ -366,7 +368,7 @@ class _Helper:
             try:
                 if kind == "groups":
                     _, step, r, g, prompts, adv = message
-                    unwire = self.w.unwire
+                    unwire = self.unwire
                     self.window.add_groups(step, unwire(r), unwire(g), prompts, unwire(adv))
                 else:
                     self.window.add_scalars(*message[1:])
@@ -382,7 +384,7 @@ class _Helper:
                 d = self.doctor.diagnose(
                     self.window.run(self.manifest), config, prepared=prepared, explain=False
                 )
-                return req, (list(d.findings), list(d.detectors), list(d.incidents))
+                return req, (d.findings, d.detectors, d.incidents, d.conditions)
             except Exception as e:  # the monitor contains and reports it, as in-process
                 return req, RuntimeError(f"{type(e).__name__}: {e}")
         return None

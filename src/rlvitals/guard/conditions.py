@@ -7,6 +7,12 @@ ever said "opened". :class:`ConditionTracker` opens a condition once it is named
 checks in a row, and says ``reopened`` when a closed one comes back. ``HEALTHY`` is never
 tracked: it is the absence of the others.
 
+The live :class:`~rlvitals.Monitor` checks the collapse family every few steps and the whole
+catalogue less often; a check that did not run any detector a condition is a sign of
+(:func:`judged_by`) is no evidence about it either way: ``update(..., judged=...)`` leaves such
+conditions as they were, so a condition the full checks name is not closed by the fast checks
+between them. :func:`condition_of` names the condition an incident's detectors point to.
+
 >>> t = ConditionTracker()
 >>> [e.kind for e in t.update(["RUNAWAY_LENGTH"], step=10)]
 []
@@ -18,10 +24,18 @@ tracked: it is the absence of the others.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["CLOSE_AFTER", "OPEN_AFTER", "ConditionEvent", "ConditionTracker"]
+__all__ = [
+    "CLOSE_AFTER",
+    "OPEN_AFTER",
+    "ConditionEvent",
+    "ConditionTracker",
+    "condition_of",
+    "judged_by",
+]
 
 OPEN_AFTER = 2
 """Consecutive checks that must name a condition before it is opened (one check's naming is
@@ -32,11 +46,13 @@ CLOSE_AFTER = 3
 
 @dataclass(frozen=True)
 class ConditionEvent:
-    """A change in what the run has: ``opened``, ``closed`` or ``reopened`` at ``step``."""
+    """A change in what the run has: ``opened``, ``closed`` or ``reopened`` at ``step``;
+    ``since`` is the step of the last check that named it (for ``closed``), else ``step``."""
 
     kind: str
     condition: str
     step: int
+    since: int | None = None
 
 
 @dataclass
@@ -45,6 +61,7 @@ class _State:
     missed: int = 0
     open: bool = False
     ever_closed: bool = False
+    last: int | None = None
     history: list[ConditionEvent] = field(default_factory=list)
 
 
@@ -67,24 +84,75 @@ class ConditionTracker:
         """The conditions open now, in the order they were first opened."""
         return [cid for cid, s in self._states.items() if s.open]
 
-    def update(self, conditions: Sequence[str], step: int) -> list[ConditionEvent]:
-        """One check named ``conditions`` (IDs, primary first) at ``step``: what changed."""
+    def update(
+        self,
+        conditions: Sequence[str],
+        step: int,
+        judged: Callable[[str], bool] | None = None,
+    ) -> list[ConditionEvent]:
+        """One check named ``conditions`` (IDs, primary first) at ``step``: what changed.
+
+        ``judged``: whether this check could have named a condition (:func:`judged_by`); one it
+        could not is left as it was. None: every condition was judged (``watch``).
+        """
         named = [c for c in dict.fromkeys(conditions) if c != "HEALTHY"]
         events = []
         for cid in named:
             s = self._states.setdefault(cid, _State())
-            s.seen, s.missed = s.seen + 1, 0
+            s.seen, s.missed, s.last = s.seen + 1, 0, step
             if not s.open and s.seen >= self.open_after:
                 s.open = True
-                events.append(ConditionEvent("reopened" if s.ever_closed else "opened", cid, step))
+                kind = "reopened" if s.ever_closed else "opened"
+                events.append(ConditionEvent(kind, cid, step, step))
         for cid, s in self._states.items():
-            if cid in named:
+            if cid in named or (judged is not None and not judged(cid)):
                 continue
             s.seen = 0
             if s.open:
                 s.missed += 1
                 if s.missed >= self.close_after:
                     s.open, s.ever_closed, s.missed = False, True, 0
-                    events.append(ConditionEvent("closed", cid, step))
+                    events.append(ConditionEvent("closed", cid, step, s.last))
         self.timeline += events
         return events
+
+
+def judged_by(detectors: Iterable[str]) -> Callable[[str], bool]:
+    """Whether a check that ran ``detectors`` could name a condition: it ran at least one
+    detector of the condition's family (the doctor's own rule,
+    :data:`rlvitals.doctor.differential.SIGN_DETECTORS`; a condition it does not list is
+    always judged).
+
+    >>> judged = judged_by(["DEGENERATE_GROUPS", "ADV_COLLAPSE"])
+    >>> judged("TOO_HARD"), judged("RUNAWAY_LENGTH")
+    (True, False)
+    """
+    from rlvitals.doctor.differential import SIGN_DETECTORS
+
+    ran = frozenset(detectors)
+
+    def judged(cid: str) -> bool:
+        signs = SIGN_DETECTORS.get(cid)
+        return signs is None or not ran.isdisjoint(signs)
+
+    return judged
+
+
+def condition_of(detectors: Iterable[str], calls: Sequence[Any], prefer: Iterable[str] = ()) -> Any:
+    """The condition (a :class:`~rlvitals.doctor.differential.ConditionCall` of ``calls``,
+    ranked, primary first) an incident of ``detectors`` points to: among those whose signs
+    (``findings``) include one of the detectors, one in ``prefer`` (the conditions open now)
+    first, else the highest ranked; None when none does (HEALTHY never).
+
+    >>> from rlvitals.doctor.differential import ConditionCall
+    >>> calls = [ConditionCall("RUNAWAY_LENGTH", 40, 0.8, findings=["TRUNCATION"]),
+    ...          ConditionCall("TOO_HARD", 52, 0.6, findings=["DEGENERATE_GROUPS"])]
+    >>> condition_of(["DEGENERATE_GROUPS", "ACR_STALL"], calls).id
+    'TOO_HARD'
+    """
+    ids = set(detectors)
+    hits = [c for c in calls if c.id != "HEALTHY" and ids.intersection(c.findings)]
+    if not hits:
+        return None
+    opened = set(prefer)
+    return next((c for c in hits if c.id in opened), hits[0])

@@ -9,17 +9,25 @@ The report goes through ``logging``, never ``warnings``: under ``-W error`` (or 
 ``filterwarnings = error``) a warning is an exception, and one issued while handling a failure
 would escape into the trainer (issue 11: four real TRL runs stopped at steps 6, 2, 0 and 0 of 8).
 A logging handler that fails prints its own error and returns; it does not raise.
+
+:func:`quiet` is the other half: no warning raised inside rlvitals (numpy's floating-point ones
+included) reaches the caller's warning filters while a hook body runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import traceback
+import warnings
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["Guard"]
+import numpy as np
+
+__all__ = ["Guard", "quiet"]
 
 logger = logging.getLogger("rlvitals.integrations")
 
@@ -83,3 +91,45 @@ class Guard:
             )
         except Exception:  # pragma: no cover - a broken __str__ must not escape either
             self.reports.append(f"rlvitals {self.owner}: {site} failed")
+
+
+_QUIET = threading.local()
+
+
+class _Silence:
+    """The outermost :func:`quiet`: warnings ignored, numpy's floating-point errors too."""
+
+    __slots__ = ("_errstate", "_warnings")
+
+    def __enter__(self) -> None:
+        self._warnings = warnings.catch_warnings()
+        self._warnings.__enter__()
+        warnings.simplefilter("ignore")
+        self._errstate = np.errstate(all="ignore")
+        self._errstate.__enter__()
+        _QUIET.on = True
+
+    def __exit__(self, *exc: object) -> None:
+        _QUIET.on = False
+        try:
+            self._errstate.__exit__(*exc)
+        finally:
+            self._warnings.__exit__(*exc)
+
+
+_NESTED = contextlib.nullcontext()
+
+
+def quiet() -> contextlib.AbstractContextManager[None]:
+    """No warning from inside the guard reaches the caller's warning filters (``-W error``
+    would make it an exception in the training loop); numpy's floating-point ones included.
+    Re-entrant: a nested use (a hook calling the monitor) is a shared no-op (it runs several
+    times a step: no generator, no new object).
+
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("error")
+    ...     with quiet():
+    ...         warnings.warn("never raised")
+    """
+    return _NESTED if getattr(_QUIET, "on", False) else _Silence()

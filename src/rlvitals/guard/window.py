@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 
 from rlvitals._median import median
+from rlvitals.guard.columns import MAX_COLUMNS, Columns, pack
+from rlvitals.guard.inputs import number, prompt_list
 from rlvitals.recording.metrics import canonical_key
 from rlvitals.recording.run import Run
 from rlvitals.signal import (
@@ -36,19 +38,8 @@ from rlvitals.signal import (
 )
 from rlvitals.vitals.groups import NEIGHBOURS
 
-__all__ = [
-    "GROUP_SERIES",
-    "MAX_COLUMNS",
-    "MAX_PROMPTS",
-    "StepWindow",
-    "known_range",
-    "run_of",
-    "unwire",
-    "wire",
-]
+__all__ = ["GROUP_SERIES", "MAX_PROMPTS", "StepWindow", "known_range"]
 
-MAX_COLUMNS = 512
-"""Distinct scalar keys kept; later new keys are ignored (counted in ``dropped_keys``)."""
 MAX_PROMPTS = 1 << 16
 """Prompts whose recent pass rates are remembered for expected collapse (least recent dropped)."""
 GROUP_SERIES = (
@@ -87,87 +78,6 @@ class _StepGroups:
     adv_zero: float
 
 
-class _Columns:
-    """A ring of ``cap`` rows: ``steps`` and one float column per key (NaN = not logged).
-
-    The columns are the rows of one ``(keys, cap)`` matrix: a row of the ring is cleared, and
-    the window read out, with one numpy call whatever the number of keys.
-    """
-
-    def __init__(self, cap: int):
-        self.cap = cap
-        self.steps = np.zeros(cap, dtype=np.int64)
-        self.index: dict[str, int] = {}
-        self.data = np.full((8, cap), math.nan)
-        self.head = 0
-        self.n = 0
-        self.dropped_keys: set[str] = set()
-
-    def slot(self, step: int) -> tuple[int, int | None]:
-        """The row of ``step`` (a new last row when it is new); returns ``(row, evicted step)``.
-
-        Steps arrive in order; an older step than the last rewinds: later rows are dropped.
-        """
-        if self.n:
-            last = (self.head + self.n - 1) % self.cap
-            if self.steps[last] == step:
-                return last, None
-            while self.n and self.steps[(self.head + self.n - 1) % self.cap] > step:
-                self._clear((self.head + self.n - 1) % self.cap)
-                self.n -= 1
-            if self.n and self.steps[(self.head + self.n - 1) % self.cap] == step:
-                return (self.head + self.n - 1) % self.cap, None
-        evicted = None
-        if self.n == self.cap:
-            evicted = int(self.steps[self.head])
-            self._clear(self.head)
-            self.head = (self.head + 1) % self.cap
-            self.n -= 1
-        row = (self.head + self.n) % self.cap
-        self.steps[row] = step
-        self.n += 1
-        return row, evicted
-
-    def _clear(self, row: int) -> None:
-        self.data[:, row] = math.nan
-
-    def row_of(self, step: int) -> int | None:
-        """The row holding ``step``, or None."""
-        if not self.n:
-            return None
-        idx = self.order()
-        ring = self.steps[idx]
-        pos = int(np.searchsorted(ring, step))
-        return int(idx[pos]) if pos < self.n and ring[pos] == step else None
-
-    def put(self, row: int, key: str, value: float, force: bool = False) -> None:
-        i = self.index.get(key)
-        if i is None:
-            i = len(self.index)
-            if i >= MAX_COLUMNS and not force:
-                self.dropped_keys.add(key)
-                return
-            if i == self.data.shape[0]:
-                grown = np.full((2 * i, self.cap), math.nan)
-                grown[:i] = self.data
-                self.data = grown
-            self.index[key] = i
-        self.data[i, row] = value
-
-    def order(self) -> np.ndarray:
-        return (self.head + np.arange(self.n)) % self.cap
-
-    def table(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """``(steps, {key: column})`` in step order; fresh arrays, nothing shared with the ring."""
-        k, n, head = len(self.index), self.n, self.head
-        if head + n <= self.cap:
-            steps, block = self.steps[head : head + n].copy(), self.data[:k, head : head + n].copy()
-        else:
-            idx = self.order()
-            steps, block = self.steps[idx], self.data[:k].take(idx, axis=1)
-        return steps, dict(zip(self.index, block))
-
-
 class StepWindow:
     """The last ``window`` steps of a run (module docstring).
 
@@ -187,8 +97,8 @@ class StepWindow:
     ):
         self.window = window
         self.tau = tau
-        self.train = _Columns(window)
-        self.eval = _Columns(window)
+        self.train = Columns(window)
+        self.eval = Columns(window)
         self.known_range = reward_range
         self.seen = (math.inf, -math.inf)
         self.groups: OrderedDict[int, _StepGroups] = OrderedDict()
@@ -206,7 +116,7 @@ class StepWindow:
         """One logged row; numbers only (bools count, others are skipped)."""
         row_t = row_e = None
         for raw, v in values.items():
-            x = _number(v)
+            x = number(v)
             if x is None:
                 continue
             key = self._keys.get(raw)
@@ -278,7 +188,7 @@ class StepWindow:
         parts = pend["parts"]
         if len(parts) == 1:
             r, g, prompts, adv = parts[0]
-            plist = _prompt_list(prompts)
+            plist = prompt_list(prompts)
         else:
             offset = 0
             rs, gs, advs, plist = [], [], [], []
@@ -287,7 +197,7 @@ class StepWindow:
                 rs.append(r_i)
                 gs.append(inv.reshape(-1) + offset)
                 advs.append(a_i)
-                pl = _prompt_list(p_i)
+                pl = prompt_list(p_i)
                 plist = None if plist is None or pl is None else plist + pl
                 offset += uniq.shape[0]
             r, g = np.concatenate(rs), np.concatenate(gs)
@@ -425,14 +335,14 @@ class StepWindow:
 
     def packed(self, manifest: Any) -> tuple:
         """:meth:`run` in a few objects, to be pickled (one array per table, not one per
-        series); :func:`run_of` unpacks it."""
+        series); :func:`rlvitals.guard.columns.run_of` unpacks it."""
         r = self.run(manifest)
         return (
             r.manifest,
             r.steps,
-            _pack(r.series),
+            pack(r.series),
             r.eval_steps,
-            _pack(r.eval_series),
+            pack(r.eval_series),
             r.unknown_keys,
         )
 
@@ -504,36 +414,6 @@ def known_range(manifest: Any) -> tuple[float, float] | None:
     return float(lo), float(hi)
 
 
-def wire(a: np.ndarray | None) -> tuple[str, bytes] | None:
-    """A 1-D array as ``(dtype, bytes)``, cheaper to pickle than the array; None kept."""
-    return None if a is None else (a.dtype.str, a.tobytes())
-
-
-def unwire(w: tuple[str, bytes] | None) -> np.ndarray | None:
-    """The (read-only) array of :func:`wire`."""
-    return None if w is None else np.frombuffer(w[1], dtype=w[0])
-
-
-def _pack(series: dict[str, np.ndarray]) -> tuple[list[str], np.ndarray | None]:
-    """Equal-length series as ``(names, one (k, n) block)``."""
-    if not series:
-        return [], None
-    return list(series), np.stack(list(series.values()))
-
-
-def run_of(packed: tuple) -> Run:
-    """The :class:`Run` of :meth:`StepWindow.packed` (in the monitor, or in its helper)."""
-    manifest, steps, (names, block), esteps, (enames, eblock), unknown = packed
-    return Run(
-        manifest=manifest,
-        steps=steps,
-        series={} if block is None else dict(zip(names, block)),
-        eval_steps=esteps,
-        eval_series={} if eblock is None else dict(zip(enames, eblock)),
-        unknown_keys=unknown,
-    )
-
-
 def _advantage_stats(adv: np.ndarray, rewards: np.ndarray) -> tuple[float, float]:
     """:func:`~rlvitals.signal.advantage_stats` of one step, NaN advantages left out as
     :func:`~rlvitals.signal.advantage_stats_by` (what the vitals use) leaves them out."""
@@ -545,45 +425,3 @@ def _advantage_stats(adv: np.ndarray, rewards: np.ndarray) -> tuple[float, float
             return math.nan, math.nan
         adv, rewards = adv[keep], rewards[keep]
     return advantage_stats(adv)
-
-
-def _prompt_list(prompts: Any) -> list | None:
-    if prompts is None:
-        return None
-    if type(prompts).__module__.startswith("torch"):
-        prompts = prompts.detach().cpu().numpy()
-    if isinstance(prompts, np.ndarray):
-        return prompts.tolist()
-    return list(prompts)
-
-
-def plain_scalars(values: dict[str, Any]) -> dict[Any, float]:
-    """``values`` as :meth:`StepWindow.add_scalars` reads them: numbers as floats (None as
-    NaN), the rest left out; what a helper process can be sent (no torch tensors)."""
-    out = {}
-    for k, v in values.items():
-        x = _number(v)
-        if x is not None:
-            out[k] = x
-    return out
-
-
-def _number(v: Any) -> float | None:
-    t = type(v)
-    if t is float:
-        return v
-    if t is bool or t is int:
-        try:
-            return float(v)
-        except OverflowError:
-            return math.inf if v > 0 else -math.inf
-    if isinstance(v, (np.integer, np.floating, np.bool_)):
-        return float(v)
-    if t.__module__.startswith("torch") and getattr(v, "ndim", 1) == 0:
-        try:
-            return float(v.item())
-        except (TypeError, ValueError, RuntimeError):
-            return None
-    if v is None:
-        return math.nan
-    return None

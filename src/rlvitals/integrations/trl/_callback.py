@@ -11,7 +11,9 @@ What it does, on which process:
   ``doctor_every`` steps it runs the doctor over the last ``window`` steps; each incident is told
   once (a log line on ``rlvitals.guard``, an ``alert`` event in the recording, the sinks: W&B /
   trackio alerts while their run is active, webhooks, Slack, callables), then only when it gets
-  worse or recovers. With ``halt_on`` set, an ongoing incident matching the policy stops
+  worse or recovers; each condition it points to (the cause, :mod:`rlvitals.conditions`) is told
+  once when it opens (named at two checks in a row) and once when it closes (three checks
+  without it), never per step (:attr:`RlvitalsCallback.conditions`). With ``halt_on`` set, an ongoing incident matching the policy stops
   training (``control.should_training_stop``), records a ``halt`` event naming the last healthy
   step and the checkpoint to resume from (:attr:`RlvitalsCallback.halt`). A check runs at the
   step's log row when TRL logs that step (its scalars are then in), else at ``on_step_end``
@@ -42,24 +44,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from transformers import TrainerCallback
 
-from rlvitals.guard.containment import Guard
+from rlvitals.guard.containment import Guard, quiet
 from rlvitals.guard.monitor import (
     DEFAULT_CHECK_EVERY,
     DEFAULT_FULL_EVERY,
     DEFAULT_MONITOR_WINDOW,
     Monitor,
-    _quiet,
 )
-from rlvitals.integrations.trl._batch import (
-    GroupBatch,
-    combined_rewards,
-    global_advantages_from_logs,
-    group_ids,
-    group_prompt_ids,
-)
+from rlvitals.integrations.trl._batch import GroupBatch
+from rlvitals.integrations.trl._tap import install_tap
 
 __all__ = ["DEFAULT_DOCTOR_EVERY", "RECORDING_SUBDIR", "RlvitalsCallback"]
 
@@ -207,6 +202,13 @@ class RlvitalsCallback(TrainerCallback):
     def alerts(self) -> list[Any]:
         return list(self.monitor.alerts)
 
+    @property
+    def conditions(self) -> Any:
+        """The conditions followed with hysteresis (the monitor's
+        :class:`~rlvitals.guard.conditions.ConditionTracker`): ``conditions.timeline`` is every
+        opened / closed / reopened, ``conditions.open`` those open now."""
+        return self.monitor.conditions
+
     # -- wiring --------------------------------------------------------------------------------
 
     def rlvitals_bind(self, trainer: Any) -> None:
@@ -237,7 +239,7 @@ class RlvitalsCallback(TrainerCallback):
             _async.install_tap(trainer, self)
             self._estimator_facts = _async.ESTIMATOR_FACTS
         else:
-            _install_tap(trainer, self)
+            install_tap(trainer, self)
         self._groups_source = True
         return self
 
@@ -279,7 +281,7 @@ class RlvitalsCallback(TrainerCallback):
     def _timed(self, site: str, fn: Any, *args: Any) -> Any:
         start, cpu_start = time.perf_counter(), time.thread_time()
         try:
-            with _quiet():
+            with quiet():
                 return self.guard.run(site, fn, *args)
         finally:
             self.seconds += time.perf_counter() - start
@@ -420,56 +422,6 @@ class RlvitalsCallback(TrainerCallback):
             )
         self.recorder.update_manifest(config={"rlvitals_callback_seconds": round(self.seconds, 3)})
         self.recorder.close()
-
-
-# -- a plain GRPOTrainer: read the scored batch without changing it ---------------------------
-
-
-def _install_tap(trainer: Any, callback: RlvitalsCallback) -> None:
-    if getattr(trainer, "_rlvitals_tapped", False):
-        return
-    calc = trainer._calculate_rewards
-    score = trainer._generate_and_score_completions
-    box: dict[str, Any] = {}
-
-    def calculate_rewards(*args: Any, **kwargs: Any) -> Any:
-        rewards_per_func = calc(*args, **kwargs)
-        box["rewards_per_func"] = rewards_per_func
-        return rewards_per_func
-
-    def generate_and_score(inputs: Any) -> Any:
-        box.clear()
-        output = score(inputs)
-        # timed as the callback's own, reading the batch included; failures contained there
-        callback._timed("recording groups", _tap_batch, trainer, box, callback)
-        return output
-
-    trainer._calculate_rewards = calculate_rewards
-    trainer._generate_and_score_completions = generate_and_score
-    trainer._rlvitals_tapped = True
-
-
-def _tap_batch(trainer: Any, box: dict[str, Any], callback: RlvitalsCallback) -> None:
-    rewards_per_func = box.get("rewards_per_func")
-    if rewards_per_func is None:
-        return
-    if not trainer.model.training or not callback.record_groups or not callback._is_main:
-        return  # what rlvitals_groups would drop (evaluation batches): nothing to compute
-    rewards = combined_rewards(rewards_per_func, trainer.reward_weights)
-    n = int(rewards.shape[0])
-    g = trainer.num_generations
-    adv = global_advantages_from_logs(trainer, n)
-    callback._groups(
-        GroupBatch(
-            step=int(trainer.state.global_step) + 1,
-            mode="train",
-            rewards=rewards,
-            group_ids=group_ids(n, g),
-            group_size=g,
-            prompts=group_prompt_ids(trainer, n, g),
-            advantages=None if adv is None else np.array(adv, dtype=np.float64),
-        )
-    )
 
 
 # -- small helpers ----------------------------------------------------------------------------
