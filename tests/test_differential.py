@@ -154,6 +154,77 @@ def test_a_kl_that_is_high_from_a_slow_climb_is_no_jump(tmp_path):
     assert "KL_BLOWUP" not in ids
 
 
+def test_a_saturated_run_that_flips_to_all_wrong_is_a_collapse_at_the_flip(tmp_path):
+    """Pass rate 0.96 (zero spread on 85% of groups) then exactly 0 from step 51: the ACR barely
+    moves (0.85 -> 1.0), the collapse is at the flip, and a one-step fall to one exact value is
+    the verifier's doing."""
+    n = 100
+    before = np.arange(n) < 50
+    path = _log(
+        tmp_path,
+        n,
+        reward=np.where(before, 0.96 + _noise(n, 0.01, 11), 0.0),
+        frac_reward_zero_std=np.clip(np.where(before, 0.85 + _noise(n, 0.03, 12), 1.0), 0, 1),
+        reward_std=np.where(before, 0.05, 0.0),
+    )
+    ids, dx = _conditions(path)
+    assert ids[0] == "VERIFIER_CONSTANT" and dx.conditions[0].onset_step == 51
+    death = [f for f in dx.findings if f.id == "REWARD_STD_DEATH"]
+    assert [f.onset_step for f in death] == [51]
+
+
+def test_zeros_at_the_ceiling_do_not_date_the_collapse_at_the_floor(tmp_path):
+    """Every answer right from step 26 (spread 0 at the ceiling), all wrong from step 51: the
+    collapse at the floor starts at 51, the ceiling stretch is its own informational finding."""
+    n = 100
+    reward = np.concatenate([np.linspace(0.5, 1.0, 25), np.ones(25), np.zeros(50)])
+    std = np.concatenate([0.3 + _noise(25, 0.02, 13), np.zeros(75)])
+    _, dx = _conditions(_log(tmp_path, n, reward=reward, reward_std=std))
+    death = {f.onset_step: f for f in dx.findings if f.id == "REWARD_STD_DEATH"}
+    assert set(death) == {26, 51}
+    assert death[51].severity.value != "info" and "floor" in death[51].message
+    assert death[26].severity.value == "info" and "ceiling" in death[26].message
+
+
+def test_printed_zero_grad_norms_do_not_turn_a_lasting_rise_into_spikes(tmp_path):
+    """grad_norm 0.3 -> 3.0 from step 51 and stays, every third row printed as 0.0: a new
+    level, not spikes; an isolated 40x value among the same zeros still is one."""
+    n = 100
+    gn = np.concatenate([0.3 + _noise(50, 0.03, 14), 3.0 + _noise(50, 0.3, 15)])
+    gn[::3] = 0.0
+    common = {"reward": 0.5 + _noise(n, 0.05, 16), "frac_reward_zero_std": 0.3}
+    _, dx = _conditions(_log(tmp_path, n, grad_norm=gn, **common))
+    assert "GRAD_SPIKE" not in {f.id for f in dx.findings}
+    gn = 0.3 + _noise(n, 0.03, 17)
+    gn[::3] = 0.0
+    gn[61] = 12.0
+    (tmp_path / "b").mkdir()
+    _, dx = _conditions(_log(tmp_path / "b", n, grad_norm=gn, **common))
+    spikes = [f for f in dx.findings if f.id == "GRAD_SPIKE"]
+    assert len(spikes) == 1 and spikes[0].onset_step == 62
+
+
+def test_completions_that_shrink_are_a_sign_never_a_length_explosion(tmp_path):
+    """Mean length 53 -> 3 tokens, then 4.5: the baseline is before the fall, so 4.5 is no
+    explosion; with the reward falling too, the shrink is a sign of the degradation."""
+    n = 200
+    rng = np.random.default_rng(18)
+    length = np.concatenate(
+        [
+            53 + rng.normal(0, 3, 40),
+            np.linspace(53, 3, 10),
+            3 + rng.normal(0, 0.3, 80),
+            4.5 + rng.normal(0, 0.3, 70),
+        ]
+    )
+    reward = np.concatenate([0.5 + _noise(50, 0.05, 19), 0.1 + _noise(150, 0.03, 20)])
+    keys = {"completions/mean_length": length, "completions/max_length": 256.0}
+    ids, dx = _conditions(_log(tmp_path, n, reward=reward, frac_reward_zero_std=0.3, **keys))
+    assert "LENGTH_EXPLOSION" not in {f.id for f in dx.findings}
+    assert ids[0] == "POLICY_DEGRADATION"
+    assert any("shrink 53 -> 4 tokens" in s for s in dx.conditions[0].for_)
+
+
 def test_entropy_explodes_then_lengths_then_reward_is_entropy_blowup(tmp_path):
     """Entropy 0.16 -> 7.6 from step 25, lengths at the cap from ~32, reward 0 from 40."""
     n = 80

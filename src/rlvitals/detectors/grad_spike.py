@@ -16,8 +16,13 @@ jump on the same step.
 Each finite gradient norm is compared with its baseline: the median of the
 :knob:`baseline_points` logged values before it, but never less than :knob:`baseline_floor` times
 the run's median gradient norm (so a stretch of near-zero gradients, e.g. during a collapse, does
-not turn the return to normal into a "spike"). A value above :knob:`spike_ratio` times its
-baseline is a spike, once at least :knob:`min_history` values of history exist. The spikes of a
+not turn the return to normal into a "spike"). Values of exactly 0 take no part: a console that
+prints `grad_norm 0.0` for steps without an update (ZERO_GRAD_STEPS reports those) would
+otherwise deflate the baseline and turn an ordinary value into a "47x spike". A value above
+:knob:`spike_ratio` times its baseline is a spike, once at least :knob:`min_history` values of
+history exist, and only when the gradient norm comes back: the median of the
+:knob:`return_points` values after it is below the spike level. A rise that stays is a new level
+(the baseline catches up with it), not a run of spikes. The spikes of a
 run are reported in one finding: its onset is the first spike and its end the last one (open when
 the last spike is the last logged value). It is a warning when the largest spike is at least
 :knob:`severe_ratio` times its baseline or spikes make up at least :knob:`warn_share` of the
@@ -41,7 +46,7 @@ from rlvitals import advice
 from rlvitals._median import median
 from rlvitals._record import record
 from rlvitals.detectors.base import Detector, Finding, Severity, register
-from rlvitals.detectors.kit import fmt, needs, points, rnd, trailing_median
+from rlvitals.detectors.kit import Points, fmt, needs, points, rnd, trailing_median
 
 BASELINE_POINTS = 20
 SPIKE_RATIO = 10.0
@@ -49,6 +54,9 @@ MIN_HISTORY = 10
 SEVERE_RATIO = 50.0
 WARN_SHARE = 0.1
 BASELINE_FLOOR = 0.5
+RETURN_POINTS = 5
+"""Values after a spike whose median must be back below the spike level (real logs: isolated
+spikes return within 1-2 logged steps; a 10x rise that lasts was read as 47x spikes)."""
 LISTED_STEPS = 10
 MARKED_STEPS = 500
 """At most this many spike steps are marked on the plot (the first ones)."""
@@ -75,6 +83,8 @@ class GradSpike(Detector):
         warn_share: float = WARN_SHARE
         #: The baseline is never below this multiple of the run's median gradient norm.
         baseline_floor: float = BASELINE_FLOOR
+        #: Values after a spike whose median must be back below the spike level.
+        return_points: int = RETURN_POINTS
 
     def needs(self, vitals) -> str | None:
         return needs(vitals, ["grad_norm"], self.knobs.min_history + 1)
@@ -82,7 +92,11 @@ class GradSpike(Detector):
     def check(self, vitals, found: Mapping[str, list[Finding]] | None = None) -> list[Finding]:
         k = self.knobs
         g = points(vitals, "grad_norm")
-        if g is None or g.n <= k.min_history:
+        if g is None:
+            return []
+        nz = g.values != 0.0  # printed zeros are no gradient level (ZERO_GRAD_STEPS)
+        g = Points(g.name, g.steps[nz], g.values[nz])
+        if g.n <= k.min_history:
             return []
         floor = k.baseline_floor * float(median(g.values))
         base = np.maximum(trailing_median(g.values, k.baseline_points), floor)
@@ -90,6 +104,7 @@ class GradSpike(Detector):
         spike = ratio > k.spike_ratio
         spike[: k.min_history] = False
         idx = np.flatnonzero(spike)
+        idx = idx[[self._returns(g.values, i, k.spike_ratio * base[i]) for i in idx]]
         if idx.size == 0:
             return []
         worst = int(idx[np.argmax(ratio[idx])])
@@ -123,6 +138,12 @@ class GradSpike(Detector):
                 actions=_actions(vitals.trainer),
             )
         ]
+
+    def _returns(self, x: np.ndarray, i: int, level: float) -> bool:
+        """True when the values after ``x[i]`` come back below ``level`` (a spike, not a new
+        level); the last value, with nothing after it, counts as a spike."""
+        after = x[i + 1 : i + 1 + self.knobs.return_points]
+        return after.size == 0 or float(median(after)) < level
 
 
 def _actions(t: str | None) -> list[str]:

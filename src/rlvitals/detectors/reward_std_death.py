@@ -67,7 +67,7 @@ from rlvitals.detectors._collapse import (
     reward_state,
 )
 from rlvitals.detectors.base import Detector, Finding, Severity, register
-from rlvitals.detectors.kit import compare, fmt, healthy_level, median_in, rnd
+from rlvitals.detectors.kit import Span, compare, fmt, healthy_level, median_in, rnd
 from rlvitals.signal import ZERO_ATOL
 from rlvitals.vitals import Vitals
 
@@ -144,6 +144,7 @@ class RewardStdDeath(Detector):
             sustain=k.sustain,
             total_test=lambda a: np.abs(a) <= ZERO_ATOL,
         )
+        eps = [part for ep in eps for part in self._split_at_ceiling(vitals, ep)]
         if src == "reward_range":
             # The step's reward max - min is a batch-level spread: with a few prompts per step it
             # swings with the draw. When the advantages show groups still varying, it is noise.
@@ -155,6 +156,35 @@ class RewardStdDeath(Detector):
                 # One phenomenon, one finding: the short stretches are part of the dead steps.
                 return [f]
         return out
+
+    def _split_at_ceiling(self, vitals: Vitals, ep: CollapseEpisode) -> list[CollapseEpisode]:
+        """``ep`` as two episodes when it starts at the ceiling (every answer right) and the pass
+        rate then leaves the ceiling for good: zero spread from solving everything is not the
+        onset of a collapse at the floor (real logs: a run at the ceiling for 25 steps before
+        it flipped to all-wrong had its collapse dated 25 steps early). Otherwise ``[ep]``."""
+        k = self.knobs
+        p = vitals.get("pass_rate")
+        if p is None or ep.total:
+            return [ep]
+        sp = ep.span
+        st = ep.steps[sp.first : sp.last + 1]
+        at = np.searchsorted(vitals.steps, st)
+        pr = p[np.clip(at, 0, p.size - 1)]
+        ceil = np.isfinite(pr) & (pr >= k.ceiling)
+        j = int(np.argmin(ceil)) if not ceil.all() else ceil.size  # first step off the ceiling
+        rest = ceil[j:]
+        if j < k.sustain or rest.size < k.sustain or rest.mean() > 0.2:
+            return [ep]
+        head = Span(sp.first, sp.first + j - 1, sp.onset, int(st[j - 1]), j)
+        tail = Span(sp.first + j, sp.last, int(st[j]), sp.end, sp.n - j)
+        return [
+            CollapseEpisode(
+                head, ep.steps, ep.x, float(np.median(ep.x[head.first : head.last + 1])), ep.pre
+            ),
+            CollapseEpisode(
+                tail, ep.steps, ep.x, float(np.median(ep.x[tail.first : tail.last + 1])), ep.pre
+            ),
+        ]
 
     def _intermittent(self, vitals: Vitals, src: str, eps: list[CollapseEpisode]) -> Finding | None:
         """The run's steps with reward variance exactly 0, when they are many: on each every

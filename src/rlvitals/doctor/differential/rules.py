@@ -65,6 +65,9 @@ FALL_AFTER = 10
 ADV_FALL = 0.2
 """Late advantage std at most this share of the early one with rewards still varying: the
 pipeline flattened them (zoo dev: epsilon 1e4 gives ~1e-4 of the early std)."""
+LENGTH_SHRINK = 0.25
+"""Late mean length at most this share of the early one is a length collapse (issue 23's real
+run: 53 -> 3 tokens; healthy runs that learn to be concise shorten by a third to a half)."""
 SMALL_G = 4
 """Groups of at most this many completions agree by chance often (p^G + (1-p)^G)."""
 
@@ -111,6 +114,46 @@ def _fall_at_changepoint(ev: Events) -> tuple[float, float] | None:
     return None
 
 
+def _flat_from(ev: Events) -> int | None:
+    """The step from which the pass rate is one exact value to the end (at least
+    :data:`FALL_AFTER` logged points, not the ceiling), after points that differed from it by
+    more than 0.05; None otherwise. A policy drifts; a verifier that broke returns a constant
+    from one step to the next (issue 23: a saturated run flipping to all-wrong, zero spread on
+    both sides, is a collapse the ACR does not show)."""
+    s = ev.series("pass_rate")
+    if s is None:
+        return None
+    st, x = s
+    last = x[-1]
+    off = np.flatnonzero(np.abs(x - last) > 1e-9)
+    if off.size == 0 or last >= 0.97:
+        return None
+    k = int(off[-1]) + 1  # first index of the final constant stretch
+    if x.size - k < FALL_AFTER or k < 5 or abs(float(median(x[k - 5 : k])) - last) <= 0.05:
+        return None
+    return int(st[k])
+
+
+def _cut_text(ev: Events, onset: int, late: float) -> str:
+    """How many completions were cut at the cap: the level of the stretch from ``onset``, and
+    the late level when the policy has half-learned to stop again."""
+    st, x = ev.series("truncation_frac")
+    level = float(median(x[st >= onset][:10])) if (st >= onset).any() else late
+    if late >= TRUNCATED or abs(level - late) < 0.1:
+        return f"{late:.0%} of completions cut at the cap late in the run"
+    return f"{level:.0%} of completions cut at the cap from step {onset} ({late:.0%} at the end)"
+
+
+def _length_collapse(ev: Events) -> str | None:
+    """A sign, when completions shrank to at most :data:`LENGTH_SHRINK` of their early length
+    (measured against the level before the fall, never after it): the policy answers in a few
+    tokens (a gamed format or length reward, or a policy that gave up)."""
+    early, late = ev.early("length_mean"), ev.late("length_mean")
+    if early is None or late is None or early < 8 or late > LENGTH_SHRINK * early:
+        return None
+    return f"completions shrink {early:.0f} -> {late:.0f} tokens"
+
+
 def candidates(ev: Events, found: set[str]) -> list[ConditionCall]:
     v = ev.v
     out: list[ConditionCall] = []
@@ -141,6 +184,10 @@ def candidates(ev: Events, found: set[str]) -> list[ConditionCall]:
         before_acr = acr_s[1][acr_s[0] < jump][-5:]
         if before_acr.size < 2 or float(median(before_acr)) >= 0.6:
             jump = None  # not abrupt: a gradual rise is the pass rate's doing
+    if jump is None and (acr_early is None or acr_early >= 0.7):
+        # Zero spread before as well (a saturated run): the ACR cannot jump, but a pass rate
+        # that flips in one step to one exact value can (all-correct -> all-wrong).
+        jump = _flat_from(ev)
     if jump is not None and jump > first:
         pass_s = ev.series("pass_rate")
         before = after = None
@@ -278,12 +325,17 @@ def candidates(ev: Events, found: set[str]) -> list[ConditionCall]:
         ev.half("truncation_frac"),
     )
     cap = length_cap(v)
-    if t_late is not None and max(t_late, t_half or 0) >= TRUNCATED:
+    # An episode counts as well as the late level: a policy that half-learns to stop again
+    # (truncation 0.86 -> 0.1 over 60 steps) had its completions run away all the same.
+    t_onset = ev.onset("truncation_frac", lambda x: x >= TRUNCATED, hold=0.6)
+    if t_late is not None and (max(t_late, t_half or 0) >= TRUNCATED or t_onset is not None):
         term = ev.series("length_terminated_mean")
         term_med = float(median(term[1][term[1] > 0])) if term and (term[1] > 0).any() else None
         short = cap is not None and term_med is not None and term_med < SHORT_TERMINATED * cap
         from_start = t_early is not None and t_early >= TRUNCATED
-        onset = ev.onset("truncation_frac", lambda x: x >= TRUNCATED, hold=0.6) or first
+        # Not present from the start: its onset is the first stretch at the cap, never step 1.
+        onset = t_onset or ev.onset("truncation_frac", lambda x: x >= TRUNCATED, hold=0.0)
+        onset = first if from_start or onset is None else onset
         if short or (not from_start and term_med is None):
             why = (
                 f"terminated completions {term_med:.0f} tokens, far below the cap {cap:.0f}"
@@ -295,7 +347,7 @@ def candidates(ev: Events, found: set[str]) -> list[ConditionCall]:
                     "RUNAWAY_LENGTH",
                     onset,
                     0.8 if short else 0.6,
-                    [f"{t_late:.0%} of completions cut at the cap late in the run", why],
+                    [_cut_text(ev, onset, t_late), why],
                     ["a cap below what the task needs would also cut the terminated ones"],
                     findings=sorted(found & {"TRUNCATION", "LENGTH_EXPLOSION"}),
                 )
@@ -400,6 +452,11 @@ def candidates(ev: Events, found: set[str]) -> list[ConditionCall]:
     small = small_groups(ev, G, out)
     if small is not None:
         out.append(small)
+    shrink = _length_collapse(ev)
+    if shrink:
+        for call in out:
+            if call.id in ("POLICY_DEGRADATION", "REWARD_HACKING", "ENTROPY_COLLAPSE"):
+                call.for_.append(shrink)
     return out
 
 
