@@ -51,6 +51,15 @@ TRACKIO = textwrap.dedent(
     """
 )
 
+OWN_FIXTURES = Path(__file__).parent / "importer_fixtures"
+"""A format's own fixture (``<format>/<file>`` with ``expected.json``: scripts/new_importer.py),
+scanned under ``fixtures/<format>/``."""
+
+
+def _own_fixtures() -> dict[str, dict]:
+    return {p.parent.name: json.loads(p.read_text()) for p in OWN_FIXTURES.glob("*/expected.json")}
+
+
 # label (relative to the tree) -> (format, trainer, steps); wandb run folders are named by the
 # second they started, so they are matched by their prefix
 EXPECTED = {
@@ -88,6 +97,10 @@ EXPECTED = {
     "wandb/wandb [offline-run-@1": ("wandb", None, 1),
     "wandb/wandb [offline-run-@2": ("wandb", "trl", 327),
 }
+EXPECTED.update(
+    (f"fixtures/{fmt}/{e['file']}", (e["format"], e["trainer"], e["n_steps"]))
+    for fmt, e in _own_fixtures().items()
+)
 
 
 def _build(root: Path) -> Path:
@@ -109,13 +122,17 @@ def _build(root: Path) -> Path:
     F.write_prime_rl(t / "prime_rl.jsonl", run)
     F.write_prime_rl_traces(t / "prime_out", run[:20])  # its metrics.jsonl is not a run apart
     F.write_skyrl(t / "skyrl.log", run)
-    F.write_slime(t / "slime.log", run)
+    # its own run: the same run in two formats in one folder is one row (test_scan_pages.py)
+    F.write_slime(t / "slime.log", F.simulate(60, g=4, seed=5))
     (t / "rollouts").mkdir()
     for st in run[:40]:
         F.write_verl_rollouts(t / "rollouts" / f"{st.step}.jsonl", st)
     F.write_wandb_chart(t / "wandb_export.csv", run, runs=("brisk-pond-1", "calm-sea-2"))
     F.gzip_copy(F.write_generic(t / "plain.jsonl", run), t / "plain_copy.jsonl.gz")
     (t / "README.md").write_text("# notes\n")
+    for fmt, e in _own_fixtures().items():
+        (root / "fixtures" / fmt).mkdir(parents=True)
+        shutil.copy(OWN_FIXTURES / fmt / e["file"], root / "fixtures" / fmt / e["file"])
     (t / "config.json").write_text('{"hidden_size": 32, "vocab_size": 100}\n')
     for kind in ("wandb", "mlflow"):
         shutil.copytree(P.produced(kind), root / kind, ignore=shutil.ignore_patterns("home"))
@@ -145,7 +162,9 @@ def _digest(root: Path) -> str:
 
 
 def _label(row: ScanRow, root: Path) -> str:
-    return row.label[len(str(root)) + 1 :]
+    """The row's label relative to ``root`` (the scan shows paths relative to its root)."""
+    label = row.label
+    return label[len(str(root)) + 1 :] if label.startswith(str(root) + "/") else label
 
 
 def _match(labels: list[str]) -> dict[str, str]:
@@ -361,7 +380,7 @@ def test_globs_find_runs_and_skip_what_no_importer_reads(tree, tmp_path):
 
 
 def test_the_text_table_fits_a_terminal_and_shows_no_escape(tmp_path):
-    odd = tmp_path / "run\x1b[31mred"
+    odd = tmp_path / ("run\x1b[31mred" + "-long" * 8)  # paths are shown relative to the root
     odd.mkdir()
     F.write_generic(odd / "log.jsonl", F.simulate(40))
     result = scan([tmp_path], jobs=1, cache=False)

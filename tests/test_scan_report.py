@@ -116,7 +116,7 @@ def test_the_scan_page_renders_in_headless_chromium(tmp_path):
     (odd / "broken.jsonl").write_text('{"step": 1, "reward": 0.5}\n{"step": 2, "rew')
     result = scan([tmp_path / "sweep"], jobs=2, cache=False)
     html = render_scan(result, "html")
-    assert "<script" not in html.lower() and "default-src 'none'" in html
+    assert html.lower().count("<script") == 1 and "default-src 'none'" in html  # ours only
     assert not B._REMOTE.search(html) and not B._CSS_REMOTE.search(html)
     assert html.count("<circle") == 12 and 'class="ols"' in html and 'class="paper"' in html
     page = tmp_path / "scan.html"

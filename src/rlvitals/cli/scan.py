@@ -8,6 +8,7 @@ could not be read or judged. A run that cannot be read is a row with its error, 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -27,7 +28,7 @@ above --fail-on, 1 = some run is, 2 = usage, no run found, or a run not read or 
 
 examples:
   rlvitals scan sweep/ mlruns/ --sort acr_100
-  rlvitals scan 'outputs/*/trainer_state.json' -o scan.html
+  rlvitals scan 'outputs/*/trainer_state.json' -o scan.html --reports reports/
   rlvitals scan /shared/runs --engine ray --format csv -o runs.csv --fail-on never"""
 
 
@@ -50,6 +51,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="output format (default: from the -o suffix, else text)",
     )
     p.add_argument("-o", "--output", metavar="FILE", help="write the table to FILE")
+    p.add_argument(
+        "--reports",
+        metavar="DIR",
+        help="also write each run's own HTML report into DIR (made when missing); the HTML "
+        "page links every run to its report",
+    )
     p.add_argument(
         "--sort",
         choices=sorted(SORT_KEYS),
@@ -188,6 +195,12 @@ def run(args: argparse.Namespace) -> int:
             ray_address=args.ray_address,
             discovery=found,
         )
+    if args.reports:
+        from rlvitals.scan import write_reports
+
+        page_dir = os.path.dirname(os.path.abspath(args.output)) if args.output else None
+        for problem in write_reports(result, args.reports, config=config, page_dir=page_dir):
+            print(f"rlvitals: {one_line(problem)}", file=sys.stderr)
     allow = bool(config.allow_unjudged)
     to_terminal = args.output is None and sys.stdout.isatty()
     text = render_scan(

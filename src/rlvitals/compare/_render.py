@@ -2,9 +2,14 @@
 
 Each says the same, in the same order: the two runs, their vitals side by side, the first step
 where they diverge (and each series' own), the incidents one has and the other not, then the
-configuration differences. The HTML page adds a plot per compared series with both runs
-overlaid and the divergence step marked (inline SVG; no script, no request). Strings from the
-input are made one line and escape-free for a terminal, escaped in Markdown and HTML.
+configuration differences, ranked (:mod:`rlvitals.compare._config`: algorithm, data,
+optimisation, then the rest; keys one run lacks folded into one line per side). Final eval
+scores are compared key by key: a row per eval key both runs logged, never one run's MATH score
+against the other's GSM8K. The HTML page adds a plot per compared series with both runs overlaid
+in two colours (A blue and solid, B orange and dashed) and the divergence step marked; its plots
+show values on hover, zoom and switch to a log scale (the pages' own script, allowed by its
+hash; no request). Strings from the input are made one line and escape-free for a terminal,
+escaped in Markdown and HTML.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from rlvitals._text import fmt
+from rlvitals.compare._config import config_sections
 
 if TYPE_CHECKING:
     from rlvitals.compare import Comparison, Divergence
@@ -24,6 +30,12 @@ FORMATS = ("text", "json", "md", "html")
 MAX_CONFIG_LINES = 60
 """Configuration differences written out in text and Markdown before '... and N more'."""
 _VALUE_CHARS = 60
+COLOUR_A, COLOUR_B = "#2563eb", "#ea580c"
+"""Run A's colour (solid lines) and run B's (dashed), on every plot of the page."""
+EVAL_ROWS = 6
+"""Eval keys both runs logged, compared one row each at most (the rest are counted)."""
+KEYS_SHOWN = 12
+"""Keys named in a folded "only in A / only in B" line before "and N more"."""
 
 _VITALS = (
     ("steps", "steps"),
@@ -46,17 +58,51 @@ def _value(v: Any) -> str:
     return s if len(s) <= _VALUE_CHARS else s[: _VALUE_CHARS - 1] + "…"
 
 
+def _last(run, key: str) -> float | None:
+    import numpy as np
+
+    v = np.asarray(run.eval_series.get(key, ()), dtype=float)
+    ok = np.flatnonzero(np.isfinite(v))
+    return float(v[ok[-1]]) if ok.size else None
+
+
+def eval_rows(c: Comparison) -> list[tuple[str, str, str]]:
+    """``(what, A, B)``: the final score of each eval key both runs logged (scores first, as
+    :func:`rlvitals.scan.choose_eval_key` ranks them; at most :data:`EVAL_ROWS`), then one line
+    per run naming the eval keys only it has. Never two different keys on one row."""
+    from rlvitals.scan import choose_eval_key
+
+    ka = {k for k in c.a.run.eval_series if _last(c.a.run, k) is not None}
+    kb = {k for k in c.b.run.eval_series if _last(c.b.run, k) is not None}
+    common = {k: c.a.run.eval_series[k] for k in ka & kb}
+    keys: list[str] = []
+    while len(keys) < EVAL_ROWS and (k := choose_eval_key(common)) is not None:
+        keys.append(k)
+        del common[k]
+    out = [(f"final {k}", fmt(_last(c.a.run, k)), fmt(_last(c.b.run, k))) for k in keys]
+    if not keys and (ka or kb):
+        out.append(("final eval", "no score key in common", "no score key in common"))
+    for side, mine, theirs in (("A", ka, kb), ("B", kb, ka)):
+        only = sorted(mine - theirs)
+        if only:
+            cells = [_keys(only), "-"] if side == "A" else ["-", _keys(only)]
+            out.append((f"eval only in {side}", *cells))
+    return out
+
+
+def _keys(keys: list[str]) -> str:
+    more = f" and {len(keys) - KEYS_SHOWN} more" if len(keys) > KEYS_SHOWN else ""
+    return ", ".join(keys[:KEYS_SHOWN]) + more
+
+
 def _final(c: Comparison) -> list[tuple[str, str, str]]:
     from rlvitals.scan import Job, row_from_diagnosis
 
     ra = row_from_diagnosis(c.a, Job(0, 0, c.labels[0], None))
     rb = row_from_diagnosis(c.b, Job(0, 0, c.labels[1], None))
-    key = ra.eval_key or rb.eval_key
-    if key and rb.eval_key and ra.eval_key and ra.eval_key != rb.eval_key:
-        key = f"{ra.eval_key} / {rb.eval_key}"
     return [
         ("final train reward", fmt(ra.reward_final), fmt(rb.reward_final)),
-        (f"final eval ({key or 'none'})", fmt(ra.eval_final), fmt(rb.eval_final)),
+        *eval_rows(c),
         ("primary condition", _cond(ra), _cond(rb)),
         ("worst", ra.status, rb.status),
         ("worst incident", _inc(ra), _inc(rb)),
@@ -112,11 +158,24 @@ def lines(c: Comparison) -> list[tuple[str, list[str]]]:
         for x, y in c.both
     ]
     out.append(("incidents in both", both or ["none"]))
-    cfg = [f"{k}: {_value(a)} | {_value(b)}" for k, a, b in c.config[:MAX_CONFIG_LINES]]
-    if len(c.config) > MAX_CONFIG_LINES:
-        cfg.append(f"... and {len(c.config) - MAX_CONFIG_LINES} more")
-    out.append((f"configuration differences ({len(c.config)}; A | B)", cfg or ["none"]))
+    cs = config_sections(c.config)
+    cfg: list[str] = []
+    for name, rows_ in cs.sections:
+        cfg += [f"[{name}] {k}: {_value(a)} | {_value(b)}" for k, a, b in rows_]
+    if len(cfg) > MAX_CONFIG_LINES:
+        cfg = [*cfg[:MAX_CONFIG_LINES], f"... and {len(cfg) - MAX_CONFIG_LINES} more"]
+    cfg += _only_lines(cs)
+    title = f"configuration differences ({cs.changed} changed; A | B)"
+    out.append((title, cfg or ["none"]))
     return out
+
+
+def _only_lines(cs) -> list[str]:
+    return [
+        f"only in {side} ({len(keys)} keys): {_keys(keys)}"
+        for side, keys in (("A", cs.only_a), ("B", cs.only_b))
+        if keys
+    ]
 
 
 def _text(c: Comparison) -> str:
@@ -175,11 +234,15 @@ svg .end { stroke-width:1.5; stroke-dasharray:2 3; }
 svg .thr { stroke-width:1.2; stroke-dasharray:2 2; } svg .thrlabel { font-size:10px; }
 svg .mark { stroke:#fff; stroke-width:1; }
 footer { color:var(--muted); font-size:12px; margin-top:24px; }
+.a { color:#2563eb; } .b { color:#ea580c; } td, li { overflow-wrap:anywhere; }
+tr.sec th { text-align:left; background:var(--bg); text-transform:uppercase; }
+ul.only { margin-top:8px; }
+@media (max-width: 640px) { main { padding:14px 12px 32px; } }
 """
 
 
 def _plots(c: Comparison) -> list[str]:
-    from rlvitals.report.svg import PALETTE, WIDTH, Layer, Marker, plot
+    from rlvitals.report.svg import WIDTH, Layer, Marker, plot
 
     out = []
     for d in c.divergences:
@@ -187,11 +250,11 @@ def _plots(c: Comparison) -> list[str]:
         if sa is None or sb is None:
             continue
         layers = [
-            Layer(f"A {d.series}", c.a.vitals.steps, sa),
-            Layer(f"B {d.series}", c.b.vitals.steps, sb, color=PALETTE[0], style="dash"),
+            Layer(f"A {d.series}", c.a.vitals.steps, sa, color=COLOUR_A),
+            Layer(f"B {d.series}", c.b.vitals.steps, sb, color=COLOUR_B, style="dash"),
         ]
         marks = [Marker(d.step, None, "info", "diverges")] if d.step is not None else []
-        svg = plot(d.series, layers, marks, width=WIDTH)
+        svg = plot(d.series, layers, marks, width=WIDTH, interactive=True)
         if svg:
             out.append(svg)
     return out
@@ -199,24 +262,22 @@ def _plots(c: Comparison) -> list[str]:
 
 def _html(c: Comparison) -> str:
     from rlvitals._version import __version__
-    from rlvitals.report.web import CSP
+    from rlvitals.report import web
 
     out = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
-        "<title>rlvitals compare</title>",
-        f"<style>{_CSS}</style></head><body><main>",
+        *web.head("rlvitals compare", _CSS),
+        "<main>",
         "<h1>rlvitals compare</h1>",
-        f'<p class="src"><b>A</b> {escape(c.labels[0])}</p>',
-        f'<p class="src"><b>B</b> {escape(c.labels[1])}</p>',
-        "<h2>Vitals</h2><table><tr><th></th><th>A</th><th>B</th></tr>",
+        f'<p class="src"><b class="a">A</b> {escape(c.labels[0])}</p>',
+        f'<p class="src"><b class="b">B</b> {escape(c.labels[1])}</p>',
+        '<h2>Vitals</h2><div class="scroll"><table><tr><th></th><th class="a">A</th>'
+        '<th class="b">B</th></tr>',
     ]
     out += [
         f'<tr><td>{escape(k)}</td><td class="v">{escape(a)}</td><td class="v">{escape(b)}</td></tr>'
         for k, a, b in rows(c)
     ]
-    out.append("</table>")
+    out.append("</table></div>")
     sections = lines(c)
     for title, body in sections[:-1]:
         out.append(f"<h2>{escape(title)}</h2><ul>")
@@ -224,22 +285,34 @@ def _html(c: Comparison) -> str:
         out.append("</ul>")
     plots = _plots(c)
     if plots:
-        out.append('<h2>Series, A solid and B dashed</h2><div class="plots">')
+        out.append(
+            '<h2>Series: <span class="a">A solid</span>, <span class="b">B dashed</span></h2>'
+            '<div class="plots">'
+        )
         out += plots
         out.append("</div>")
     out.append(f"<h2>{escape(sections[-1][0])}</h2>")
-    if c.config:
-        out.append("<table><tr><th>key</th><th>A</th><th>B</th></tr>")
-        out += [
-            f"<tr><td>{escape(k)}</td><td>{escape(_value(a))}</td><td>{escape(_value(b))}</td></tr>"
-            for k, a, b in c.config
-        ]
-        out.append("</table>")
-    else:
+    cs = config_sections(c.config)
+    if cs.sections:
+        out.append(
+            '<div class="scroll"><table class="config"><tr><th>key</th><th>A</th><th>B</th></tr>'
+        )
+        for name, rows_ in cs.sections:
+            out.append(f'<tr class="sec"><th colspan="3">{escape(name)}</th></tr>')
+            out += [
+                f"<tr><td>{escape(k)}</td><td>{escape(_value(a))}</td>"
+                f"<td>{escape(_value(b))}</td></tr>"
+                for k, a, b in rows_
+            ]
+        out.append("</table></div>")
+    only = _only_lines(cs)
+    if only:
+        out.append('<ul class="only">' + "".join(f"<li>{escape(x)}</li>" for x in only) + "</ul>")
+    if not cs.sections and not only:
         out.append("<p>none</p>")
     out.append(
-        f"<footer>rlvitals {escape(__version__)} · self-contained page: no scripts, no network "
-        "requests</footer></main></body></html>"
+        f"<footer>rlvitals {escape(__version__)} · self-contained page: no network requests "
+        f"(its one script is inline)</footer></main>{web.script_tag()}</body></html>"
     )
     return "\n".join(out) + "\n"
 

@@ -19,6 +19,7 @@ from rlvitals.scan._discover import Discovery, Target, discover
 from rlvitals.scan._engines import ENGINES
 from rlvitals.scan._progress import Counter
 from rlvitals.scan._render import FORMATS, SORT_KEYS, render_scan, suffix_format
+from rlvitals.scan._reports import report_name, write_reports
 from rlvitals.scan._row import (
     FINAL_WINDOW,
     Job,
@@ -49,8 +50,10 @@ __all__ = [
     "default_cache_dir",
     "discover",
     "render_scan",
+    "report_name",
     "row_from_diagnosis",
     "scan",
     "scan_one",
     "suffix_format",
+    "write_reports",
 ]

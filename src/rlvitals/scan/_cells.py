@@ -13,7 +13,7 @@ from rlvitals.scan._row import ScanRow
 if TYPE_CHECKING:
     from rlvitals.scan._stats import Correlation
 
-__all__ = ["COLUMNS", "correlation_text"]
+__all__ = ["COLUMNS", "NUMBERS", "correlation_text", "left_out_lines"]
 
 
 def _num(x: Any, digits: int = 3) -> str:
@@ -40,13 +40,31 @@ def _condition(r: ScanRow) -> str:
     return f"{r.condition}{at}"
 
 
+def _acr100(r: ScanRow) -> str:
+    if r.acr_100 is not None and r.acr_100_from == "estimate":
+        return "≈" + _num(r.acr_100)  # the doctor's estimate, not a measured ACR
+    return _num(r.acr_100)
+
+
+def _run(r: ScanRow) -> str:
+    if not r.merged:
+        return r.label
+    return f"{r.label} (also as {', '.join(r.merged)})"
+
+
+def _formats(r: ScanRow) -> str:
+    """The format read, then those of the other places the run was found."""
+    others = [m.rsplit(" (", 1)[-1].rstrip(")") for m in r.merged]
+    return "+".join([r.format or "-", *others])
+
+
 COLUMNS: tuple[tuple[str, str, Callable[[ScanRow], str]], ...] = (
-    ("run", "l", lambda r: r.label),
-    ("format", "l", lambda r: r.format or "-"),
+    ("run", "l", _run),
+    ("format", "l", _formats),
     ("trainer", "l", lambda r: r.trainer or "-"),
     ("steps", "r", lambda r: _num(r.steps)),
     ("G", "r", lambda r: _num(r.group_size)),
-    ("ACR_100", "r", lambda r: _num(r.acr_100)),
+    ("ACR_100", "r", _acr100),
     ("ACR mean", "r", lambda r: _num(r.acr_mean)),
     ("ACR last", "r", lambda r: _num(r.acr_last)),
     ("wasted", "r", lambda r: _num(r.wasted)),
@@ -56,7 +74,20 @@ COLUMNS: tuple[tuple[str, str, Callable[[ScanRow], str]], ...] = (
     ("worst incident", "l", _incident),
     ("status", "l", lambda r: r.status),
 )
-"""Header, alignment and cell of every column of the table (text, Markdown, HTML)."""
+"""Header, alignment and cell of every column of the table (text, Markdown, HTML); an
+estimated ACR_100 is marked ``≈``; a run found in several formats names the others."""
+
+NUMBERS: dict[str, Callable[[ScanRow], Any]] = {
+    "steps": lambda r: r.steps,
+    "G": lambda r: r.group_size,
+    "ACR_100": lambda r: r.acr_100,
+    "ACR mean": lambda r: r.acr_mean,
+    "ACR last": lambda r: r.acr_last,
+    "wasted": lambda r: r.wasted,
+    "reward": lambda r: r.reward_final,
+    "eval": lambda r: r.eval_final,
+}
+"""The value a numeric column sorts by on the page (the cell's text may be rounded)."""
 
 
 def correlation_text(c: Correlation | None, rows: Sequence[ScanRow]) -> str:
@@ -64,16 +95,26 @@ def correlation_text(c: Correlation | None, rows: Sequence[ScanRow]) -> str:
     from rlvitals.scan._stats import MIN_RUNS, PAPER
 
     if c is None:
-        n = sum(1 for r in rows if r.acr_100 is not None)
+        n = sum(1 for r in rows if r.acr_100 is not None and r.acr_100_from == "measured")
         return (
-            f"ACR_100 vs final metric: not computed (needs {MIN_RUNS}+ runs with ACR_100 and a "
-            f"final metric that differ; {n} run(s) have ACR_100)"
+            f"ACR_100 vs final metric: not computed (needs {MIN_RUNS}+ judged runs with a "
+            f"measured ACR_100 and a final metric on one scale, that differ; {n} run(s) have a "
+            "measured ACR_100)"
         )
     sign = "-" if c.slope < 0 else "+"
+    scale = f" (rewards {c.scale})" if c.against == "reward" and c.scale else ""
+    out = f"; {len(c.left_out)} run(s) left out (listed below)" if c.left_out else ""
     return (
-        f"ACR_100 vs {c.y_label} over {c.n} runs: r = {c.r:.3f} "
+        f"ACR_100 vs {c.y_label}{scale} over {c.n} judged runs{out}: r = {c.r:.3f} "
         f"[{c.r_low:.3f}, {c.r_high:.3f}] (95% bootstrap), R² = {c.r2:.3f}; "
         f"OLS {c.intercept:.4g} {sign} {abs(c.slope):.4g}·ACR_100. "
         f"Paper (He et al. 2026, {PAPER['runs']} runs): r = {PAPER['r']}, "
         f"accuracy % ≈ {PAPER['intercept']} - {abs(PAPER['slope'])}·ACR_100"
     )
+
+
+def left_out_lines(c: Correlation | None) -> list[str]:
+    """One line per run the correlation left out, with why."""
+    if c is None:
+        return []
+    return [f"left out of the correlation: {run}: {why}" for run, why in c.left_out]

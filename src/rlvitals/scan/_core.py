@@ -10,7 +10,8 @@
    (:mod:`rlvitals.scan._engines`).
 
 The table is in walk order (a store's runs in the store's order), whatever order the jobs
-finished in, so every engine gives the same table.
+finished in, so every engine gives the same table. A run found twice (two formats of one run)
+is one row (:mod:`rlvitals.scan._merge`), and paths are shown relative to the scan's root.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from rlvitals.errors import InputError
 from rlvitals.scan._cache import ScanCache, fingerprint, row_key
 from rlvitals.scan._discover import Discovery, Target, discover
 from rlvitals.scan._engines import run_jobs
+from rlvitals.scan._merge import merge_duplicates, scan_root, set_relative
 from rlvitals.scan._row import Job, ScanRow, _selector, error_row
 
 if TYPE_CHECKING:
@@ -48,6 +50,8 @@ class ScanResult:
         cached: rows that came from the cache; ``read``: rows read now.
         seconds: wall time of the scan.
         engine, jobs: how it ran.
+        root: the folder paths are shown relative to (:func:`rlvitals.scan._merge.scan_root`).
+        merged: rows folded into another because they were the same run.
     """
 
     rows: list[ScanRow] = field(default_factory=list)
@@ -58,6 +62,8 @@ class ScanResult:
     seconds: float = 0.0
     engine: str = "process"
     jobs: int = 1
+    root: str | None = None
+    merged: int = 0
 
     @property
     def errors(self) -> list[ScanRow]:
@@ -287,8 +293,18 @@ def scan(
                 )
         notes += found.notes
     rows = [state.rows[k] for k in sorted(state.rows)]
+    root = scan_root(paths)
+    set_relative(rows, root)
+    kept = merge_duplicates(rows)
+    if len(kept) < len(rows):
+        notes.append(
+            f"{len(rows) - len(kept)} row(s) were the same run found in another format "
+            "(the same steps and rewards): one row each, the others named in it"
+        )
     return ScanResult(
-        rows=rows,
+        rows=kept,
+        root=root,
+        merged=len(rows) - len(kept),
         skipped=found.skipped,
         notes=notes,
         cached=state.cached,

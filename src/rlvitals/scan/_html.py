@@ -1,7 +1,9 @@
 """The scan as one self-contained HTML page: the ACR_100 scatter, then the run table.
 
-Inline CSS and SVG only; its Content-Security-Policy forbids scripts and requests (the same
-policy as the doctor's report). The scatter puts each run at (ACR_100, final metric), coloured
+Inline CSS, SVG and the pages' own script (:mod:`rlvitals.report.web`: the table sorts by any
+column when its header is clicked); the Content-Security-Policy allows that script by its hash
+and refuses every request (the same policy as the doctor's report). Paths are relative to the
+scan's root; a run with a report written by ``--reports`` links to it. The scatter puts each run at (ACR_100, final metric), coloured
 by its worst finding, with its name as the point's tooltip (an SVG ``<title>``); the
 least-squares line of these runs is drawn solid and the paper's line (He et al. 2026, in the
 metric's units) dashed beside it, with r, its bootstrap interval and both equations in the
@@ -15,8 +17,9 @@ from html import escape
 from typing import TYPE_CHECKING
 
 from rlvitals._version import __version__
+from rlvitals.report import web
 from rlvitals.report.svg import COLORS, axis_range, nice_ticks
-from rlvitals.scan._cells import COLUMNS, correlation_text
+from rlvitals.scan._cells import COLUMNS, NUMBERS, correlation_text, left_out_lines
 from rlvitals.scan._row import ScanRow
 
 if TYPE_CHECKING:
@@ -25,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["render_html", "scatter"]
 
-CSP = "default-src 'none'; style-src 'unsafe-inline'"
+CSP = web.CSP
 W, H = 640, 400
 PAD_L, PAD_R, PAD_T, PAD_B = 60, 16, 34, 44
 STATUS_COLOURS = {
@@ -53,6 +56,9 @@ svg .tick { font-size:11px; fill:var(--muted); } svg .axis { font-size:12px; fil
 svg .pt { stroke:#fff; stroke-width:1; fill-opacity:.9; }
 svg .ols { stroke:#334155; stroke-width:2; } svg .paper { stroke:#9333ea; stroke-width:2;
            stroke-dasharray:6 4; } svg .legend { font-size:11px; fill:var(--fg); }
+svg.scatter { max-width:100%; height:auto; }
+table.runs a { color:inherit; }
+@media (max-width: 640px) { main { padding:14px 12px 32px; } }
 table.runs { border-collapse:collapse; width:100%; background:#fff; border:1px solid var(--line);
              font-size:13px; }
 table.runs th, table.runs td { padding:5px 8px; border-bottom:1px solid var(--line);
@@ -138,6 +144,15 @@ def scatter(c: Correlation, statuses: Sequence[str] = ()) -> str:
 def _cell(col: tuple, r: ScanRow) -> str:
     name, align, get = col
     text = escape(get(r))
+    if name == "run" and r.report:
+        from urllib.parse import quote
+
+        text = f'<a href="{escape(quote(r.report))}">{text}</a>'
+    value = NUMBERS.get(name)
+    data = ""
+    if value is not None:
+        v = value(r)
+        data = f' data-v="{"" if v is None else repr(float(v))}"'
     why = r.error or r.not_judged
     if name == "status":
         title = f' title="{escape(why)}"' if why else ""
@@ -147,13 +162,15 @@ def _cell(col: tuple, r: ScanRow) -> str:
         )
     cls = "r" if align == "r" else ("run" if name == "run" else "")
     title = ""
-    if name == "worst incident" and r.incident:
+    if name == "ACR_100" and r.acr_100_from == "estimate":
+        title = ' title="the doctor\'s estimate from the mean reward and G (no ACR logged)"'
+    elif name == "worst incident" and r.incident:
         title = f' title="{escape(r.incident)}"'
     elif name == "eval" and r.eval_key:
         title = f' title="{escape(r.eval_key)}"'
     elif name == "run" and why:
         title = f' title="{escape(why)}"'
-    return f'<td class="{cls}"{title}>{text}</td>'
+    return f'<td class="{cls}"{title}{data}>{text}</td>'
 
 
 def render_html(
@@ -162,12 +179,8 @@ def render_html(
     """The page: summary, scatter (when there is a correlation), run table."""
     c = result.correlation(against)
     out = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
-        f"<title>rlvitals scan: {len(rows)} runs</title>",
-        f"<style>{CSS}</style></head><body><main>",
+        *web.head(f"rlvitals scan: {len(rows)} runs", CSS),
+        "<main>",
         "<h1>rlvitals scan</h1>",
         '<ul class="summary">' + "".join(f"<li>{escape(t)}</li>" for t in tail) + "</ul>",
     ]
@@ -177,17 +190,19 @@ def render_html(
         out.append("<h2>Early collapse against the outcome</h2>")
         out.append(
             f"<figure>{scatter(c, statuses)}<figcaption>{escape(correlation_text(c, rows))}. "
-            "Points are coloured by the run's worst finding.</figcaption></figure>"
+            "Points are coloured by the run's worst finding."
+            + "".join(f"<br>{escape(x)}" for x in left_out_lines(c))
+            + "</figcaption></figure>"
         )
-    out.append(f"<h2>Runs ({len(rows)})</h2>")
-    out.append('<table class="runs"><thead><tr>')
+    out.append(f"<h2>Runs ({len(rows)}) · click a column to sort</h2>")
+    out.append('<div class="scroll"><table class="runs sortable"><thead><tr>')
     out.append("".join(f"<th>{escape(col[0])}</th>" for col in COLUMNS))
     out.append("</tr></thead><tbody>")
     for r in rows:
         out.append("<tr>" + "".join(_cell(col, r) for col in COLUMNS) + "</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     out.append(
-        f"<footer>rlvitals {escape(__version__)} · self-contained page: no scripts, no network "
-        "requests</footer></main></body></html>"
+        f"<footer>rlvitals {escape(__version__)} · self-contained page: no network requests "
+        f"(its one script is inline)</footer></main>{web.script_tag()}</body></html>"
     )
     return "\n".join(out) + "\n"

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rlvitals._version import __version__
-from rlvitals.scan._cells import COLUMNS, correlation_text
+from rlvitals.scan._cells import COLUMNS, correlation_text, left_out_lines
 from rlvitals.scan._row import ScanRow
 
 if TYPE_CHECKING:
@@ -94,6 +94,8 @@ def summary(result: ScanResult, fail_on: str, allow_unjudged: bool) -> dict[str,
         "fail_on": fail_on,
         "failing": len(result.failing(fail_on, allow_unjudged)),
         "skipped_files": result.skipped,
+        "root": result.root,
+        "merged": result.merged,
         "engine": result.engine,
         "jobs": result.jobs,
         "notes": list(result.notes),
@@ -110,10 +112,19 @@ def summary_lines(
         f"{s['seconds']:.1f} s ({s['engine']}, {s['jobs']} job(s)); {s['failing']} fail "
         f"--fail-on {fail_on}; {s['errors']} could not be read, {s['not_judged']} not judged"
     ]
+    if result.root:
+        lines.append(f"paths are relative to {result.root}")
     keys = eval_keys(result.rows)
     if keys:
         lines.append("eval = " + ", ".join(keys))
-    lines.append(correlation_text(result.correlation(against), result.rows))
+    if any(r.acr_100_from == "estimate" for r in result.rows):
+        lines.append(
+            "≈ACR_100: no ACR was logged; the doctor's estimate from the mean reward and G "
+            "(expected collapse), not a measurement"
+        )
+    c = result.correlation(against)
+    lines.append(correlation_text(c, result.rows))
+    lines += left_out_lines(c)
     for r in result.rows:
         if r.error:
             lines.append(f"read error: {r.error}")
@@ -167,6 +178,16 @@ def _text(result: ScanResult, rows: Sequence[ScanRow], width: int | None, tail: 
     return "\n".join(out) + "\n"
 
 
+def _csv_cell(v: Any) -> Any:
+    from rlvitals.report.common import one_line
+
+    if v is None:
+        return ""
+    if isinstance(v, list):
+        return one_line(";".join("" if x is None else str(x) for x in v))
+    return one_line(v) if isinstance(v, str) else v
+
+
 def _csv(rows: Sequence[ScanRow]) -> str:
     """One CSV row per run; every text cell made :func:`~rlvitals.report.common.one_line`
     (paths, run names and errors come from the input: an escape sequence in a run name never
@@ -181,10 +202,7 @@ def _csv(rows: Sequence[ScanRow]) -> str:
         d = r.to_dict()
         w.writerow(
             [
-                *(
-                    "" if d[k] is None else one_line(d[k]) if isinstance(d[k], str) else d[k]
-                    for k in fields
-                ),
+                *(_csv_cell(d[k]) for k in fields),
                 *(r.severities.get(s, 0) for s in ("critical", "warn", "info")),
                 one_line(";".join(r.finding_ids)),
             ]

@@ -12,12 +12,13 @@ is a row with its read error, never an exception: the scan goes on.
 ...     b.add_row(s, {"reward": s / 200, "frac_reward_zero_std": 0.2})
 >>> b.add_row(100, {"eval/accuracy": 0.31}); b.add_row(120, {"eval/accuracy": 0.42})
 >>> row = row_from_diagnosis(diagnose(b.build()), Job(0, 0, "run.jsonl", "jsonl"))
->>> row.acr_100, row.eval_key, row.eval_final, row.eval_step, row.reward_final
-(0.2, 'eval/accuracy', 0.42, 120, 0.5775)
+>>> row.acr_100, row.acr_100_from, row.eval_key, row.eval_final, row.eval_step, row.reward_final
+(0.2, 'measured', 'eval/accuracy', 0.42, 120, 0.5775)
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from dataclasses import asdict, dataclass, field, fields
@@ -36,11 +37,16 @@ __all__ = [
     "ScanRow",
     "choose_eval_key",
     "row_from_diagnosis",
+    "run_identity",
     "scan_one",
 ]
 
 FINAL_WINDOW = 10
 """The final train reward is the mean of the last this many logged values (one value is noise)."""
+IDENTITY_MIN_STEPS = 5
+"""A run with fewer logged train rewards gets no identity (too little to tell runs apart)."""
+IDENTITY_DIGITS = 4
+"""Rewards are compared to this many significant digits (formats round differently)."""
 
 _EVAL_TIERS = (
     re.compile(r"acc|pass@|pass_at|exact_match|correct|solve|success|win_rate", re.I),
@@ -98,6 +104,10 @@ class ScanRow:
         group_size: completions per prompt (G); ``evidence``: the collapse evidence tier.
         acr_100, acr_mean, acr_last: ACR over the first 100 steps, over the run, and the
             windowed ACR at the end (DESIGN.md 3.2).
+        acr_100_from: ``measured`` (from the run's ACR), ``estimate`` (no ACR was logged:
+            the doctor's expected ACR from the mean reward and G, as for veRL console logs), or
+            None (neither).
+        reward_range: ``[min, max]`` of the reward the vitals used (the run's scale).
         wasted: mean share of completions whose advantage was zero (wasted rollouts).
         reward_final: mean train reward over the last :data:`FINAL_WINDOW` logged values.
         eval_key, eval_final, eval_step: the final eval metric, which key, at which step.
@@ -109,6 +119,11 @@ class ScanRow:
             :mod:`rlvitals.conditions`, ``HEALTHY`` for nothing wrong) and its onset step.
         not_judged: why the collapse family could not judge the run, or None.
         error: why the run could not be read, or None (then the numbers are None).
+        identity: a digest of the run's steps and train reward (None when it logged fewer
+            than :data:`IDENTITY_MIN_STEPS` rewards): one run found in two formats has one.
+        merged: the other places this run was found (``"path (format)"``), one row for all.
+        rel: ``path`` relative to the scan's root (set by the scan; the tables show it).
+        report: where ``--reports`` wrote the run's own report (a link from the page), or None.
     """
 
     path: str
@@ -126,6 +141,8 @@ class ScanRow:
     acr_100: float | None = None
     acr_mean: float | None = None
     acr_last: float | None = None
+    acr_100_from: str | None = None
+    reward_range: list | None = None
     wasted: float | None = None
     reward_final: float | None = None
     eval_key: str | None = None
@@ -143,11 +160,17 @@ class ScanRow:
     condition_onset: int | None = None
     not_judged: str | None = None
     error: str | None = None
+    identity: str | None = None
+    merged: list = field(default_factory=list)
+    rel: str | None = None
+    report: str | None = None
 
     @property
     def label(self) -> str:
-        """``path`` and, for a run of a store, ``[run]``."""
-        return f"{self.path} [{self.run}]" if self.run else self.path
+        """``path`` (relative to the scan's root when known) and, for a run of a store,
+        ``[run]``."""
+        path = self.rel or self.path
+        return f"{path} [{self.run}]" if self.run else path
 
     @property
     def status(self) -> str:
@@ -199,8 +222,15 @@ class ScanRow:
         sev = d["severities"]
         if not all(k in _SEVERITIES and isinstance(n, int) for k, n in sev.items()):
             raise ValueError("bad severities")
-        if not all(isinstance(x, str) for x in d["finding_ids"]):
-            raise ValueError("bad finding_ids")
+        for name in ("finding_ids", "merged"):
+            if not all(isinstance(x, str) for x in d[name]):
+                raise ValueError(f"bad {name}")
+        rr = d["reward_range"]
+        if rr is not None and (
+            len(rr) != 2
+            or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in rr)
+        ):
+            raise ValueError("bad reward_range")
         for name in ("worst", "incident_severity"):
             if d[name] is not None and d[name] not in _SEVERITIES:
                 raise ValueError(f"bad {name}")
@@ -261,11 +291,45 @@ def choose_eval_key(eval_series: dict[str, np.ndarray]) -> str | None:
     return None
 
 
+def run_identity(steps: np.ndarray, reward: np.ndarray | None) -> str | None:
+    """A digest of the steps that logged a train reward and the rewards (to
+    :data:`IDENTITY_DIGITS` significant digits): the same run read from two formats has the same
+    one, two runs almost never do. None below :data:`IDENTITY_MIN_STEPS` rewards.
+
+    >>> s = np.arange(1, 9); r = np.linspace(0.1, 0.8, 8)
+    >>> run_identity(s, r) == run_identity(s, r.astype(np.float32)), run_identity(s[:3], r[:3])
+    (True, None)
+    """
+    if reward is None:
+        return None
+    ok = np.isfinite(reward)
+    if int(ok.sum()) < IDENTITY_MIN_STEPS:
+        return None
+    values = [float(f"{x:.{IDENTITY_DIGITS}g}") for x in np.asarray(reward, np.float64)[ok]]
+    blob = repr((np.asarray(steps)[ok].astype(np.int64).tolist(), values))
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def _acr_100(v, summary: dict) -> tuple[float | None, str | None]:
+    """ACR_100 measured, else the doctor's estimate (expected ACR from the mean reward and G)."""
+    if summary.get("acr_100") is not None:
+        return summary["acr_100"], "measured"
+    expected = v.series.get("expected_acr")
+    if v.expected_acr_from == "estimate" and expected is not None:
+        from rlvitals.signal import acr_100
+
+        est = acr_100(expected, v.steps)
+        if math.isfinite(est):
+            return float(est), "estimate"
+    return None, None
+
+
 def row_from_diagnosis(d: Diagnosis, job: Job) -> ScanRow:
     """The row of a diagnosed run (see :class:`ScanRow`)."""
     run, v = d.run, d.vitals
     m = run.manifest
     summary = v.summary()
+    acr100, acr100_from = _acr_100(v, summary)
     reward = run.series.get("reward_mean")
     reward_final = None
     if reward is not None:
@@ -299,7 +363,9 @@ def row_from_diagnosis(d: Diagnosis, job: Job) -> ScanRow:
         last_step=summary.get("last_step"),
         group_size=v.group_size,
         evidence=v.evidence,
-        acr_100=_r(summary.get("acr_100")),
+        acr_100=_r(acr100),
+        acr_100_from=acr100_from,
+        reward_range=[_r(v.reward_min), _r(v.reward_max)],
         acr_mean=_r(summary.get("acr_mean")),
         acr_last=_r(summary.get("acr_windowed_last")),
         wasted=_r(summary.get("wasted_frac_mean")),
@@ -318,6 +384,7 @@ def row_from_diagnosis(d: Diagnosis, job: Job) -> ScanRow:
         condition=d.conditions[0].id if d.conditions else None,
         condition_onset=d.conditions[0].onset_step if d.conditions else None,
         not_judged=d.not_judged(),
+        identity=run_identity(run.steps, reward),
     )
 
 

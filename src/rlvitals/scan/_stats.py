@@ -8,6 +8,12 @@ same interval), and the ordinary least-squares line. The paper's line is drawn b
 the metric's own units: as is when the final values look like percentages, divided by 100
 when every value lies in [0, 1] (a fraction).
 
+Which runs enter (:func:`correlate_rows`): runs judged by the doctor (not "not judged", not
+unreadable), with a measured ACR_100 (an estimate from the mean reward would correlate the
+reward with itself), on one scale: against the final eval metric, the runs of the eval key most
+runs share (never MATH against GSM8K); against the final train reward, the runs of the reward
+range most runs share. Every run left out is named with why (:attr:`Correlation.left_out`).
+
 >>> c = correlate([0.1, 0.2, 0.3, 0.4, 0.5], [0.5, 0.45, 0.42, 0.36, 0.33])
 >>> round(c.r, 3), round(c.slope, 3), c.paper_scale
 (-0.995, -0.43, 0.01)
@@ -33,6 +39,7 @@ __all__ = [
     "Correlation",
     "correlate",
     "correlate_rows",
+    "reward_scale",
 ]
 
 PAPER = {"intercept": 51.4, "slope": -29.6, "r": -0.785, "r2": 0.617, "runs": 245}
@@ -57,6 +64,8 @@ class Correlation:
         paper_scale: 1 when the metric is in percent, 0.01 when it is a fraction: the
             paper's line in these units is ``paper_scale · (51.4 − 29.6 · x)``.
         x, y: the points (for the plot); ``labels``: their runs.
+        left_out: ``(run, why)`` for every run that is not a point (:func:`correlate_rows`).
+        scale: what the points share (the eval key, or the reward range), or None.
     """
 
     n: int
@@ -72,6 +81,8 @@ class Correlation:
     x: tuple[float, ...] = ()
     y: tuple[float, ...] = ()
     labels: tuple[str, ...] = ()
+    left_out: tuple[tuple[str, str], ...] = ()
+    scale: str | None = None
 
     def paper_y(self, x: float) -> float:
         return self.paper_scale * (PAPER["intercept"] + PAPER["slope"] * x)
@@ -80,6 +91,7 @@ class Correlation:
         d = asdict(self)
         for k in ("x", "y", "labels"):
             d.pop(k)
+        d["left_out"] = [{"run": r, "why": w} for r, w in self.left_out]
         d["paper"] = dict(PAPER)
         return d
 
@@ -141,34 +153,85 @@ def correlate(
     )
 
 
+def reward_scale(lo: float | None, hi: float | None) -> str:
+    """The scale class of a reward range: ``[0, 1]``, ``[-1, 1]``, or ``within ±10^k`` (ranges
+    read from a run's own extremes differ run to run; the class does not).
+
+    >>> reward_scale(0, 1), reward_scale(-0.3, 1.0), reward_scale(-2, 3), reward_scale(0, 40)
+    ('[0, 1]', '[-1, 1]', 'within ±10', 'within ±100')
+    """
+    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+        return "unknown"
+    if lo >= 0 and hi <= 1:
+        return "[0, 1]"
+    if lo >= -1 and hi <= 1:
+        return "[-1, 1]"
+    k = max(1, math.ceil(math.log10(max(abs(lo), abs(hi)))))
+    return f"within ±{10**k}"
+
+
+def _range(r: ScanRow) -> str:
+    lo, hi = r.reward_range or (None, None)
+    return reward_scale(lo, hi)
+
+
+def candidates(rows: Sequence[ScanRow], against: str) -> tuple[list[ScanRow], list[tuple]]:
+    """``(rows that may be points, [(label, why)] of the others)`` before the scale is chosen."""
+    keep, out = [], []
+    for r in rows:
+        y = r.eval_final if against == "eval" else r.reward_final
+        if r.error:
+            out.append((r.label, "not read"))
+        elif r.not_judged:
+            out.append((r.label, "not judged"))
+        elif r.acr_100 is None:
+            out.append((r.label, "no ACR_100"))
+        elif r.acr_100_from != "measured":
+            out.append((r.label, "ACR_100 estimated from the mean reward, not measured"))
+        elif y is None:
+            out.append((r.label, "no final eval metric" if against == "eval" else "no reward"))
+        else:
+            keep.append(r)
+    return keep, out
+
+
 def correlate_rows(rows: Sequence[ScanRow], against: str = "auto") -> Correlation | None:
-    """:func:`correlate` over scanned rows: ACR_100 against the final eval metric
-    (``against="eval"``), the final train reward (``"reward"``), or (``"auto"``) the eval
-    metric when at least :data:`MIN_RUNS` runs have one, else the train reward."""
+    """:func:`correlate` over scanned rows (module docstring says which): ACR_100 against the
+    final eval metric (``against="eval"``), the final train reward (``"reward"``), or
+    (``"auto"``) the eval metric when at least :data:`MIN_RUNS` runs of one eval key qualify,
+    else the train reward."""
     if against not in ("auto", "eval", "reward"):
         raise ValueError(f"against must be auto, eval or reward, got {against!r}")
     if against == "auto":
-        with_eval = sum(1 for r in rows if r.acr_100 is not None and r.eval_final is not None)
-        against = "eval" if with_eval >= MIN_RUNS else "reward"
+        keep, _ = candidates(rows, "eval")
+        counts: dict[str, int] = {}
+        for r in keep:
+            counts[str(r.eval_key)] = counts.get(str(r.eval_key), 0) + 1
+        against = "eval" if counts and max(counts.values()) >= MIN_RUNS else "reward"
+    keep, left_out = candidates(rows, against)
+    scale_of = (lambda r: str(r.eval_key)) if against == "eval" else _range
+    counts = {}
+    for r in keep:
+        counts[scale_of(r)] = counts.get(scale_of(r), 0) + 1
+    scale = max(counts, key=lambda k: counts[k]) if counts else None  # ties: first seen
+    pts = [r for r in keep if scale_of(r) == scale]
+    for r in keep:
+        if scale_of(r) != scale:
+            what = f"eval key {scale_of(r)}" if against == "eval" else f"rewards {_range(r)}"
+            left_out.append((r.label, f"{what}, not {scale} like the others"))
     if against == "eval":
-        pts = [
-            (r.acr_100, r.eval_final, r)
-            for r in rows
-            if r.acr_100 is not None and r.eval_final is not None
-        ]
-        keys = sorted({r.eval_key for _, _, r in pts if r.eval_key})
-        label = keys[0] if len(keys) == 1 else f"final eval metric ({len(keys)} keys)"
+        label = str(scale) if scale else "final eval metric"
     else:
-        pts = [
-            (r.acr_100, r.reward_final, r)
-            for r in rows
-            if r.acr_100 is not None and r.reward_final is not None
-        ]
         label = "final train reward"
-    return correlate(
-        [p[0] for p in pts],
-        [p[1] for p in pts],
+    c = correlate(
+        [r.acr_100 for r in pts],
+        [r.eval_final if against == "eval" else r.reward_final for r in pts],
         against=against,
         y_label=label,
-        labels=[p[2].label for p in pts],
+        labels=[r.label for r in pts],
     )
+    if c is None:
+        return None
+    from dataclasses import replace
+
+    return replace(c, left_out=tuple(left_out), scale=scale)
