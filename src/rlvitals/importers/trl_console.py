@@ -15,10 +15,17 @@ Values are 4 significant digits.
 **The step.** The printed dict has no step (the callbacks get ``logs``, not the
 ``log_history`` row that has it). The k-th training line of a run is step
 ``k x logging_steps``, where ``logging_steps`` comes from, in order: the ``logging_steps``
-argument; a printed config (``logging_steps=N``, e.g. ``print(training_args)``); the run's
-total steps (the tqdm training bar ``N/M``, checked against the summary line's
-``train_runtime x train_steps_per_second``) divided by the number of training lines; else
-GRPOConfig's default, 10 — and a warning says which. ``manifest.step_key`` names the source.
+argument; a printed config (``logging_steps=N``, e.g. ``print(training_args)``); what the
+lines say: the training bar's position drawn just before each line (``on_step_end`` moves the
+bar, then ``on_log`` prints the line: with unbuffered output each line follows a frame of its
+own step, and those positions are the steps); the steps the run reached (the training bar's last position
+``N`` of ``N/M``) over the number of lines, when the run stopped before its planned total
+``M``; the planned total (the bar's ``M``, a printed ``max_steps``, or the summary line's
+``train_runtime x train_steps_per_second``) over the lines only when the bar reached it (or
+no bar says how far the run got); else GRPOConfig's default, 10 — and a warning says which.
+``manifest.step_key`` names the source. (A planned total spread over the lines of a run
+stopped early stretches every duration: 49 lines of a run stopped at step 499 of 29,790 were
+read as one line per 608 steps.)
 A printed config also gives ``num_generations``, ``beta``, ``scale_rewards``, ``loss_type``; a
 ``trl==X.Y.Z`` line (pip freeze) the TRL version.
 
@@ -28,6 +35,8 @@ runs: the last is read unless ``run="1"`` chooses another (``--run``).
 
 from __future__ import annotations
 
+import itertools
+import math
 import re
 from collections import Counter
 from collections.abc import Mapping
@@ -54,6 +63,11 @@ __all__ = ["DEFAULT_LOGGING_STEPS", "load_trl_console"]
 
 DEFAULT_LOGGING_STEPS = 10
 """``GRPOConfig.logging_steps`` (TRL 1.16 overrides transformers' 500)."""
+_MAX_EPOCHS = 20
+"""The most ``num_train_epochs`` tried when a run's epochs tell its logging interval."""
+_EPOCH_TOL = 0.01
+"""How close to a whole number of steps an interval read from the epochs must be (the
+epoch is printed to 4 significant digits)."""
 CONF = 0.85
 _FIRST_KEYS = rb"(?:loss|eval_[^'\n]{1,80}|train_runtime|grad_norm|learning_rate|reward)"
 _LINE_BYTES = re.compile(rb"(?:^|[\r\n\]A])\{'" + _FIRST_KEYS + rb"': ")
@@ -88,19 +102,37 @@ def _dict_of(seg: str) -> str | None:
 
 
 class _Scan:
-    """What the non-dict lines say: printed config values, tqdm bar totals, TRL version."""
+    """What the non-dict lines say: printed config values, tqdm bar totals, TRL version; per
+    run (segment), the farthest position of each bar and, per training line, the last
+    position of each bar drawn since the line before."""
 
     def __init__(self) -> None:
         self.config: dict[str, str] = {}
         self.bars: Counter[int] = Counter()
         self.version: str | None = None
+        self.reached: list[dict[int, int]] = [{}]
+        self.before: list[list[dict[int, int]]] = [[]]
+        self._since: dict[int, int] = {}
+
+    def new_segment(self) -> None:
+        self.reached.append({})
+        self.before.append([])
+
+    def train_line(self) -> None:
+        self.before[-1].append(self._since)
+        self._since = {}
 
     def feed(self, line: str) -> None:
         if "/" in line and "it" in line:
+            reached = self.reached[-1]
             for m in _BAR.finditer(line):
                 total = int(m.group(2))
                 if total > 0:
+                    pos = int(m.group(1))
                     self.bars[total] += 1
+                    if pos > reached.get(total, -1):
+                        reached[total] = pos
+                    self._since[total] = pos
         if "=" in line or ":" in line:
             for m in _CONFIG.finditer(line):
                 self.config.setdefault(m.group(1), m.group(2))
@@ -159,7 +191,9 @@ def load_trl_console(
                 kind = "train"
                 if closed:
                     segments.append([])
+                    scan.new_segment()
                     closed = False
+                scan.train_line()
             else:
                 continue  # some other dict someone printed
             own = _own_step(values) if kind == "train" else None
@@ -174,9 +208,9 @@ def load_trl_console(
     manifest = Manifest(source=str(path), trainer="trl")
     builder = RunBuilder(manifest)
     total_lines = sum(1 for s in segments for k, _, _ in s if k == "train")
-    step_every, why = _logging_steps(logging_steps, scan, segments, total_lines)
+    step_every, why, bar_steps = _logging_steps(logging_steps, scan, segments, total_lines)
     reader = HistoryReader()
-    for seg in segments:
+    for i, seg in enumerate(segments):
         k = 0
         step = 0
         for kind, values, own in seg:
@@ -187,6 +221,7 @@ def load_trl_console(
                 builder.skipped_values += values.skipped
             if kind == "train":
                 k += 1
+                own = own or (bar_steps[k - 1] if bar_steps and i == len(segments) - 1 else None)
                 step = own or k * step_every
             reader.add(max(step, 0) if kind != "summary" else step, row)
     idx = choose_segment(path, reader, run, builder)
@@ -233,29 +268,91 @@ def _numbers(values: dict[str, Any], builder: RunBuilder) -> dict[str, Any]:
 
 def _logging_steps(
     given: int | None, scan: _Scan, segments: list[Any], lines: int
-) -> tuple[int, str]:
-    """``(logging_steps, where it came from)`` (module docstring)."""
+) -> tuple[int, str, list[int] | None]:
+    """``(logging_steps, where it came from, the last run's steps from its bar or None)``
+    (module docstring)."""
     if any(own is not None for s in segments for k, _, own in s if k == "train"):
-        return 1, "'global_step/max_steps' (ms-swift)"
+        return 1, "'global_step/max_steps' (ms-swift)", None
     if given:
-        return given, "line count x logging_steps; logging_steps given by the caller"
+        return given, "line count x logging_steps; logging_steps given by the caller", None
     printed = scan.config.get("logging_steps", "")
     if printed.isascii() and printed.isdigit() and 0 < int(printed) < 10**9:
-        return int(printed), "line count x logging_steps; logging_steps from the printed config"
+        return (
+            int(printed),
+            "line count x logging_steps; logging_steps from the printed config",
+            None,
+        )
     total = _total_steps(scan, segments)
     last_lines = sum(1 for k, _, _ in segments[-1] if k == "train") if segments else lines
     if total and last_lines:
+        steps = _bar_steps(scan.before[-1], total)
+        if steps is not None:
+            every = Counter(b - a for a, b in itertools.pairwise(steps)).most_common(1)
+            step = every[0][0] if every else steps[0]
+            return step, "the training bar's position at each line", steps
+        reached = scan.reached[-1].get(total)
+        if reached is not None and 0 < reached < total - 1 and last_lines <= reached:
+            step = _stopped_early(reached, last_lines, total, _last_epoch(segments[-1]))
+            return (
+                step,
+                f"line count x logging_steps; logging_steps = {step}: {last_lines} lines over "
+                f"the {reached} steps the training bar reached (the run stopped before its "
+                f"planned {total})",
+                None,
+            )
         step = max(1, round(total / last_lines))
         if abs(total / step - last_lines) <= 1:
             return (
                 step,
                 f"line count x logging_steps; logging_steps = {total} total steps / {last_lines} lines",
+                None,
             )
     return (
         DEFAULT_LOGGING_STEPS,
         f"line count x logging_steps; logging_steps unknown, GRPOConfig's default "
         f"{DEFAULT_LOGGING_STEPS} assumed",
+        None,
     )
+
+
+def _bar_steps(before: list[dict[int, int]], total: int) -> list[int] | None:
+    """The steps of a run's training lines from the training bar (of ``total`` steps) drawn
+    just before each: every line has one and they rise, else None (buffered output prints the
+    lines in bursts, with no frame between them)."""
+    steps = [b.get(total) for b in before]
+    if len(steps) < 2 or any(s is None for s in steps):
+        return None
+    known = [s for s in steps if s is not None]
+    if known[0] < 1 or any(b <= a for a, b in itertools.pairwise(known)):
+        return None
+    return known
+
+
+def _stopped_early(reached: int, lines: int, planned: int, epoch: float | None) -> int:
+    """``logging_steps`` of ``lines`` lines logged over the first ``reached`` of ``planned``
+    steps: an L with ``lines x L <= reached < (lines + 1) x L``. When several fit, the lines'
+    ``epoch`` (the last line's, ``lines x L / steps_per_epoch``) chooses: a run planned by
+    epochs has ``planned = E x steps_per_epoch`` for a whole number E of epochs, so L is
+    ``epoch / lines x planned / E`` for one E; else GRPOConfig's default when it fits, else the
+    largest. None fits (lines lost): ``reached // lines``."""
+    fits = [s for s in range(reached // (lines + 1) + 1, reached // lines + 1) if s > 0]
+    if len(fits) > 1 and epoch is not None and epoch > 0:
+        for epochs in range(1, _MAX_EPOCHS + 1):
+            est = epoch / lines * planned / epochs
+            if round(est) in fits and abs(est - round(est)) <= _EPOCH_TOL * est:
+                return round(est)
+    if DEFAULT_LOGGING_STEPS in fits:
+        return DEFAULT_LOGGING_STEPS
+    return fits[-1] if fits else max(1, reached // lines)
+
+
+def _last_epoch(segment: list[Any]) -> float | None:
+    """The ``epoch`` of a run's last training line, when it printed one."""
+    for kind, values, _ in reversed(segment):
+        if kind == "train":
+            v = values.get("epoch")
+            return v if isinstance(v, float) and math.isfinite(v) else None
+    return None
 
 
 def _total_steps(scan: _Scan, segments: list[Any]) -> int | None:
