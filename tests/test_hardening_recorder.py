@@ -25,9 +25,9 @@ from rlvitals.errors import InputError
 from rlvitals.recording import Manifest, Recorder, read_recording
 from rlvitals.recording import _claim as claim_mod
 from rlvitals.recording import _files as files_mod
-from rlvitals.recording import layout as fmt
 from rlvitals.recording import _resync as resync_mod
 from rlvitals.recording import _streams as streams_mod
+from rlvitals.recording import layout as fmt
 
 
 @pytest.fixture(autouse=True)

@@ -28,7 +28,6 @@ from rlvitals.estimators._base import (
     get_estimator,
     register_estimator,
 )
-from rlvitals.estimators.common import COMMON_METRICS
 from rlvitals.estimators._safety import NonFiniteAdvantageError, RewardRangeError
 from rlvitals.estimators.avspo import (
     AvspoConfig,
@@ -38,6 +37,7 @@ from rlvitals.estimators.avspo import (
     stratified_k,
     stratified_virtual_rewards,
 )
+from rlvitals.estimators.common import COMMON_METRICS
 from rlvitals.estimators.filters import (
     DynamicSampler,
     DynamicSamplingResult,
