@@ -162,3 +162,25 @@ def test_runs_that_repeat_a_phase_or_lack_it_are_not_a_curriculum(tmp_path):
     q = tmp_path / "part.json"
     q.write_text(json.dumps(part))
     assert len(runs_of(load(q))) == 2
+
+
+def test_split_phases_through_load_and_the_doctor_cli(tmp_path, capsys):
+    """``load(..., split_phases=True)`` and ``rlvitals doctor --split-phases`` read the phases
+    as separate runs; without the flag the doctor judges the whole curriculum."""
+    from rlvitals.cli import main
+
+    run = F.simulate(60)
+    p = tmp_path / "training_log.json"
+    p.write_text(json.dumps(_curriculum(run, 3, 20)))
+    assert load(p).n_steps == 60
+    split = load(p, split_phases=True)
+    assert split.n_steps == 20 and len(runs_of(split)) == 3
+    assert load(p, run="2", split_phases=True).n_steps == 20
+    F.write_generic(tmp_path / "plain.jsonl", run)  # a format without phases ignores the flag
+    assert load(tmp_path / "plain.jsonl", split_phases=True).n_steps == 60
+    argv = ["doctor", str(p), "--format", "json", "--allow-unjudged", "--no-progress"]
+    main(argv)
+    joined = json.loads(capsys.readouterr().out)
+    main([*argv, "--split-phases"])
+    phases = json.loads(capsys.readouterr().out)
+    assert joined["vitals"]["steps"] == 60 and phases["vitals"]["steps"] == 20

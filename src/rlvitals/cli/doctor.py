@@ -80,6 +80,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="force the input format instead of sniffing it (see 'rlvitals inspect')",
     )
     p.add_argument(
+        "--split-phases",
+        action="store_true",
+        help="read the phases of a curriculum (a TRL log_history whose runs carry a 'phase' "
+        "field) as separate runs (default: one run, steps continuing; pick one with --run N)",
+    )
+    p.add_argument(
         "--lenient",
         action="store_true",
         help="skip damaged records that strict reading refuses (a corrupt record in the middle "
@@ -239,6 +245,7 @@ def run(args: argparse.Namespace) -> int:
             progress=bar,
             run=args.run,
             lenient=args.lenient,
+            split_phases=getattr(args, "split_phases", False),
         )
     to_terminal = args.output is None and sys.stdout.isatty()
     options = RenderOptions(

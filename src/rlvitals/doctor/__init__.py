@@ -471,6 +471,7 @@ def diagnose_path(
     require_known: bool = True,
     run: str | None = None,
     lenient: bool = False,
+    split_phases: bool = False,
 ) -> Diagnosis:
     """Load ``path`` with the importers (format sniffed unless ``fmt``) and diagnose it.
 
@@ -478,11 +479,13 @@ def diagnose_path(
     appended logs; ``rlvitals inspect`` lists them). With ``require_known`` (default) a file in
     which no metric was understood is refused (:func:`check_understood`) after the metric names
     of ``config`` are applied. ``lenient`` skips damaged records instead of refusing the input
-    (:func:`rlvitals.importers.load`); each skip is in the run's warnings.
+    (:func:`rlvitals.importers.load`); each skip is in the run's warnings. ``split_phases``
+    reads a curriculum's phases as separate runs (by default one run, steps continuing).
     """
     from rlvitals.importers import load
 
-    d = diagnose(load(path, fmt, progress, run=run, lenient=lenient), config)
+    run_ = load(path, fmt, progress, run=run, lenient=lenient, split_phases=split_phases)
+    d = diagnose(run_, config)
     if require_known:
         check_understood(d.run, path)
     return d

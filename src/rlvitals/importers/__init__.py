@@ -85,6 +85,9 @@ class Importer:
     load: Callable[[Path, Progress | None], Run]
     multi_run: bool = False
     """True when ``load`` takes ``run=`` (a store holding several runs)."""
+    phases: bool = False
+    """True when ``load`` takes ``split_phases=`` (a log whose runs may be a curriculum's
+    phases, joined into one run unless split)."""
     list_runs: Callable[[Path], list[dict]] | None = None
     """For a store: ``path -> [{"name", "id", ...}]``, its runs without reading them (``rlvitals
     scan`` lists a store with it, then reads each with ``run=`` its id, else its name)."""
@@ -305,6 +308,7 @@ def load(
     run: str | None = None,
     *,
     lenient: bool = False,
+    split_phases: bool = False,
 ) -> Run:
     """Read ``path`` into a ``Run``, sniffing the format unless ``fmt`` names one.
 
@@ -318,6 +322,9 @@ def load(
         lenient: skip damaged records that strict reading refuses (a corrupt record in the
             middle of a recording stream, an invalid line of a JSONL log) instead of raising;
             each skip is said in ``Run.warnings``. A torn last record is always only a warning.
+        split_phases: read the phases of a curriculum (a TRL ``log_history`` whose runs carry
+            a ``phase`` field) as separate runs; by default they are one run, steps continuing.
+            Formats that hold no phases ignore it.
 
     Memory is bounded by a small multiple of the input (:mod:`rlvitals.recording.memory`):
     an input that would need more is an :class:`InputError` saying which limit it hit.
@@ -335,7 +342,7 @@ def load(
         read_notes() as notes,
     ):
         before = _identity(p)
-        out = _load(p, fmt, progress, run)
+        out = _load(p, fmt, progress, run, split_phases)
         after = _identity(p)
     if before is not None and after is not None and after[0] == before[0] and after[1] < before[1]:
         # Like tar's "file shrank": what was read may end anywhere (a log cut by copytruncate).
@@ -359,7 +366,9 @@ def _identity(p: Path) -> tuple[tuple[int, int], int] | None:
     return ((st.st_dev, st.st_ino), st.st_size) if stat.S_ISREG(st.st_mode) else None
 
 
-def _load(p: Path, fmt: str | None, progress: Progress | None, run: str | None) -> Run:
+def _load(
+    p: Path, fmt: str | None, progress: Progress | None, run: str | None, split: bool = False
+) -> Run:
     if fmt is None:
         imp = _sniff(p)
     else:
@@ -371,7 +380,10 @@ def _load(p: Path, fmt: str | None, progress: Progress | None, run: str | None) 
     if run is not None and not imp.multi_run:
         raise InputError(p, f"the {imp.name} format holds one run; --run does not apply")
     try:
-        out = imp.load(p, progress, run=run) if imp.multi_run else imp.load(p, progress)
+        options = {"split_phases": True} if split and imp.phases else {}
+        if imp.multi_run:
+            options["run"] = run
+        out = imp.load(p, progress, **options)
     except InputError:
         raise
     except IsADirectoryError:

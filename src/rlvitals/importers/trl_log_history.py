@@ -163,6 +163,7 @@ register(
         sniff=_sniff,
         load=load_trl_log_history,
         multi_run=True,
+        phases=True,
         precheck=Precheck(starts=b"[", marks=(b'"step"',)),
         files=(".json",),
     )
