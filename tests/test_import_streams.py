@@ -10,10 +10,12 @@ import gzip
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import rlvitals_tests_format_producers as F  # loaded by conftest.py
@@ -33,9 +35,21 @@ a new one without a fixture in :func:`_text_fixture` fails) (the binary ones: pa
 ``.wandb``, MLflow stores, the recording, read files by path and are not streamed)."""
 
 
+OWN_FIXTURES = Path(__file__).parent / "importer_fixtures"
+"""A format's own fixture (``<format>/<file>`` with ``expected.json``: scripts/new_importer.py)."""
+
+
+def _own_fixtures() -> dict[str, dict]:
+    return {p.parent.name: json.loads(p.read_text()) for p in OWN_FIXTURES.glob("*/expected.json")}
+
+
 def _text_fixture(d, fmt):
-    """One file of ``fmt`` from its byte-faithful writer (``tests/_format_producers.py``)."""
+    """One file of ``fmt`` from its byte-faithful writer (``tests/_format_producers.py``), or
+    the format's own fixture (``tests/importer_fixtures/<format>/``)."""
     d.mkdir(parents=True, exist_ok=True)
+    own = _own_fixtures().get(fmt)
+    if own is not None:
+        return Path(shutil.copy(OWN_FIXTURES / fmt / own["file"], d / own["file"]))
     if fmt == "jsonl":
         return F.write_generic(d / "g.jsonl", RUN)
     if fmt == "csv":
@@ -183,6 +197,10 @@ INSPECT = {
     "wandb_chart": ("x axis 'Step'", None, None, "zero_std_frac", (1, 60)),
     "wandb_history": ("train/global_step", "trl", None, "zero_std_frac", (1, 60)),
 }
+INSPECT.update(
+    (fmt, (e["step_key"], e["trainer"], e["group_size"], e["evidence"], tuple(e["steps"])))
+    for fmt, e in _own_fixtures().items()
+)
 """What ``rlvitals inspect`` must say of each fixture of :func:`_text_fixture` (G only where
 the log states it: a TRL log does not, veRL's printed config does)."""
 

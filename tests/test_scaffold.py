@@ -1,4 +1,5 @@
-"""The detector scaffolder (scripts/new_detector.py): its output passes the suite as generated.
+"""The scaffolders (scripts/new_detector.py, scripts/new_importer.py): their output passes the
+suite as generated.
 
 In a copy of the repository: scaffold detectors on three series the healthy runs log at very
 different scales and shapes (loss: near zero, both signs; step_time: ~60 s with checkpoint
@@ -6,6 +7,12 @@ spikes; kl: growing from 1e-4), then run the tests
 that judge every detector of the catalogue: its pair fires and stays silent, its page is in
 sync and names every knob, the doctor runs it, the CLI lists and explains it, and the import
 graph has no cycle. CONTRIBUTING.md's "Add a detector" steps are these.
+
+The importer scaffolder likewise, for two formats: the tests that judge every format (a docs
+row, a catalogue equal to the declarations, a fixture in the scan tree read with its step
+axis, a pre-check that passes whatever its sniffer takes, the same report from a pipe, gzip and
+the path, ``rlvitals inspect``) and the importer's own test pass, and the generated files are
+lint-clean. CONTRIBUTING.md's "Add an importer" steps start there.
 """
 
 from __future__ import annotations
@@ -106,6 +113,72 @@ def test_scaffolder_refuses_bad_input(tmp_path, capsys):
     ):
         out = subprocess.run(
             [sys.executable, str(spec_path), *argv, "--root", str(ROOT), "--dry-run"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 2 and why in out.stderr, (argv, out.stderr)
+
+
+IMPORTER_SUITE = (
+    "tests/test_declarations.py",
+    "tests/test_imports.py::test_no_import_cycle_in_src",
+    "tests/test_scan.py::test_every_format_and_every_store_run_is_listed_once",
+    "tests/test_scan.py::test_every_declared_format_has_a_fixture_and_its_precheck_passes_what_its_sniffer_takes",
+)
+
+
+@pytest.mark.slow
+def test_scaffolded_importers_pass_the_suite(tmp_path):
+    repo = tmp_path / "repo"
+    _copy(repo)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(repo / "src"), str(repo / "dev")]),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    made = []
+    for name, prefix in (("acme_console", "acme"), ("zeta_log", "zeta/train")):
+        out = subprocess.run(
+            [sys.executable, "scripts/new_importer.py", name, "--prefix", prefix],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        made += [f"src/rlvitals/importers/{name}.py", f"tests/test_import_{name}.py"]
+        assert (repo / "tests/importer_fixtures" / name / "expected.json").is_file()
+        assert f"| `{name}` |" in (repo / "docs/importers.md").read_text()
+    ruff = Path(sys.executable).with_name("ruff")
+    for argv in (["check"], ["format", "--check"]):
+        lint = subprocess.run(
+            [str(ruff), *argv, *made], cwd=repo, capture_output=True, text=True, timeout=120
+        )
+        assert lint.returncode == 0, lint.stdout + lint.stderr
+    pytest_ = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x"]
+    for argv in (
+        [*IMPORTER_SUITE, *made[1::2], "--doctest-modules", *made[0::2]],
+        ["tests/test_import_streams.py", "-k", "acme_console or zeta_log"],
+    ):
+        run = subprocess.run(
+            [*pytest_, *argv], cwd=repo, env=env, capture_output=True, text=True, timeout=900
+        )
+        assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
+        assert " passed" in run.stdout and " skipped" not in run.stdout, run.stdout[-2000:]
+
+
+def test_importer_scaffolder_refuses_bad_input():
+    script = ROOT / "scripts" / "new_importer.py"
+    for argv, why in (
+        (["AcmeLog", "--prefix", "acme"], "lower_snake"),
+        (["trl_state", "--prefix", "acme"], "already a format"),
+        (["acme_log", "--prefix", "two words"], "--prefix"),
+        (["acme_log", "--prefix", "acme", "--writer", "a | b"], "--writer"),
+    ):
+        out = subprocess.run(
+            [sys.executable, str(script), *argv, "--root", str(ROOT), "--dry-run"],
             capture_output=True,
             text=True,
             timeout=120,
