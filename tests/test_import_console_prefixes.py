@@ -96,3 +96,24 @@ def test_clean_bytes_and_split_ray_prefix():
     assert clean_bytes(b"plain") == b"plain"
     assert split_ray_prefix("(W pid=1) (x) y") == ("(W pid=1)", "(x) y")
     assert split_ray_prefix("(x) y") == ("", "(x) y")
+
+
+def test_a_dict_coloured_token_by_token_is_read_and_passes_the_pre_check(tmp_path):
+    """rich-style highlighting puts codes between ``{`` and ``'loss'``: nothing of the plain
+    marks is left in the bytes, and the pre-check must still pass what the sniffer takes."""
+
+    def rich(logs: dict) -> str:
+        items = ", ".join(f"\x1b[32m{k!r}\x1b[0m: \x1b[36m{v!r}\x1b[0m" for k, v in logs.items())
+        return "\x1b[1m{\x1b[0m" + items + "\x1b[1m}\x1b[0m"
+
+    rows = [
+        {"loss": "0.01", "reward": f"{0.1 * k:.4g}", "epoch": f"{k / 20:.4g}"} for k in range(1, 21)
+    ]
+    p = tmp_path / "rich.log"
+    p.write_text("\n".join(rich(r) for r in rows) + "\n")
+    head = p.read_bytes()[:SNIFF_BYTES]
+    assert b"{'" not in head and b"trl" not in head
+    assert get_importer("trl_console").sniff(p, head) > 0 and CATALOGUE["trl_console"][1](p, head)
+    r = load(p)
+    assert r.manifest.format == "trl_console" and r.n_steps == 20
+    assert np.allclose(r.series["reward_mean"], [0.1 * k for k in range(1, 21)])

@@ -45,7 +45,7 @@ CATALOGUE: dict[str, tuple[str, Precheck, tuple[str, ...]]] = {
     ),
     "openrlhf_console": (
         "openrlhf",
-        Precheck(text=True, marks=(b"Global step", b"openrlhf", b"OpenRLHF")),
+        Precheck(text=True, marks=(b"Global step", b"openrlhf", b"OpenRLHF", b"\x1b[")),
         (".log", ".txt", ".out", ".err"),
     ),
     "prime_rl": (
@@ -65,7 +65,7 @@ CATALOGUE: dict[str, tuple[str, Precheck, tuple[str, ...]]] = {
     ),
     "skyrl_console": (
         "skyrl_console",
-        Precheck(text=True, marks=(b"Step ", b"skyrl", b"SkyRL")),
+        Precheck(text=True, marks=(b"Step ", b"skyrl", b"SkyRL", b"\x1b[")),
         (".log", ".txt", ".out", ".err"),
     ),
     "slime_console": (
@@ -78,6 +78,7 @@ CATALOGUE: dict[str, tuple[str, Precheck, tuple[str, ...]]] = {
                 b"slime",
                 b"RolloutManager",
                 b"MegatronTrainRayActor",
+                b"\x1b[",
             ),
         ),
         (".log", ".txt", ".out", ".err"),
@@ -100,7 +101,8 @@ CATALOGUE: dict[str, tuple[str, Precheck, tuple[str, ...]]] = {
     "trl_console": (
         "trl_console",
         Precheck(
-            text=True, marks=(b"{'", b"it/s]", b"s/it]", b"trl", b"transformers", b"GRPOTrainer")
+            text=True,
+            marks=(b"{'", b"it/s]", b"s/it]", b"trl", b"transformers", b"GRPOTrainer", b"\x1b["),
         ),
         (".log", ".txt", ".out", ".err"),
     ),
@@ -118,7 +120,15 @@ CATALOGUE: dict[str, tuple[str, Precheck, tuple[str, ...]]] = {
         "verl_console",
         Precheck(
             text=True,
-            marks=(b"step:", b"verl", b"TaskRunner", b"main_task", b"val-core/", b"critic/score/"),
+            marks=(
+                b"step:",
+                b"verl",
+                b"TaskRunner",
+                b"main_task",
+                b"val-core/",
+                b"critic/score/",
+                b"\x1b[",
+            ),
         ),
         (".log", ".txt", ".out", ".err"),
     ),

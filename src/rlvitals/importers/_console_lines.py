@@ -22,6 +22,7 @@ from rlvitals.importers._source import decompress_errors, is_stream, open_input,
 
 __all__ = [
     "ANSI",
+    "ESC",
     "RAY_PREFIX",
     "SCAN_BYTES",
     "clean_bytes",
@@ -37,6 +38,9 @@ SCAN_BYTES = 8 * 1024 * 1024
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 """A terminal colour or cursor sequence (CSI)."""
+ESC = b"\x1b["
+"""How a colour code starts: a console importer's pre-check passes a head holding one, since its
+sniffer searches the head without them (a code may sit inside what it looks for)."""
 _ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]")
 RAY_PREFIX = re.compile(r"\([^()\n]{1,300}\)\s*")
 """Any parenthesised prefix of a message, as :func:`messages` drops it (Ray's and others')."""

@@ -32,7 +32,7 @@ from rlvitals.importers._console import (
     strip_ansi,
     strip_ray_repeat,
 )
-from rlvitals.importers._console_lines import clean_bytes
+from rlvitals.importers._console_lines import ESC, clean_bytes
 from rlvitals.importers._lines import iter_lines
 from rlvitals.recording.metrics import is_eval_key
 from rlvitals.recording.run import Manifest, Run, RunBuilder
@@ -120,7 +120,7 @@ register(
         description="OpenRLHF console log ('Global step N: {...}' lines)",
         sniff=_sniff,
         load=load_openrlhf_console,
-        precheck=Precheck(text=True, marks=(b"Global step", b"openrlhf", b"OpenRLHF")),
+        precheck=Precheck(text=True, marks=(b"Global step", b"openrlhf", b"OpenRLHF", ESC)),
         files=(".log", ".txt", ".out", ".err"),
     )
 )

@@ -40,7 +40,7 @@ from rlvitals.importers._console import (
     scan_file,
     strip_ansi,
 )
-from rlvitals.importers._console_lines import clean_bytes, split_ray_prefix, strip_ray_repeat
+from rlvitals.importers._console_lines import ESC, clean_bytes, split_ray_prefix, strip_ray_repeat
 from rlvitals.importers._lines import iter_lines
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 
@@ -150,7 +150,7 @@ register(
         description="SkyRL console log ('Step N:' then a pretty-printed dict)",
         sniff=_sniff,
         load=load_skyrl_console,
-        precheck=Precheck(text=True, marks=(b"Step ", *_MARKS)),
+        precheck=Precheck(text=True, marks=(b"Step ", *_MARKS, ESC)),
         files=(".log", ".txt", ".out", ".err"),
     )
 )

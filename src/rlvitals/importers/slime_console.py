@@ -37,7 +37,7 @@ from rlvitals.importers._console import (
     scan_file,
     strip_ansi,
 )
-from rlvitals.importers._console_lines import clean_bytes, strip_ray_repeat
+from rlvitals.importers._console_lines import ESC, clean_bytes, strip_ray_repeat
 from rlvitals.importers._lines import iter_lines
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts
@@ -141,7 +141,7 @@ register(
         description="slime console log ('perf N: {...}', 'rollout N: {...}', 'step N: {...}')",
         sniff=_sniff,
         load=load_slime_console,
-        precheck=Precheck(text=True, marks=(b": {'rollout/", b": {'perf/", *_MARKS)),
+        precheck=Precheck(text=True, marks=(b": {'rollout/", b": {'perf/", *_MARKS, ESC)),
         files=(".log", ".txt", ".out", ".err"),
     )
 )

@@ -51,7 +51,7 @@ from rlvitals.importers._console import (
     scan_file,
     strip_ansi,
 )
-from rlvitals.importers._console_lines import clean_bytes, strip_ray_repeat
+from rlvitals.importers._console_lines import ESC, clean_bytes, strip_ray_repeat
 from rlvitals.importers._lines import iter_lines
 from rlvitals.importers._rows import RowStore
 from rlvitals.importers._trl_files import HistoryReader, choose_segment
@@ -386,7 +386,7 @@ register(
         multi_run=True,
         precheck=Precheck(
             text=True,
-            marks=(b"{'", b"it/s]", b"s/it]", b"trl", b"transformers", b"GRPOTrainer"),
+            marks=(b"{'", b"it/s]", b"s/it]", b"trl", b"transformers", b"GRPOTrainer", ESC),
         ),
         files=(".log", ".txt", ".out", ".err"),
     )

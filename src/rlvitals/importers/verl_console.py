@@ -32,7 +32,7 @@ from rlvitals.importers._console import (
     parse_number,
     scan_file,
 )
-from rlvitals.importers._console_lines import clean_bytes
+from rlvitals.importers._console_lines import ESC, clean_bytes
 from rlvitals.importers._lines import iter_lines
 from rlvitals.recording.memory import JSON_CHECK_BYTES, check_fields
 from rlvitals.recording.metrics import is_eval_key
@@ -347,7 +347,15 @@ register(
         load=load_verl_console,
         precheck=Precheck(
             text=True,
-            marks=(b"step:", b"verl", b"TaskRunner", b"main_task", b"val-core/", b"critic/score/"),
+            marks=(
+                b"step:",
+                b"verl",
+                b"TaskRunner",
+                b"main_task",
+                b"val-core/",
+                b"critic/score/",
+                ESC,
+            ),
         ),
         files=(".log", ".txt", ".out", ".err"),
     )
