@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from rlvitals._record import record
@@ -15,7 +17,7 @@ from rlvitals.signal import (
     split_masks,
 )
 
-__all__ = ["NEIGHBOURS", "GroupSeries", "group_series"]
+__all__ = ["NEIGHBOURS", "GroupSeries", "StepCollapse", "collapse_by_step", "group_series"]
 
 NEIGHBOURS = 2
 """A group's prompt pass rate comes from up to this many of the prompt's other steps before the
@@ -86,39 +88,17 @@ def group_series(
     steps, sinv = np.unique(table.step, return_inverse=True)
     sinv = sinv.reshape(-1)
     T = steps.shape[0]
-    scorable = st.scorable
-    col = st.collapsed
-    at_max, at_min = split_masks(st, r_min=r_min, r_max=r_max, tau=tau)
-
-    def per_step(x: np.ndarray) -> np.ndarray:
-        return np.bincount(sinv, weights=x.astype(np.float64), minlength=T)
-
-    n = per_step(scorable)
     rstep = np.repeat(sinv, table.sizes())
     with np.errstate(invalid="ignore", divide="ignore"):
-        denom = np.where(n > 0, n, np.nan)
-        acr = per_step(col) / denom
-        solve_all = per_step(at_max) / denom
-        solve_none = per_step(at_min) / denom
-        flat = acr - solve_all - solve_none
         # Reward mean per step over scorable rows.
         ok = ~np.isnan(rewards)
         rsum = np.bincount(rstep[ok], weights=rewards[ok], minlength=T)
         rcnt = np.bincount(rstep[ok], minlength=T).astype(np.float64)
         rmean = rsum / np.where(rcnt > 0, rcnt, np.nan)
-        p = np.clip((rmean - r_min) / (r_max - r_min), 0.0, 1.0)
-        # Expected collapse: each group's P0 at its prompt's pass rate from the prompt's other
-        # steps, else at its step's pass rate (prompts assumed alike).
-        p_g = np.nan_to_num(p[sinv])
-        own = _prompt_pass_rates(table.prompt, sinv, st, scorable, r_min, r_max)
-        has_own = np.isfinite(own) & scorable
-        p_g = np.where(has_own, own, p_g)
-        p0 = np.where(scorable, expected_collapse(p_g, np.where(scorable, st.count, 1.0)), 0.0)
-        expected = per_step(p0) / denom
-        gs = per_step(np.where(scorable, st.size, 0.0)) / denom
-        std_mean = per_step(np.where(scorable & np.isfinite(st.std), st.std, 0.0)) / denom
-    n_scorable = int(scorable.sum())
-    share = float(has_own.sum()) / n_scorable if n_scorable else 0.0
+    own = _prompt_pass_rates(table.prompt, sinv, st, st.scorable, r_min, r_max)
+    c = collapse_by_step(st, sinv, T, rmean, r_min=r_min, r_max=r_max, tau=tau, own=own)
+    n_scorable = int(st.scorable.sum())
+    share = float(c.has_own.sum()) / n_scorable if n_scorable else 0.0
     expected_from = "per-prompt" if share == 1.0 else ("mixed" if share > 0 else "batch")
     adv = table.advantages
     if adv is None:
@@ -128,22 +108,115 @@ def group_series(
     adv_std, adv_zero = advantage_stats_by(adv, rstep, T, rewards)
     return GroupSeries(
         steps=steps.astype(np.int64),
+        n_groups=c.n_groups,
+        n_collapsed=c.n_collapsed,
+        acr=c.acr,
+        acr_solve_all=c.acr_solve_all,
+        acr_solve_none=c.acr_solve_none,
+        acr_flat=c.acr_flat,
+        reward_mean=rmean,
+        pass_rate=c.pass_rate,
+        expected_acr=c.expected_acr,
+        adv_std=adv_std,
+        adv_zero_frac=adv_zero,
+        group_size=c.group_size,
+        group_std_mean=c.group_std_mean,
+        expected_from=expected_from,
+        per_prompt_share=share,
+        n_infinite=n_infinite,
+    )
+
+
+@record(frozen=True)
+class StepCollapse:
+    """The collapse rates of each step from its groups' statistics (:func:`collapse_by_step`):
+    every array is ``(T,)``, but ``has_own``, ``(k,)``: the groups whose expected collapse used
+    their prompt's own pass rate."""
+
+    n_groups: np.ndarray
+    n_collapsed: np.ndarray
+    acr: np.ndarray
+    acr_solve_all: np.ndarray
+    acr_solve_none: np.ndarray
+    acr_flat: np.ndarray
+    pass_rate: np.ndarray
+    expected_acr: np.ndarray
+    group_size: np.ndarray
+    group_std_mean: np.ndarray
+    has_own: np.ndarray
+
+
+def collapse_by_step(
+    stats: Any,
+    step_of: np.ndarray,
+    n_steps: int,
+    reward_mean: np.ndarray,
+    *,
+    r_min: float,
+    r_max: float,
+    tau: float = DEFAULT_TAU,
+    own: np.ndarray | None = None,
+) -> StepCollapse:
+    """ACR, its split, the pass rate and expected collapse of every step from the statistics
+    of its groups (DESIGN.md 3.2-3.3): what :func:`group_series` derives from a recording and
+    the live monitor's window (:mod:`rlvitals.guard.window`) from each step as it arrives.
+
+    Args:
+        stats: the groups' :class:`~rlvitals.signal.GroupStats`, or anything with its ``(k,)``
+            ``scorable``, ``collapsed``, ``mean``, ``count``, ``size`` and ``std``.
+        step_of: ``(k,)`` int, the step (``0 .. n_steps - 1``) of each group.
+        n_steps: T.
+        reward_mean: ``(T,)`` each step's mean reward over its scorable completions.
+        r_min, r_max: the reward range (the split's bounds; the pass rate's scale).
+        own: ``(k,)`` each group's prompt pass rate in [0, 1] from other steps, NaN where
+            unknown; None: every group takes its step's pass rate.
+
+    >>> from rlvitals.signal import group_stats
+    >>> st = group_stats(np.array([1.0, 1, 0, 1]), np.array([0, 0, 1, 1]))
+    >>> c = collapse_by_step(st, np.array([0, 0]), 1, np.array([0.75]), r_min=0.0, r_max=1.0)
+    >>> c.acr.tolist(), c.acr_solve_all.tolist(), c.pass_rate.tolist()
+    ([0.5], [0.5], [0.75])
+    """
+    scorable = stats.scorable
+    col = stats.collapsed
+    at_max, at_min = split_masks(stats, r_min=r_min, r_max=r_max, tau=tau)
+
+    def per_step(x: np.ndarray) -> np.ndarray:
+        return np.bincount(step_of, weights=x.astype(np.float64), minlength=n_steps)
+
+    n = per_step(scorable)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        denom = np.where(n > 0, n, np.nan)
+        acr = per_step(col) / denom
+        solve_all = per_step(at_max) / denom
+        solve_none = per_step(at_min) / denom
+        flat = acr - solve_all - solve_none
+        p = np.clip((reward_mean - r_min) / (r_max - r_min), 0.0, 1.0)
+        # Expected collapse: each group's P0 at its prompt's pass rate from the prompt's other
+        # steps, else at its step's pass rate (prompts assumed alike).
+        p_g = np.nan_to_num(p[step_of])
+        if own is None:
+            has_own = np.zeros(p_g.shape[0], dtype=bool)
+        else:
+            has_own = np.isfinite(own) & scorable
+            p_g = np.where(has_own, own, p_g)
+        p0 = np.where(scorable, expected_collapse(p_g, np.where(scorable, stats.count, 1.0)), 0.0)
+        expected = per_step(p0) / denom
+        gs = per_step(np.where(scorable, stats.size, 0.0)) / denom
+        std = stats.std
+        std_mean = per_step(np.where(scorable & np.isfinite(std), std, 0.0)) / denom
+    return StepCollapse(
         n_groups=n,
         n_collapsed=per_step(col),
         acr=acr,
         acr_solve_all=solve_all,
         acr_solve_none=solve_none,
         acr_flat=flat,
-        reward_mean=rmean,
         pass_rate=p,
         expected_acr=expected,
-        adv_std=adv_std,
-        adv_zero_frac=adv_zero,
         group_size=gs,
         group_std_mean=std_mean,
-        expected_from=expected_from,
-        per_prompt_share=share,
-        n_infinite=n_infinite,
+        has_own=has_own,
     )
 
 
