@@ -224,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
 
     fmt = args.report_format or (suffix_format(args.output) if args.output else None) or "text"
     config = config_from_args(args)
-    from rlvitals.importers._mlflow_server import is_url
+    from rlvitals.importers import is_url
 
     path = example_path(args.example) if args.example else Path(args.path)
     if not args.example and is_url(args.path):

@@ -51,6 +51,7 @@ __all__ = [
     "format_description",
     "formats",
     "get_importer",
+    "is_url",
     "load",
     "note_runs",
     "read_prefix",
@@ -301,6 +302,17 @@ def _sniff(p: Path) -> Importer:
     return best
 
 
+def is_url(path: object) -> bool:
+    """Whether ``path`` is a URL (``scheme://...`` naming no file here), not a path: what
+    :func:`load` reads as an MLflow tracking server's (a URL of another kind is refused there
+    in one line).
+
+    >>> is_url("mlflow://127.0.0.1:5000/0a1b"), is_url("s3://bucket/run"), is_url("run.jsonl")
+    (True, True, False)
+    """
+    return isinstance(path, str) and "://" in path and not os.path.exists(path)
+
+
 def load(
     path: str | os.PathLike,
     fmt: str | None = None,
@@ -331,7 +343,7 @@ def load(
     A URL (``mlflow://HOST:PORT/RUN_ID``) is an MLflow tracking server's, read by the ``mlflow``
     importer (:mod:`rlvitals.importers._mlflow_server`).
     """
-    if isinstance(path, str) and "://" in path and not os.path.exists(path):
+    if is_url(path):
         if fmt not in (None, "mlflow"):
             raise InputError(path, f"a URL is read as an MLflow server, not as {fmt!r}")
         return _import("mlflow").load(path, progress, run=run)

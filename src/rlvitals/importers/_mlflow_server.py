@@ -52,7 +52,6 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "ServerURL",
     "is_mlflow_url",
-    "is_url",
     "list_server_runs",
     "load_server",
     "parse_url",
@@ -112,16 +111,6 @@ def is_mlflow_url(text: Any) -> bool:
     if not sep:
         return False
     return scheme in SCHEMES or (scheme in ("http", "https") and "#/experiments" in rest)
-
-
-def is_url(text: Any) -> bool:
-    """Whether ``text`` is a URL rather than a path (``scheme://...`` naming no file here): an
-    MLflow server's, or one that :func:`parse_url` refuses with a one-line error.
-
-    >>> is_url("mlflow://h:5000/ab"), is_url("s3://bucket/run"), is_url("runs/a.jsonl")
-    (True, True, False)
-    """
-    return isinstance(text, str) and "://" in text and not os.path.exists(text)
 
 
 def parse_url(text: str) -> ServerURL:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Precheck, Progress, _sqlite, register
+from rlvitals.importers import Importer, Precheck, Progress, _sqlite, is_url, register
 from rlvitals.importers._lines import iter_lines
 from rlvitals.importers._mlflow_runs import STEP_MAX, STEP_MIN, RunInfo, add_sorted_rows, choose
 from rlvitals.importers._source import is_regular
@@ -338,7 +338,7 @@ def load_mlflow(
         run: the same as ``run_id`` (the name every multi-run importer takes).
     """
     run_id = run_id if run_id is not None else run
-    if _is_url(path):
+    if is_url(path):
         from rlvitals.importers._mlflow_server import load_server
 
         return load_server(path, progress, run=run_id)
@@ -363,7 +363,7 @@ def list_mlflow_runs(path: Path) -> list[dict[str, Any]]:
     """The runs of the MLflow store ``path`` designates, without reading their metrics:
     ``[{"name", "id", "active"}]`` (``active`` is False for a deleted run); ``load_mlflow(path,
     run=id)`` reads one. An MLflow server's URL lists its runs (:mod:`._mlflow_server`)."""
-    if _is_url(path):
+    if is_url(path):
         from rlvitals.importers._mlflow_server import list_server_runs
 
         return list_server_runs(path)
@@ -383,12 +383,6 @@ def list_mlflow_runs(path: Path) -> list[dict[str, Any]]:
     else:
         runs = _file_runs(where)
     return [{"name": r.name or r.run_id, "id": r.run_id, "active": r.active} for r in runs]
-
-
-def _is_url(path: Any) -> bool:
-    from rlvitals.importers._mlflow_server import is_url
-
-    return is_url(path)
 
 
 def _sniff(path: Path, head: bytes) -> float:

@@ -108,7 +108,7 @@ def _is_glob(p: str) -> bool:
 
 
 def _is_url(p: str) -> bool:
-    from rlvitals.importers._mlflow_server import is_url
+    from rlvitals.importers import is_url
 
     return is_url(p)
 
