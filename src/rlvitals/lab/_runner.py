@@ -40,7 +40,13 @@ def _cached(args: Args) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     want = json.loads(json.dumps(dataclasses.asdict(args)))
-    return result if result.get("args") == want else None
+    stored = result.get("args")
+    if not isinstance(stored, dict):
+        return None
+    # a field added to Args after the run was written counts as its default (same run)
+    defaults = json.loads(json.dumps(dataclasses.asdict(Args())))
+    stored = {**{k: v for k, v in defaults.items() if k not in stored}, **stored}
+    return result if stored == want else None
 
 
 def run_all(

@@ -229,7 +229,7 @@ def predict(preset: str | PredictPreset = "quick", setup: Setup | None = None, *
             temperature=t,
             seed=s,
             method="grpo",
-            budget=p.steps * p.run.prompts_per_step * g,
+            budget=p.budget if p.budget is not None else p.steps * p.run.prompts_per_step * g,
         )
         for lvl in p.levels
         for g in p.group_sizes
@@ -237,11 +237,36 @@ def predict(preset: str | PredictPreset = "quick", setup: Setup | None = None, *
         for s in _seeds(p.seeds, setup)
     ]
     results = _execute("predict", setup, runs, base)
-    return _finish("predict", name, p, setup, base, results, analyse_predict(results), started)
+    analysis = analyse_predict(results, early=p.early)
+    return _finish("predict", name, p, setup, base, results, analysis, started)
 
 
-def analyse_predict(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """Pearson r (bootstrap interval), R^2, the OLS line (accuracy in points), r per level."""
+def early_acr(result: dict[str, Any], share: float) -> float | None:
+    """Mean raw ACR of the steps that end within ``share`` of the run's budget (at least the
+    first step): predict-v2's early ACR, comparable across G at a fixed budget."""
+    budget = result["args"]["budget"]
+    acr = [
+        s["acr"]
+        for i, s in enumerate(result["steps"])
+        if (i == 0 or s["generated"] <= share * budget) and s["acr"] is not None
+    ]
+    acr = [a for a in acr if a == a]
+    return sum(acr) / len(acr) if acr else None
+
+
+def analyse_predict(results: list[dict[str, Any]], early: float | None = None) -> dict[str, Any]:
+    """Pearson r (bootstrap interval), R^2, the OLS line (accuracy in points), r per level.
+
+    With ``early`` (predict-v2) the predictor is :func:`early_acr` over that share of the
+    budget (stored as ``acr_100`` in the points, with ``early`` recorded), and the slope is
+    also estimated with level + G + T fixed effects and with level x G x T cell fixed effects
+    (:func:`stats.fixed_effects`): the part of the relation that difficulty, group size and
+    temperature do not explain.
+    """
+    if early is not None:
+        results = [
+            {**r, "summary": {**r["summary"], "acr_100": early_acr(r, early)}} for r in results
+        ]
     x = [r["summary"]["acr_100"] for r in results]
     y = [100.0 * r["summary"]["final_accuracy"] for r in results]
     gain = [
@@ -260,7 +285,17 @@ def analyse_predict(results: list[dict[str, Any]]) -> dict[str, Any]:
             ),
         }
     within = [v["pearson"]["r"] for v in by_level.values() if v["pearson"]["r"] is not None]
+    factors = [
+        (r["summary"]["level"], r["args"]["group_size"], r["args"]["temperature"]) for r in results
+    ]
     return {
+        "early": early,
+        "fixed_effects": {
+            "additive": stats.fixed_effects(
+                x, y, [[f"L{a}", f"G{b}", f"T{c}"] for a, b, c in factors]
+            ),
+            "cells": stats.fixed_effects(x, y, [[f"L{a}-G{b}-T{c}"] for a, b, c in factors]),
+        },
         "n_runs": len(results),
         "pearson": stats.pearson(x, y),
         "ols": stats.ols(x, y),

@@ -41,6 +41,11 @@ class PredictPreset:
         steps: optimizer steps per run; ACR_100 is the mean ACR of the first 100 (all of them
             when fewer), the final accuracy is measured after the last.
         run: every other setting (its ``budget`` is replaced by ``steps`` x prompts x G).
+        budget: predict-v2 (issue 26.4): every run generates this many completions whatever
+            its G (``steps`` is then ignored: a run takes ``budget / (prompts x G)`` steps), so
+            the budget does not grow with G; None = v1.
+        early: predict-v2: the early ACR is the mean ACR of the steps within this share of the
+            budget (0.2: the first ~20% of the run) instead of the first 100 steps.
     """
 
     levels: tuple[int, ...]
@@ -49,6 +54,8 @@ class PredictPreset:
     seeds: tuple[int, ...]
     steps: int
     run: Args
+    budget: int | None = None
+    early: float | None = None
 
 
 @dataclass(frozen=True)
@@ -195,6 +202,38 @@ PREDICT: dict[str, PredictPreset] = {
         (0, 1),
         150,
         dataclasses.replace(_RUN, evals=3),
+    ),
+    # predict-v2 (issue 26.4): one common all-sizes evaluation set for every run, the same
+    # budget of completions whatever G, the early ACR over the first 20% of the budget
+    "v2-smoke": PredictPreset(
+        (2, 5),
+        (4, 8),
+        (1.0,),
+        (0,),
+        4,
+        dataclasses.replace(_SMOKE_RUN, eval_set="common"),
+        budget=256,
+        early=0.2,
+    ),
+    "v2-quick": PredictPreset(
+        (1, 3, 5),
+        (4, 8),
+        (1.0,),
+        (0,),
+        0,
+        dataclasses.replace(_RUN, evals=1, eval_prompts=64, eval_set="common"),
+        budget=64 * 40,
+        early=0.2,
+    ),
+    "v2": PredictPreset(
+        (*range(7), MIXED_LEVEL),
+        (4, 8, 16),
+        (0.7, 1.0, 1.3),
+        (0, 1),
+        0,
+        dataclasses.replace(_RUN, evals=2, eval_set="common"),
+        budget=64 * 150,
+        early=0.2,
     ),
 }
 _TEST_SEEDS = tuple(range(100, 116))

@@ -148,6 +148,7 @@ def _predict_md(doc: dict[str, Any]) -> list[str]:
         f"| OLS line (accuracy, points) | 51.4 − 29.6 · ACR_100 | {line} |",
         f"| mean r within a level | – | {_n(a['within_level_mean_r'])} |",
         f"| r of ACR_100 with the accuracy *gain* (final − base) | – | {fmt_ci(a['pearson_gain'])} |",
+        *_fixed_effects_rows(a),
         "",
         (
             f"**Verdict.** Across the grid r = {fmt_ci(pr, 2)}: the paper's −0.785 lies "
@@ -167,6 +168,26 @@ def _predict_md(doc: dict[str, Any]) -> list[str]:
             f"| {fmt_ci(v['accuracy'], 1)} | {fmt_ci(v['pearson'], 2)} |"
         )
     out += ["", "![ACR_100 against final accuracy](predict_scatter.png)", ""]
+    return out
+
+
+def _fixed_effects_rows(a: dict[str, Any]) -> list[str]:
+    """predict-v2's rows: what the early ACR is, and the slope with fixed effects."""
+    if a.get("early") is None:
+        return []
+    out = [
+        f"| ACR_100 here (predict-v2) | first 100 steps | the early ACR: mean raw ACR over the "
+        f"first {100 * a['early']:.0f}% of a fixed budget of completions (any G) |",
+    ]
+    for key, label in (("additive", "level + G + T"), ("cells", "level × G × T cells")):
+        fe = a.get("fixed_effects", {}).get(key) or {}
+        slope = (
+            f"{fe['slope']:.1f} [{fe['lo']:.1f}, {fe['hi']:.1f}] points per unit ACR, "
+            f"p {fe['p']:.3g}, partial r {_n(fe.get('partial_r'), 2)} (n {fe['n']}, df {fe['df']})"
+            if fe.get("slope") is not None
+            else "not identified (too few runs per effect)"
+        )
+        out.append(f"| slope with {label} fixed effects | – | {slope} |")
     return out
 
 

@@ -86,6 +86,10 @@ class Args:
     """Sampled completions per evaluation prompt."""
     eval_temperature: float = 1.0
     """Temperature of the sampled evaluation (greedy accuracy is measured too)."""
+    eval_set: str = "level"
+    """``level``: held-out prompts of the run's level; ``common``: held-out prompts of every
+    size the base policy was measured on, equally weighted (one set for every run whatever its
+    level: predict-v2, issue 26.4)."""
     evals: int = 4
     """Evaluation points over the budget, the end included (plus one before training)."""
     seed: int = 0
@@ -193,6 +197,8 @@ def _check(args: Args) -> None:
         )
     if not args.temperature > 0:
         raise ValueError(f"temperature must be > 0, got {args.temperature!r}")
+    if args.eval_set not in ("level", "common"):
+        raise ValueError(f"eval_set must be 'level' or 'common', got {args.eval_set!r}")
     method_of(args.method)
 
 
@@ -271,7 +277,10 @@ def _train(args: Args, run_dir: Path, started: tuple, progress, base, persist: b
         )
     mixture = base.mixture(args.level)
     train_set = make_prompts(task, mixture, args.train_prompts, seed=args.seed, split="train")
-    eval_set = make_prompts(task, mixture, args.eval_prompts, seed=0, split="eval")
+    eval_mixture = mixture
+    if args.eval_set == "common":  # every measured size, equally weighted
+        eval_mixture = {size: 1.0 for size in sorted(base.pass_rates)}
+    eval_set = make_prompts(task, eval_mixture, args.eval_prompts, seed=0, split="eval")
     answers = {p.prompt: p for p in train_set}
     partial = args.reward == "partial"
 
