@@ -15,6 +15,10 @@ Every importer opens the path it is given with :func:`open_input` (never ``open`
 
 Memory: a stream keeps at most :data:`MAX_REPLAY_BYTES` buffered (what the sniffers asked to
 see), and only until the importer has read past it.
+
+One module, a little over 500 lines: the stream registry, the FIFO opening, the replay of a
+stream's buffered prefix and decompression keep one promise together (the importer continues,
+from its first byte, the input the sniffers began), so they are read together.
 """
 
 from __future__ import annotations

@@ -3,6 +3,10 @@
 Kept apart from the ``Recorder`` facade (which validates and encodes records) so that a
 finalizer can close the files without keeping the Recorder alive. Records arrive here as bytes,
 already framed; this module only appends them, counts what it could not write, and reports it.
+
+One module, a little over 500 lines: :class:`StreamWriter` is one state machine (open, append,
+the background thread, back-pressure, close) whose steps share one lock and one set of loss
+counters; split, its invariants would be spread over files.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ live in a :class:`GroupTable` (CSR layout: one flat rewards array plus offsets).
 Build a ``Run`` row by row with :class:`RunBuilder`; it maps raw keys to canonical names
 (:mod:`rlvitals.recording.metrics`), keeps unknown keys under their raw names, splits eval keys
 off, and merges rows that share a step (later values win).
+
+One module, about 600 lines: the run's types and :class:`RunBuilder`, the one way importers
+make them, change together (a field of the run is filled by the builder, in the same place).
 """
 
 from __future__ import annotations

@@ -2,6 +2,10 @@
 
 DESIGN.md 3.1-3.3. Every function takes rewards ``(n,)`` plus group ids ``(n,)`` (or a
 :class:`GroupStats` already computed from them).
+
+One module, a little over 500 lines: the collapse test, the ACR and its split are defined on
+one :class:`GroupStats`, and expected collapse is their baseline; read together, as DESIGN.md
+defines them.
 """
 
 from __future__ import annotations
