@@ -43,6 +43,9 @@ ACR of the rewards the reward function returned and the true pass rate by the ho
 
 The held-out accuracy (32 evaluation prompts x 2 samples, honest verifier) is logged as
 ``eval_accuracy`` every :data:`EVAL_EVERY` steps, so reward hacking is visible to every writer.
+
+One module, a little over 500 lines: each condition's injection sits beside the run that applies
+it and the truth that scores it, so a condition is read, and calibrated, in one place.
 """
 
 from __future__ import annotations
