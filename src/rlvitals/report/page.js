@@ -7,7 +7,8 @@
   var NS = null; // the SVG namespace, read from the page's first plot (no URL in the page)
 
   function nums(s) {
-    return s ? s.split(" ").map(Number) : [];
+    s = (s || "").trim();
+    return s ? s.split(/\s+/).map(Number) : [];
   }
 
   function niceTicks(lo, hi, n) {
@@ -23,6 +24,24 @@
     return out;
   }
 
+  // Ticks of a log axis: powers of ten, else 1-2-5 steps, else round values (narrow ranges).
+  function logTicks(lo, hi) {
+    var a = Math.floor(Math.log10(lo)), b = Math.ceil(Math.log10(hi));
+    var out = [], m = [[1], [1, 2, 5], [1, 1.5, 2, 3, 4, 5, 6, 7, 8, 9]];
+    for (var pass = 0; pass < m.length && out.length < 3; pass++) {
+      out = [];
+      for (var k = a; k <= b; k++) {
+        m[pass].forEach(function (f) {
+          var t = Number((f * Math.pow(10, k)).toPrecision(6));
+          if (t >= lo && t <= hi) out.push(t);
+        });
+      }
+    }
+    if (out.length < 2) out = niceTicks(lo, hi, 4).filter(function (t) { return t > 0; });
+    var step = Math.ceil(out.length / 8);
+    return out.filter(function (_, i) { return i % step === 0; });
+  }
+
   function label(v) {
     if (v === 0) return "0";
     var a = Math.abs(v);
@@ -35,6 +54,17 @@
     for (var k in attrs) e.setAttribute(k, attrs[k]);
     if (parent) parent.appendChild(e);
     return e;
+  }
+
+  var tip = null; // one tooltip for every plot
+  function sharedTip() {
+    if (!tip) {
+      tip = document.createElement("div");
+      tip.className = "plot-tip";
+      tip.hidden = true;
+      document.body.appendChild(tip);
+    }
+    return tip;
   }
 
   function Plot(svg) {
@@ -87,10 +117,7 @@
     this.buttons = [];
     if (this.positive) this.button("log y", x, function () { self.log = !self.log; self.fit(); });
     this.button("reset", x - (this.positive ? 44 : 0), function () { self.reset(); });
-    this.tip = document.createElement("div");
-    this.tip.className = "plot-tip";
-    this.tip.hidden = true;
-    document.body.appendChild(this.tip);
+    this.tip = sharedTip();
     svg.addEventListener("mousemove", function (ev) { self.move(ev); });
     svg.addEventListener("mouseleave", function () { self.hide(); self.drag = null; });
     svg.addEventListener("mousedown", function (ev) { self.down(ev); });
@@ -225,12 +252,7 @@
     var g = svg.querySelector("g.axes");
     if (!g) return;
     while (g.firstChild) g.removeChild(g.firstChild);
-    var yt;
-    if (this.log) {
-      yt = [];
-      for (var k = Math.ceil(Math.log10(v.y0)); k <= Math.floor(Math.log10(v.y1)); k++) yt.push(Math.pow(10, k));
-      if (yt.length < 2) yt = [v.y0, v.y1];
-    } else yt = niceTicks(v.y0, v.y1, 4);
+    var yt = this.log ? logTicks(v.y0, v.y1) : niceTicks(v.y0, v.y1, 4);
     yt.forEach(function (t) {
       var y = self.sy(t);
       el("line", { x1: self.left, x2: self.left + self.w, y1: y.toFixed(1), y2: y.toFixed(1), class: "grid" }, g);

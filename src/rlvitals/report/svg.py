@@ -297,7 +297,7 @@ def plot(
     frame = ""
     if interactive:
         frame = f' data-frame="{fr.left} {fr.top} {fr.w} {fr.h} ' + _nums(
-            [fr.x0, fr.x1, fr.y0, fr.y1], "17g"
+            [fr.x0, fr.x1, fr.y0, fr.y1], ".17g"
         )
         frame += '"'
     parts = [
