@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["all_gather_1d", "estimate_distributed", "local_slice"]
+__all__ = ["all_gather_1d", "comm_device", "estimate_distributed", "local_slice"]
 
 
 def _dist():
@@ -34,8 +34,9 @@ def _active(group: Any) -> bool:
     return dist.is_available() and dist.is_initialized() and dist.get_world_size(group) > 1
 
 
-def _comm_device(tensor: Any, group: Any) -> Any:
-    """Device the backend can communicate on: NCCL needs CUDA tensors; gloo takes CPU ones."""
+def comm_device(tensor: Any, group: Any) -> Any:
+    """Device the backend of ``group`` communicates on for ``tensor``: NCCL needs CUDA
+    tensors; gloo takes CPU ones (the TRL callback shares its halt flag on it)."""
     import torch
 
     backend = str(_dist().get_backend(group)).lower()
@@ -66,7 +67,7 @@ def all_gather_1d(tensors: list[Any], group: Any = None) -> tuple[list[Any], lis
         if t.ndim != 1 or int(t.shape[0]) != n:
             raise ValueError(f"all_gather_1d needs 1-D tensors of one length, got {tuple(t.shape)}")
     world = dist.get_world_size(group)
-    device = _comm_device(tensors[0], group)
+    device = comm_device(tensors[0], group)
     count = torch.tensor([n], dtype=torch.int64, device=device)
     counts_t = [torch.zeros_like(count) for _ in range(world)]
     dist.all_gather(counts_t, count, group=group)
@@ -172,6 +173,6 @@ def estimate_distributed(
     if sync_state and new_state is not None:
         box = [new_state if dist.get_rank(group) == 0 else None]
         src = dist.get_global_rank(group, 0) if group is not None else 0
-        dist.broadcast_object_list(box, src=src, group=group, device=_comm_device(rewards, group))
+        dist.broadcast_object_list(box, src=src, group=group, device=comm_device(rewards, group))
         new_state = box[0]
     return adv[local_slice(counts, dist.get_rank(group))], metrics, new_state

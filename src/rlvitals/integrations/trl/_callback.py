@@ -434,10 +434,10 @@ def _agree(flag: bool) -> bool:
 
     if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
         return flag
-    from rlvitals.integrations.distributed import _comm_device
+    from rlvitals.integrations.distributed import comm_device
 
     t = torch.tensor([1 if flag else 0], dtype=torch.int64)
-    t = t.to(_comm_device(t, None))
+    t = t.to(comm_device(t, None))
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return bool(t.item())
 
