@@ -5,7 +5,7 @@
 Two streams of ``--steps`` steps (float32 binary rewards, pass rates drawn per prompt), each
 step also logging six trainer scalars: a healthy one, and one whose every reward is 0 from the
 middle step on (half of its checks see a collapse: the detectors' dearest case; the incident is
-opened and updated). Measured in the same run, rounds alternating:
+opened and updated, and the conditions it points to are followed and told). Measured in the same run, rounds alternating:
 
 - baseline: GRPO advantages of the same batch (``rlvitals.advantages``, what a trainer computes
   every step anyway) and the numpy reference ``(r - mean) / (std + eps)`` over ``(N, G)``;
@@ -122,7 +122,11 @@ def main(argv: list[str] | None = None) -> int:
         bg.close()
         per, mon = run_monitor(batches, ids)
         res["observe"].append(per)
-        checks = (mon.checks, len(mon.alerts))
+        checks = (
+            mon.checks,
+            len(mon.alerts),
+            [(e.kind, e.condition) for e in mon.conditions.timeline],
+        )
         t0 = time.process_time()
         for _ in range(20):
             mon.diagnose(fast=True)
@@ -152,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label:<44} {med[key] * 1e3:8.3f} ms   ratio {med[key] / base:6.2f}x GRPO")
     ok = max(med["observe"], med["healthy"]) * 1e3 < TARGET_MS
     print(
-        f"checks run (collapsing stream): {checks[0]}, alerts: {checks[1]}; observe "
+        f"checks run (collapsing stream): {checks[0]}, alerts: {checks[1]}, conditions: "
+        f"{', '.join(f'{c} {k}' for k, c in checks[2]) or 'none'}; observe "
         f"{med['healthy'] * 1e3:.3f} / {med['observe'] * 1e3:.3f} ms per step (healthy / "
         f"collapsing; target < {TARGET_MS:g} ms): {'PASS' if ok else 'OVER'}"
     )
