@@ -26,12 +26,14 @@ EXAMPLE = """\
 Reads a recording directory (rlvitals.Monitor, RlvitalsCallback, the veRL guard) or any log
 the importers read, again whenever it changes. Ctrl-C stops; the exit code is the doctor's for
 the last refresh: 0 = nothing at or above --fail-on, 1 = something is, 2 = bad input or a run
-the collapse family could not judge.
+the collapse family could not judge. Conditions opened and closed (warn and above) are also
+POSTed to $RLVITALS_WEBHOOK_URL (JSON) and $RLVITALS_SLACK_WEBHOOK_URL (Slack), when set.
 
 examples:
   rlvitals watch outputs/grpo/rlvitals
   rlvitals watch train.log --interval 10
-  rlvitals watch runs/exp1 --once --fail-on critical"""
+  rlvitals watch runs/exp1 --once --fail-on critical
+  RLVITALS_SLACK_WEBHOOK_URL=https://hooks.slack.com/services/... rlvitals watch train.log"""
 DEFAULT_INTERVAL = 2.0
 """Seconds between two looks at the input (at least 3x the last read's time)."""
 DEFAULT_WAIT = 600.0
@@ -115,6 +117,17 @@ def _wait_for(path: str, seconds: float, interval: float) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rlvitals.guard.condition_alerts import ConditionAlerts
+
+    # conditions opened and closed go to $RLVITALS_WEBHOOK_URL / $RLVITALS_SLACK_WEBHOOK_URL
+    alerts = ConditionAlerts(run=args.path)
+    try:
+        return _watch(args, alerts)
+    finally:
+        alerts.close()
+
+
+def _watch(args: argparse.Namespace, alerts) -> int:
     from rich.console import Console
 
     from rlvitals.cli import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
@@ -147,9 +160,11 @@ def run(args: argparse.Namespace) -> int:
         d = diagnose(follower.run, config)
         step = int(d.vitals.steps[-1]) if d.vitals.n_steps else 0
         for e in tracker.update([c.id for c in d.conditions], step):
-            what = f"{get_condition(e.condition).title} ({e.condition})"
+            title = get_condition(e.condition).title
+            what = f"{title} ({e.condition})"
             severity = "info" if e.kind == "closed" else condition_severity(e.condition)
             events.append((step, e.kind, severity, what))
+            alerts.event(e.kind, e.condition, step, condition_severity(e.condition), title)
         state["diagnosis"], state["changed"] = d, time.time()
         return True
 

@@ -14,6 +14,8 @@ window of a live run; this package decides what to do with what it finds:
   trackio run is), :class:`FileSink` (JSON lines) and any callable. :class:`SinkRunner` runs
   them off the training thread: a sink that raises, hangs past its timeout or meets a full
   disk is reported once through ``logging`` and never reaches the training loop.
+  :func:`env_sinks` adds the webhooks ``RLVITALS_WEBHOOK_URL`` and
+  ``RLVITALS_SLACK_WEBHOOK_URL`` name to the default sinks.
 
 See docs/guard.md.
 """
@@ -27,6 +29,7 @@ from rlvitals.registry import import_module
 __all__ = [
     "Alert",
     "CallableSink",
+    "ConditionAlerts",
     "FileSink",
     "Halt",
     "HaltPolicy",
@@ -41,6 +44,7 @@ __all__ = [
     "WandbSink",
     "WebhookSink",
     "default_sinks",
+    "env_sinks",
 ]
 
 _LAZY = {
@@ -60,6 +64,8 @@ _LAZY = {
     "WandbSink": "rlvitals.guard.sinks",
     "WebhookSink": "rlvitals.guard.sinks",
     "default_sinks": "rlvitals.guard.sinks",
+    "env_sinks": "rlvitals.guard.sinks",
+    "ConditionAlerts": "rlvitals.guard.condition_alerts",
 }
 
 

@@ -18,6 +18,13 @@ queue, so the training loop only ever enqueues:
 Each alert is delivered in a copy of the ``contextvars`` context of the thread that raised it:
 trackio keeps its current run in a context variable a worker thread would not see otherwise.
 
+Webhooks from the environment (:func:`env_sinks`): ``RLVITALS_WEBHOOK_URL`` and
+``RLVITALS_SLACK_WEBHOOK_URL`` add a :class:`WebhookSink` / :class:`SlackSink` to the default
+sinks of every monitor (the TRL callback, the veRL guard, your loop with ``sinks=None``) and to
+``rlvitals watch`` (:class:`rlvitals.guard.condition_alerts.ConditionAlerts`), with no code change in the training script. A
+value that is not an http(s) URL is said once on ``rlvitals.guard`` and ignored; it never
+stops a run.
+
 >>> got = []
 >>> runner = SinkRunner([got.append])
 >>> from rlvitals.guard.alerts import Alert
@@ -39,15 +46,18 @@ import queue
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from rlvitals.guard.alerts import Alert
 
 __all__ = [
     "DEFAULT_SINK_TIMEOUT",
+    "ENV_SLACK",
+    "ENV_WEBHOOK",
     "CallableSink",
     "FileSink",
     "LogSink",
@@ -57,6 +67,7 @@ __all__ = [
     "WandbSink",
     "WebhookSink",
     "default_sinks",
+    "env_sinks",
     "sink_name",
 ]
 
@@ -217,10 +228,72 @@ class CallableSink:
         self.fn(alert)
 
 
+ENV_WEBHOOK = "RLVITALS_WEBHOOK_URL"
+"""Environment variable: URL(s) each alert is POSTed to as JSON (a :class:`WebhookSink`)."""
+ENV_SLACK = "RLVITALS_SLACK_WEBHOOK_URL"
+"""Environment variable: Slack incoming-webhook URL(s) (a :class:`SlackSink`)."""
+_ENV_TOLD: set[tuple[str, str]] = set()
+
+
+def _redacted(url: str) -> str:
+    """What an error may show of a webhook URL: its scheme and host (the path of a Slack
+    webhook is its secret).
+
+    >>> _redacted("https://hooks.slack.com/services/T0/B0/secret"), _redacted("hooks.slack.com/x")
+    ('https://hooks.slack.com/...', "'hooks.slack...'")
+    """
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme and parts.netloc:
+        return f"{parts.scheme}://{parts.hostname or ''}/..."
+    return repr(url[:11] + "...") if len(url) > 11 else repr(url)
+
+
+def _url_problem(url: str) -> str | None:
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018  (ValueError for a port that is not a number in range)
+    except ValueError:
+        return "is not a valid URL (its port?)"
+    if parts.scheme not in ("http", "https"):
+        return "does not start with http:// or https://"
+    if not parts.hostname:
+        return "names no host"
+    return None
+
+
+def env_sinks(environ: Mapping[str, str] | None = None) -> list[WebhookSink]:
+    """The webhook sinks the environment asks for: a :class:`WebhookSink` for each URL in
+    :data:`ENV_WEBHOOK`, a :class:`SlackSink` for each in :data:`ENV_SLACK` (several URLs are
+    separated by commas or spaces). Never raises: a value that is not an http(s) URL with a
+    host is said once per process on the ``rlvitals.guard`` logger (scheme and host only: a
+    webhook's path is its secret) and left out.
+
+    >>> [s.name for s in env_sinks({"RLVITALS_SLACK_WEBHOOK_URL": "https://hooks.slack.com/x"})]
+    ['slack (RLVITALS_SLACK_WEBHOOK_URL)']
+    """
+    env = os.environ if environ is None else environ
+    out: list[WebhookSink] = []
+    for var, payload in ((ENV_WEBHOOK, "json"), (ENV_SLACK, "slack")):
+        for url in str(env.get(var) or "").replace(",", " ").split():
+            problem = _url_problem(url)
+            if problem is None:
+                kind = "slack" if payload == "slack" else "webhook"
+                out.append(WebhookSink(url, payload=payload, name=f"{kind} ({var})"))
+            elif (var, url) not in _ENV_TOLD:
+                _ENV_TOLD.add((var, url))
+                logger.warning(
+                    "rlvitals guard: %s: %s %s; no alerts are sent there (training continues)",
+                    var,
+                    _redacted(url),
+                    problem,
+                )
+    return out
+
+
 def default_sinks() -> list[Any]:
     """The sinks a monitor has unless told otherwise: W&B and trackio alerts, each inert until
-    its library has an active run."""
-    return [WandbSink(), TrackioSink()]
+    its library has an active run, and the webhooks of the environment (:func:`env_sinks`)."""
+    return [WandbSink(), TrackioSink(), *env_sinks()]
 
 
 def as_sink(obj: Any) -> Any:
