@@ -117,3 +117,12 @@ def test_a_dict_coloured_token_by_token_is_read_and_passes_the_pre_check(tmp_pat
     r = load(p)
     assert r.manifest.format == "trl_console" and r.n_steps == 20
     assert np.allclose(r.series["reward_mean"], [0.1 * k for k in range(1, 21)])
+
+
+def test_skyrl_says_where_g_came_from(tmp_path):
+    """The report's G source: SkyRL logs no G, its pass@n key names it."""
+    from rlvitals.vitals import compute_vitals
+
+    r = load(F.write_skyrl(tmp_path / "sky.log", RUN, g=4))
+    assert r.manifest.group_size == 4
+    assert compute_vitals(r).group_size_from == "the name of reward/avg_pass_at_{n}"

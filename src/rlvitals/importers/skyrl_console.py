@@ -138,7 +138,7 @@ def load_skyrl_console(path: Path, progress: Progress | None = None) -> Run:
         raise InputError(path, "no SkyRL step blocks found (expected 'Step N:' then a dict)")
     if g is not None:
         builder.manifest.group_size = g
-        builder.manifest.config["group_size_from"] = "reward/avg_pass_at_{n}"
+        builder.manifest.config["group_size_source"] = "the name of reward/avg_pass_at_{n}"
     if builder.skipped_values:
         builder.warn(f"{path}: {builder.skipped_values} non-numeric values ignored")
     return builder.build()
