@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -13,9 +14,10 @@ import pytest
 import rlvitals_tests_format_producers as F
 
 from rlvitals.cli import main
-from rlvitals.compare import compare_paths, divergence, render_compare
+from rlvitals.compare import compare, compare_paths, config_sections, divergence, render_compare
+from rlvitals.compare._render import rows
 from rlvitals.doctor import diagnose
-from rlvitals.recording import RunBuilder
+from rlvitals.recording import Manifest, RunBuilder
 
 ROOT = Path(__file__).resolve().parent
 
@@ -133,3 +135,88 @@ def test_compare_cli_runs_of_one_store_and_bad_input(tmp_path, capsys):
     assert main(["compare", str(log), str(log), "-o", str(log)]) == 2
     assert "the output would replace it" in capsys.readouterr().err
     assert json.loads(log.read_text())  # untouched
+
+
+def _evals(folder: Path, evals: dict[str, float], extra: dict) -> Path:
+    """A TRL run (no collapse) whose last log row holds ``evals`` and whose training args
+    add ``extra``."""
+    _trl_run(folder, None, 1e-6)
+    state = json.loads((folder / "trainer_state.json").read_text())
+    state["log_history"].append({"step": 200, **{f"eval_{k}": v for k, v in evals.items()}})
+    (folder / "trainer_state.json").write_text(json.dumps(state))
+    args = json.loads((folder / "training_args.json").read_text())
+    (folder / "training_args.json").write_text(json.dumps({**args, **extra}))
+    return folder
+
+
+def test_eval_rows_match_by_key_never_math_against_gsm8k(tmp_path):
+    a = _evals(tmp_path / "a", {"math_accuracy": 0.31, "gsm8k_accuracy": 0.62}, {})
+    b = _evals(tmp_path / "b", {"gsm8k_accuracy": 0.55}, {})
+    table = {k: (x, y) for k, x, y in rows(compare_paths(a, b))}
+    assert table["final eval/gsm8k_accuracy"] == ("0.62", "0.55")
+    assert table["eval only in A"] == ("eval/math_accuracy", "-")
+    assert not any("math" in k and "gsm8k" in k for k in table)
+    c = compare_paths(b, _evals(tmp_path / "c", {"math_accuracy": 0.4}, {}))
+    table = {k: (x, y) for k, x, y in rows(c)}
+    assert table["final eval"] == ("no score key in common", "no score key in common")
+    assert table["eval only in A"][0] == "eval/gsm8k_accuracy"
+    assert table["eval only in B"][1] == "eval/math_accuracy"
+
+
+def _configured(config: dict) -> object:
+    b = RunBuilder(Manifest(config=config))
+    for s in range(1, 61):
+        b.add_row(s, {"reward": 0.5, "frac_reward_zero_std": 0.2})
+    return diagnose(b.build())
+
+
+def test_config_differences_are_ranked_and_absent_keys_folded():
+    """A veRL-sized config against a TRL one: the few keys both have, in sections (algorithm,
+    data, optimisation first); the many keys only one has, one line per side."""
+    a = {
+        "trainer": {"bf16": True},
+        "algorithm": {"adv_estimator": "grpo"},
+        "data": {"max_prompt_length": 256},
+        "optim": {"lr": 1e-6},
+    }
+    b = {
+        "trainer": {"bf16": False},
+        "algorithm": {"adv_estimator": "rloo"},
+        "data": {"max_prompt_length": 512},
+        "optim": {"lr": 3e-6},
+        **{f"worker.opt_{i}": i for i in range(40)},
+    }
+    c = compare(_configured(a), _configured(b))
+    cs = config_sections(c.config)
+    assert [name for name, _ in cs.sections] == ["algorithm", "data", "optimisation", "other"]
+    by = {name: [k for k, _, _ in rows_] for name, rows_ in cs.sections}
+    assert by == {
+        "algorithm": ["algorithm.adv_estimator"],
+        "data": ["data.max_prompt_length"],
+        "optimisation": ["optim.lr"],
+        "other": ["trainer.bf16"],
+    }
+    assert len(cs.only_b) == 40 and cs.only_a == []
+    text = render_compare(c, "text")
+    body = text.split("configuration differences", 1)[1]
+    assert "(absent)" not in body and "(4 changed; A | B)" in body
+    assert body.index("[algorithm]") < body.index("[data]") < body.index("[optimisation]")
+    (only,) = [ln for ln in body.splitlines() if "only in B" in ln]
+    assert "only in B (40 keys)" in only and "and 28 more" in only
+    html = render_compare(c, "html")
+    assert html.count('<tr class="sec">') == 4 and "(absent)" not in html
+    assert "only in B (40 keys)" in html
+    # the JSON keeps every difference, absent ones as null
+    doc = json.loads(render_compare(c, "json"))
+    assert len(doc["config"]) == 44
+
+
+def test_the_two_runs_have_two_colours(pair):
+    from rlvitals.compare._render import COLOUR_A, COLOUR_B
+
+    html = render_compare(compare_paths(*pair), "html")
+    plots = re.findall(r"<svg class=\"plot\".*?</svg>", html, flags=re.S)
+    assert plots
+    for svg in plots:
+        strokes = re.findall(r'<polyline [^>]*stroke="(#[0-9a-f]+)"', svg)
+        assert strokes == [COLOUR_A, COLOUR_B]

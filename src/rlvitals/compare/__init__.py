@@ -52,10 +52,12 @@ __all__ = [
     "SMOOTH",
     "SUSTAIN",
     "Comparison",
+    "ConfigSections",
     "Divergence",
     "compare",
     "compare_paths",
     "config_differences",
+    "config_sections",
     "divergence",
     "render_compare",
 ]
@@ -325,4 +327,5 @@ def compare_paths(
     return compare(da, db, (la, lb))
 
 
+from rlvitals.compare._config import ConfigSections, config_sections  # noqa: E402
 from rlvitals.compare._render import FORMATS, render_compare  # noqa: E402  (after Comparison)
