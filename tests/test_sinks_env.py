@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 from rlvitals.guard.condition_alerts import ConditionAlerts
+from rlvitals.guard.conditions import ConditionEvent
 from rlvitals.guard.monitor import Monitor
 from rlvitals.guard.sinks import ENV_SLACK, ENV_WEBHOOK, default_sinks, env_sinks
 from rlvitals.recording import Manifest
@@ -186,18 +187,17 @@ def test_the_trl_callback_gets_them(monkeypatch):
 def test_condition_alerts_tell_warn_and_above_and_close_what_they_opened():
     got = []
     alerts = ConditionAlerts([got.append], run="train.log")
-    alerts.event("opened", "SMALL_GROUPS", 10, "info", "Groups too small")  # below alert_on
-    alerts.event("closed", "SMALL_GROUPS", 14, "info", "Groups too small")  # never told
-    alerts.event("opened", "ENTROPY_COLLAPSE", 12, "warn", "Entropy collapsed")
-    alerts.event("closed", "ENTROPY_COLLAPSE", 30, "warn", "Entropy collapsed")
+    alerts.event(ConditionEvent("opened", "SMALL_GROUPS", 10))  # info: below alert_on
+    alerts.event(ConditionEvent("closed", "SMALL_GROUPS", 14, since=11))  # never told
+    alerts.event(ConditionEvent("opened", "ENTROPY_COLLAPSE", 12))
+    alerts.event(ConditionEvent("closed", "ENTROPY_COLLAPSE", 30, since=24))
     assert alerts.close(5.0) == 0
     assert [(a.kind, a.step, a.severity, a.run) for a in got] == [
         ("condition_opened", 12, "warn", "train.log"),
         ("condition_closed", 30, "info", "train.log"),
     ]
-    assert got[0].message == (
-        "[warn] condition opened: Entropy collapsed (ENTROPY_COLLAPSE); named at step 12"
-    )
+    assert got[0].condition["id"] == "ENTROPY_COLLAPSE"
+    assert got[1].message.endswith("not named since step 24")
     with pytest.raises(ValueError, match="alert_on must be one of info, warn, critical"):
         ConditionAlerts([], alert_on="loud")
 
@@ -250,7 +250,8 @@ def test_watch_posts_the_conditions_it_opens(server, tmp_path):
     assert proc.returncode == 0, err
     hook = server.bodies("/hook")
     opened = [b for b in hook if b["kind"] == "condition_opened"]
-    assert opened and "ENTROPY_COLLAPSE" in opened[0]["message"], hook
+    assert opened and opened[0]["condition"]["id"] == "ENTROPY_COLLAPSE", hook
+    assert opened[0]["condition"]["onset_step"] == 60 and opened[0]["condition"]["actions"]
     assert opened[0]["run"] == str(log) and opened[0]["step"] == 110
     slack = server.bodies("/slack")
     assert [b["text"].splitlines()[0] for b in slack] == [

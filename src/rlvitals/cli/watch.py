@@ -159,12 +159,12 @@ def _watch(args: argparse.Namespace, alerts) -> int:
             return False
         d = diagnose(follower.run, config)
         step = int(d.vitals.steps[-1]) if d.vitals.n_steps else 0
-        for e in tracker.update([c.id for c in d.conditions], step):
-            title = get_condition(e.condition).title
-            what = f"{title} ({e.condition})"
+        calls = {c.id: c for c in d.conditions}
+        for e in tracker.update(list(calls), step):
+            what = f"{get_condition(e.condition).title} ({e.condition})"
             severity = "info" if e.kind == "closed" else condition_severity(e.condition)
             events.append((step, e.kind, severity, what))
-            alerts.event(e.kind, e.condition, step, condition_severity(e.condition), title)
+            alerts.event(e, calls.get(e.condition))
         state["diagnosis"], state["changed"] = d, time.time()
         return True
 

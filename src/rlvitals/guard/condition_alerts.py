@@ -4,11 +4,12 @@
 so its sinks are the webhooks of the environment (:func:`rlvitals.guard.sinks.env_sinks`:
 ``RLVITALS_WEBHOOK_URL``, ``RLVITALS_SLACK_WEBHOOK_URL``).
 
+>>> from rlvitals.guard.conditions import ConditionEvent
 >>> got = []
 >>> alerts = ConditionAlerts([got.append], run="train.log")
->>> alerts.event("opened", "ENTROPY_COLLAPSE", 12, "warn", "Entropy collapsed")
->>> alerts.close(), [(a.kind, a.step) for a in got]
-(0, [('condition_opened', 12)])
+>>> alerts.event(ConditionEvent("opened", "ENTROPY_COLLAPSE", 12))
+>>> alerts.close(), [(a.kind, a.step, a.severity) for a in got]
+(0, [('condition_opened', 12, 'warn')])
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from rlvitals.guard.alerts import Alert
 from rlvitals.guard.sinks import DEFAULT_SINK_TIMEOUT, SinkRunner, env_sinks
 
 __all__ = ["ConditionAlerts"]
@@ -52,24 +52,25 @@ class ConditionAlerts:
         self.run, self.alert_on = run, alert_on
         self._told: set[str] = set()
 
-    def event(self, kind: str, condition: str, step: int, severity: str, title: str) -> None:
-        """A tracker event (``opened``, ``closed``, ``reopened``) of ``condition`` (its ID and
-        ``title``) at ``step``; ``severity`` is the condition's."""
-        name = f"{title} ({condition})"
-        if kind == "closed":
-            if condition not in self._told:
+    def event(self, event: Any, call: Any = None) -> None:
+        """Tell a tracker's ``event`` (a :class:`~rlvitals.guard.conditions.ConditionEvent`)
+        if it is to be told; ``call`` is the doctor's
+        :class:`~rlvitals.doctor.differential.ConditionCall` of the condition at that check
+        (its onset, confidence and advice go into the alert), or None. The alert is
+        :func:`~rlvitals.guard.alerts.condition_alert`'s, the one a monitor sends."""
+        from rlvitals.doctor.differential import condition_severity
+        from rlvitals.guard.alerts import condition_alert
+
+        severity = condition_severity(event.condition)
+        if event.kind == "closed":
+            if event.condition not in self._told:
                 return
-            self._told.discard(condition)
-            msg, severity = f"condition closed: {name}, not named since step {step}", "info"
+            self._told.discard(event.condition)
+        elif _RANK.get(severity, 0) >= _RANK[self.alert_on]:
+            self._told.add(event.condition)
         else:
-            if _RANK.get(severity, 0) < _RANK[self.alert_on]:
-                return
-            self._told.add(condition)
-            msg = f"[{severity}] condition {kind}: {name}; named at step {step}"
-        alert = Alert(f"condition_{kind}", step, severity, title, msg, run=self.run)
-        if hasattr(alert, "condition"):  # alert schema 2: which condition, as a monitor says
-            alert.condition = {"id": condition, "title": title}
-        self.runner.send(alert)
+            return
+        self.runner.send(condition_alert(event, call, severity, self.run))
 
     def close(self, timeout: float = DEFAULT_SINK_TIMEOUT) -> int:
         """Deliver what is queued (at most ``timeout`` s); the alerts lost."""
