@@ -31,7 +31,8 @@ from rlvitals.importers import _mlflow_server as srv
 from rlvitals.importers import load
 
 STARTUP_S = 120
-"""How long the server may take to answer /health (about 5 s on an idle 2-core machine)."""
+"""How long the server may take to answer /health: 5 s on an idle 2-core machine, 19-27 s
+measured on one shared by several test runs (then logging the runs took 12-19 s)."""
 
 _LOGGER = textwrap.dedent("""
     import json, math, mlflow, sys, time
@@ -124,8 +125,6 @@ def server(tmp_path_factory):
             if time.monotonic() - t0 > STARTUP_S:
                 pytest.fail(f"mlflow server not up after {STARTUP_S} s")
             time.sleep(0.2)
-        started = time.monotonic() - t0
-        t1 = time.monotonic()
         logged = subprocess.run(
             [sys.executable, "-c", _LOGGER, base],
             env=_env(home),
@@ -141,8 +140,6 @@ def server(tmp_path_factory):
             "http": base,
             "db": home / "mlflow.db",
             "ids": ids,
-            "startup_s": started,
-            "logging_s": time.monotonic() - t1,
         }
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -175,13 +172,6 @@ def _report(capsys, *argv: str) -> dict:
     return report
 
 
-def test_server_starts_in_reasonable_time(server):
-    print(
-        f"mlflow server up in {server['startup_s']:.1f} s; runs logged in {server['logging_s']:.1f} s"
-    )
-    assert server["startup_s"] < 60, server["startup_s"]
-
-
 @pytest.mark.parametrize("name", ["collapse", "healthy"])
 def test_doctor_from_the_server_equals_doctor_from_its_store(server, capsys, name):
     run_id = server["ids"][name]
@@ -198,7 +188,9 @@ def test_the_rows_are_what_the_client_logged(server):
     url = f"{server['url']}/{server['ids']['collapse']}"
     run = load(url)
     local = load(server["db"], run=server["ids"]["collapse"])
-    assert run.manifest.format == "mlflow" and run.manifest.source == url
+    ids = server["ids"]
+    page = f"{server['http']}/#/experiments/{ids['experiment']}/runs/{ids['collapse']}"
+    assert run.manifest.format == "mlflow" and run.manifest.source == page  # the UI's page
     assert run.steps.tolist() == list(range(1, 131))
     assert run.manifest.group_size == 8 and run.manifest.trainer == "trl"
     assert run.manifest.config["num_generations"] == "8"  # params are strings in MLflow

@@ -316,6 +316,9 @@ def load_server(
 ) -> Run:
     """Read one run of an MLflow tracking server into a ``Run`` (module docstring).
 
+    The run's ``manifest.source`` is its page in the MLflow UI
+    (``http://HOST:PORT/#/experiments/ID/runs/RUN_ID``), a URL this reader takes too.
+
     Args:
         url: ``mlflow://HOST:PORT/RUN_ID``, an experiment's URL, or the UI's link.
         progress: ``progress(metric keys read, metric keys)``.
@@ -328,6 +331,9 @@ def load_server(
         mr = _the_run(client, where, run, builder)
         info, data = mr.info, mr.data
         label = RunInfo(info.run_id, info.run_name or None, 0, True, None).label()
+        # the run's page in the MLflow UI: what the report names, one click from the browser
+        ui = f"{where.tracking_uri}/#/experiments/{info.experiment_id}/runs/{info.run_id}"
+        builder.manifest.source = ui
         if info.lifecycle_stage == "deleted":
             builder.warn(f"{where.url}: MLflow run {label} is deleted (in the trash)")
         params = {str(k): v for k, v in (data.params or {}).items()}
