@@ -253,3 +253,20 @@ def test_compare_draws_the_runs_in_two_colours(pages, browser):
         ".map(p => getComputedStyle(p).stroke)"
     )
     assert len(strokes) == 2 and strokes[0] != strokes[1]
+    names = tab.eval(
+        "[...document.querySelectorAll('p.src b')].map(b => getComputedStyle(b).color)"
+    )
+    assert names == ["rgb(37, 99, 235)", "rgb(234, 88, 12)"]  # A blue, B orange, as the lines
+
+
+def test_the_docs_screenshots_can_be_taken_again(capsys):
+    """scripts/page_screenshots.py renders every page and shoots it (into a temporary folder)."""
+    shots = _load("rlvitals_page_screenshots", "../scripts/page_screenshots.py")
+    assert shots.main(["--check"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(" KB") == len(shots.SHOTS)
+    docs = "".join(f.read_text(encoding="utf-8") for f in (ROOT.parent / "docs").glob("*.md"))
+    for name, width, _ in shots.SHOTS:
+        png = ROOT.parent / "docs" / "img" / f"{name}-{width}.png"
+        assert png.is_file() and png.stat().st_size < 150_000
+        assert f"(img/{png.name})" in docs  # shown on a docs page
