@@ -468,17 +468,6 @@ def input_size(path: str | os.PathLike) -> int | None:
     return size
 
 
-def is_compressed(path: str | os.PathLike) -> bool:
-    """True for a regular file whose magic bytes say gzip or zstd."""
-    if _registered(path) is not None or not is_regular(path):
-        return False
-    try:
-        with open(path, "rb") as f:
-            return compression_of(f.read(4)) is not None
-    except OSError:
-        return False
-
-
 _WALK_ENTRIES = 20_000
 """Directory entries :func:`input_bytes` looks at (the memory budget of a huge tree is then
 the size of its first entries, still far more than a run's logs)."""
