@@ -18,8 +18,10 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -296,6 +298,52 @@ def test_a_server_that_never_answers_times_out(capsys, monkeypatch):
         line, took = _error(capsys, "doctor", f"mlflow://127.0.0.1:{port}/0123")
     assert f"the MLflow server at http://127.0.0.1:{port} did not answer within 1 s" in line
     assert took < 15, took  # 1 s, retried once (DEFAULT_RETRIES), plus the client's backoff
+
+
+class _NotMlflow(BaseHTTPRequestHandler):
+    """Another service on the port: a 404 HTML page, or a 401 as an auth proxy answers."""
+
+    status = 404
+
+    def do_GET(self):
+        if self.status == 401:
+            body = b'{"error_code": "UNAUTHENTICATED", "message": "not authenticated"}'
+        else:
+            body = b"<!DOCTYPE HTML>\n<html><body>Not Found</body></html>\n"
+        self.send_response(self.status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_POST = do_GET
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize(
+    ("status", "problem"),
+    [
+        (404, "does not answer as an MLflow tracking server (HTTP 404 on its REST API)"),
+        (401, "refused the request (UNAUTHENTICATED): set MLFLOW_TRACKING_USERNAME"),
+    ],
+)
+def test_a_server_that_is_not_mlflow_or_refuses(capsys, status, problem):
+    handler = type("Handler", (_NotMlflow,), {"status": status})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        port = httpd.server_address[1]
+        for url in (
+            f"mlflow://u:pw@127.0.0.1:{port}/0123",
+            f"mlflow://127.0.0.1:{port}/experiments/x",
+        ):
+            line, _ = _error(capsys, "doctor", url)
+            assert f"the MLflow server at http://127.0.0.1:{port} {problem}" in line
+            assert "pw" not in line  # a password in the URL is never printed
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
 
 
 @pytest.mark.parametrize(

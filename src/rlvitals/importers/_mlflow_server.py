@@ -84,8 +84,9 @@ class ServerURL:
     """What an MLflow server URL names.
 
     Attributes:
-        url: as given (errors name it).
-        tracking_uri: ``http(s)://HOST:PORT[/PREFIX]``, what the client talks to.
+        url: as given, a password in it masked (errors, warnings and reports name it).
+        tracking_uri: ``http(s)://[USER:PASSWORD@]HOST:PORT[/PREFIX]``, what the client talks
+            to (never printed: :func:`_bare`).
         experiment: an experiment id or name, or None.
         run_id: a run id, or None (neither: the whole server).
     """
@@ -128,24 +129,44 @@ def parse_url(text: str) -> ServerURL:
     try:
         u.port  # noqa: B018  (raises ValueError for a port that is not a number in range)
     except ValueError:
-        raise InputError(text, "the port is not a number from 1 to 65535") from None
+        raise InputError(_public(text), "the port is not a number from 1 to 65535") from None
     if not u.hostname:
-        raise InputError(text, f"no server host in the URL ({_FORMS})")
+        raise InputError(_public(text), f"no server host in the URL ({_FORMS})")
     if u.fragment.startswith("/"):  # the UI's link: the path before '#' is a --static-prefix
         where, prefix = u.fragment.split("?", 1)[0], u.path.rstrip("/")
     else:
         where, prefix = u.path, ""
     parts = [urllib.parse.unquote(p) for p in where.split("/") if p]
     base = f"{SCHEMES.get(scheme, scheme)}://{u.netloc}{prefix}"
+    shown = _public(text)
     if not parts:
-        return ServerURL(text, base)
+        return ServerURL(shown, base)
     if parts[0] == "experiments" and len(parts) == 2:
-        return ServerURL(text, base, experiment=parts[1])
+        return ServerURL(shown, base, experiment=parts[1])
     if parts[0] == "experiments" and len(parts) >= 4 and parts[2] == "runs":
-        return ServerURL(text, base, experiment=parts[1], run_id=parts[3])
+        return ServerURL(shown, base, experiment=parts[1], run_id=parts[3])
     if len(parts) == 1 and parts[0] != "experiments":
-        return ServerURL(text, base, run_id=parts[0])
-    raise InputError(text, f"names no MLflow run or experiment ({_FORMS})")
+        return ServerURL(shown, base, run_id=parts[0])
+    raise InputError(shown, f"names no MLflow run or experiment ({_FORMS})")
+
+
+def _bare(url: str) -> str:
+    """``url`` without its ``user:password@``: the server, as a report or an error names it."""
+    u = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(u._replace(netloc=u.netloc.rpartition("@")[2]))
+
+
+def _public(url: str) -> str:
+    """``url`` with a password in it masked.
+
+    >>> _public("mlflow://me:s3cret@mlflow.lab:5000/ab"), _public("mlflow://h:1/ab")
+    ('mlflow://me:***@mlflow.lab:5000/ab', 'mlflow://h:1/ab')
+    """
+    u = urllib.parse.urlsplit(url)
+    if u.password is None:
+        return url
+    netloc = f"{u.username}:***@{u.netloc.rpartition('@')[2]}"
+    return urllib.parse.urlunsplit(u._replace(netloc=netloc))
 
 
 # --- the client --------------------------------------------------------------------------------
@@ -156,13 +177,20 @@ def _reason(message: str) -> str:
     if m:
         return m.group(1).strip().lower()
     first = message.strip().splitlines()[0] if message.strip() else "no message"
+    first = first.split(". Response body:", 1)[0]
     return first[:200] + ("..." if len(first) > 200 else "")
 
 
 def _problem(err: Exception, where: ServerURL) -> str:
     code = str(getattr(err, "error_code", "") or "")
     message = str(getattr(err, "message", "") or err)
-    server = f"the MLflow server at {where.tracking_uri}"
+    server = f"the MLflow server at {_bare(where.tracking_uri)}"
+    if code == "ENDPOINT_NOT_FOUND":
+        return (
+            f"{server} does not answer as an MLflow tracking server (HTTP 404 on its REST API): "
+            "another service on that port, or a --static-prefix the URL lacks (paste the UI's "
+            "link: http://HOST:PORT/PREFIX/#/experiments/...)"
+        )
     if code in ("UNAUTHENTICATED", "PERMISSION_DENIED") or re.search(r"\b40[13]\b", message):
         return (
             f"{server} refused the request ({code or 'HTTP 401/403'}): set "
@@ -332,7 +360,7 @@ def load_server(
         info, data = mr.info, mr.data
         label = RunInfo(info.run_id, info.run_name or None, 0, True, None).label()
         # the run's page in the MLflow UI: what the report names, one click from the browser
-        ui = f"{where.tracking_uri}/#/experiments/{info.experiment_id}/runs/{info.run_id}"
+        ui = f"{_bare(where.tracking_uri)}/#/experiments/{info.experiment_id}/runs/{info.run_id}"
         builder.manifest.source = ui
         if info.lifecycle_stage == "deleted":
             builder.warn(f"{where.url}: MLflow run {label} is deleted (in the trash)")
