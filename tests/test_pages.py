@@ -270,3 +270,31 @@ def test_the_docs_screenshots_can_be_taken_again(capsys):
         png = ROOT.parent / "docs" / "img" / f"{name}-{width}.png"
         assert png.is_file() and png.stat().st_size < 150_000
         assert f"(img/{png.name})" in docs  # shown on a docs page
+
+
+@pytest.mark.parametrize("big", [1e308, 1e-308])
+def test_extreme_values_hover_and_zoom_without_an_error(browser, tmp_path, big):
+    from rlvitals.doctor import Diagnosis
+    from rlvitals.recording.run import RunBuilder
+    from rlvitals.vitals import compute_vitals
+
+    b = RunBuilder()
+    for s in range(1, 61):
+        b.add_row(s, {"reward": big * (1 if s % 2 else -1), "entropy": big * s})
+    run = b.build()
+    page = tmp_path / "edge.html"
+    page.write_text(render(Diagnosis(run=run, vitals=compute_vitals(run), findings=[]), "html"))
+    tab = browser.open(page, 1400)
+    sel = "svg.plot[data-frame]"
+    left, top, w, h = _centre(tab, sel)
+    y = top + h / 2
+    for x in (left + w * 0.3, left + w * 0.6):
+        tab.mouse("mouseMoved", x, y)
+    tab.mouse("mousePressed", left + w * 0.3, y)
+    tab.mouse("mouseMoved", left + w * 0.6, y)
+    tab.mouse("mouseReleased", left + w * 0.6, y)
+    tab.mouse("mouseMoved", left + w * 0.5, y)
+    tab.eval(
+        "document.querySelectorAll('svg .ctl').forEach(c => c.dispatchEvent(new MouseEvent('click')))"
+    )
+    assert tab.errors == [] and tab.requests == []

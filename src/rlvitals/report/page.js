@@ -12,7 +12,7 @@
   }
 
   function niceTicks(lo, hi, n) {
-    var raw = (hi - lo) / n;
+    var raw = hi / n - lo / n; // never overflows
     if (!(raw > 0) || !isFinite(raw)) return [lo];
     var mag = Math.pow(10, Math.floor(Math.log10(raw)));
     var step = [1, 2, 2.5, 5, 10].map(function (m) { return m * mag; })
@@ -40,6 +40,10 @@
     if (out.length < 2) out = niceTicks(lo, hi, 4).filter(function (t) { return t > 0; });
     var step = Math.ceil(out.length / 8);
     return out.filter(function (_, i) { return i % step === 0; });
+  }
+
+  function clamp(x) {
+    return Math.max(-Number.MAX_VALUE, Math.min(Number.MAX_VALUE, x));
   }
 
   function label(v) {
@@ -89,16 +93,20 @@
     this.build();
   }
 
+  // Scales work on halves (as svg.py does), so axes spanning +-1e308 never overflow.
   Plot.prototype.sx = function (x) {
-    return this.left + (x - this.view.x0) / (this.view.x1 - this.view.x0) * this.w;
+    var v = this.view;
+    return this.left + (x * 0.5 - v.x0 * 0.5) / (v.x1 * 0.5 - v.x0 * 0.5) * this.w;
   };
   Plot.prototype.ty = function (y) { return this.log ? Math.log10(y) : y; };
   Plot.prototype.sy = function (y) {
     var v = this.view;
-    return this.top + (this.ty(v.y1) - this.ty(y)) / (this.ty(v.y1) - this.ty(v.y0)) * this.h;
+    var a = this.ty(v.y1) * 0.5, b = this.ty(v.y0) * 0.5;
+    return this.top + (a - this.ty(y) * 0.5) / (a - b) * this.h;
   };
   Plot.prototype.ix = function (px) {
-    return this.view.x0 + (px - this.left) / this.w * (this.view.x1 - this.view.x0);
+    var v = this.view;
+    return v.x0 + (px - this.left) / this.w * 2 * (v.x1 * 0.5 - v.x0 * 0.5);
   };
 
   Plot.prototype.build = function () {
@@ -192,8 +200,8 @@
       var r = Math.max(hi / lo, 1.0001);
       v.y0 = lo / Math.pow(r, 0.06); v.y1 = hi * Math.pow(r, 0.06);
     } else {
-      var pad = (hi - lo) * 0.06 || Math.abs(hi) * 0.5 || 0.5;
-      v.y0 = lo - pad; v.y1 = hi + pad;
+      var pad = (hi * 0.5 - lo * 0.5) * 0.12 || Math.abs(hi) * 0.5 || 0.5;
+      v.y0 = clamp(lo - pad); v.y1 = clamp(hi + pad);
     }
     this.draw();
   };

@@ -20,6 +20,8 @@ __all__ = ["CSP", "SCRIPT", "TIP_CSS", "head", "script_tag"]
 
 SCRIPT = files("rlvitals.report").joinpath("page.js").read_text(encoding="utf-8")
 """The pages' script (``page.js``), inlined verbatim."""
+if "</script" in SCRIPT.lower():  # it is inlined: it must not end its own element
+    raise RuntimeError("page.js must not contain '</script'")
 _HASH = base64.b64encode(hashlib.sha256(SCRIPT.encode("utf-8")).digest()).decode("ascii")
 CSP = f"default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-{_HASH}'"
 """The policy of every page: inline styles, this one script, nothing fetched."""
