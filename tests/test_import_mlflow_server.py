@@ -392,3 +392,15 @@ def test_without_the_client_the_error_names_the_extra(tmp_path):
 def test_load_server_refuses_a_second_run_for_a_run_url():
     with pytest.raises(InputError, match="the URL names run abc; --run names 'xyz'"):
         srv._the_run(None, srv.parse_url("mlflow://h:1/abc"), "xyz", None)
+
+
+def test_reads_in_threads_agree_and_put_the_limits_back(server):
+    url = f"{server['url']}/{server['ids']['healthy']}"
+    got: list = []
+    threads = [threading.Thread(target=lambda: got.append(load(url))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(got) == 3 and all(r.steps.tolist() == got[0].steps.tolist() for r in got)
+    assert not any(k in os.environ for k in srv._LIMITS)

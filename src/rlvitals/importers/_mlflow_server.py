@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import threading
 import urllib.parse
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -68,6 +69,16 @@ _LIMITS = {
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": str(DEFAULT_RETRIES),
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
 }
+
+
+class _Limits:
+    """The reads under way and the variables of :data:`_LIMITS` they set (the user had not)."""
+
+    lock = threading.Lock()
+    readers = 0
+    names: list[str] = []  # noqa: RUF012  (one shared state, on purpose)
+
+
 _WORKERS = 4
 """Metric histories fetched at once (one request each: latency, not bandwidth, is the cost)."""
 _PAGE = 1000
@@ -213,16 +224,21 @@ def _client(where: ServerURL) -> Iterator[Any]:
         from mlflow.tracking import MlflowClient
     except ImportError:
         raise MissingExtraError("reading an MLflow tracking server", "mlflow", "mlflow") from None
-    set_here = [k for k in _LIMITS if k not in os.environ]
-    for k in set_here:
-        os.environ[k] = _LIMITS[k]
+    with _Limits.lock:  # reads in several threads: the limits stay until the last one ends
+        if _Limits.readers == 0:
+            _Limits.names = [k for k in _LIMITS if k not in os.environ]
+            os.environ.update({k: _LIMITS[k] for k in _Limits.names})
+        _Limits.readers += 1
     try:
         yield MlflowClient(tracking_uri=where.tracking_uri)
     except MlflowException as e:
         raise InputError(where.url, _problem(e, where)) from None
     finally:
-        for k in set_here:
-            os.environ.pop(k, None)
+        with _Limits.lock:
+            _Limits.readers -= 1
+            if _Limits.readers == 0:
+                for k in _Limits.names:
+                    os.environ.pop(k, None)
 
 
 def _missing(err: Exception) -> bool:
