@@ -81,7 +81,10 @@ class Browser:
     """A headless Chromium with its own profile; use as a context manager."""
 
     def __init__(self):
-        self.tmp = tempfile.TemporaryDirectory(prefix="rlvitals-chromium-")
+        self.tmp = tempfile.TemporaryDirectory(
+            prefix="rlvitals-chromium-",
+            ignore_cleanup_errors=True,  # its helpers may lag
+        )
         profile = Path(self.tmp.name)
         self.proc = subprocess.Popen(
             [

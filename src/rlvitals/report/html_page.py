@@ -126,7 +126,8 @@ section.overview { margin-top:28px; }
 .notes { color:var(--muted); font-size:13px; margin-top:24px; }
 .notes li { margin:2px 0; }
 footer { color:var(--muted); font-size:12px; margin-top:28px; }
-.msg, .cause, .conditions li, .notes li, figcaption { overflow-wrap:anywhere; }
+main p, main li, main dt, main dd, main h2, figcaption { overflow-wrap:anywhere; }
+.metrics div, .facts div { max-width:100%; }
 @media (max-width: 640px) {
   main { padding:14px 12px 32px; } h1 { font-size:19px; } .facts { gap:4px 12px; }
   article.incident, article.finding { padding:10px 12px; }

@@ -57,7 +57,7 @@ svg .pt { stroke:#fff; stroke-width:1; fill-opacity:.9; }
 svg .ols { stroke:#334155; stroke-width:2; } svg .paper { stroke:#9333ea; stroke-width:2;
            stroke-dasharray:6 4; } svg .legend { font-size:11px; fill:var(--fg); }
 svg.scatter { max-width:100%; height:auto; }
-table.runs a { color:inherit; }
+table.runs a { color:inherit; } .summary li, figcaption { overflow-wrap:anywhere; }
 @media (max-width: 640px) { main { padding:14px 12px 32px; } }
 table.runs { border-collapse:collapse; width:100%; background:#fff; border:1px solid var(--line);
              font-size:13px; }
