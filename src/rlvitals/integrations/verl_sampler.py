@@ -244,9 +244,14 @@ class PosteriorSampler(torch.utils.data.Sampler):
     def _state(self) -> Any:
         if self._state_of is not None:
             return self._state_of()
-        from rlvitals.integrations import verl
+        # the posterior of the adapter veRL calls: its registered function's module
+        from verl.trainer.ppo import core_algos
 
-        return verl.get_state(self.run)
+        fn = core_algos.ADV_ESTIMATOR_REGISTRY.get("rlvitals_pg_grpo")
+        get_state = getattr(fn, "__globals__", {}).get("get_state")
+        if get_state is None:
+            from rlvitals.integrations.verl import get_state
+        return get_state(self.run)
 
     def __len__(self) -> int:
         return (len(self.keys) // self.batch_size) * self.batch_size
