@@ -65,20 +65,32 @@ def sweep(folder: Path, n: int = 12, seed: int = 0) -> list[Path]:
 
 
 def pages(work: Path) -> dict[str, Path]:
+    """The three pages, made in ``work`` with paths relative to it (as a user in that folder)."""
+    import os
     from importlib.resources import files
 
-    example = Path(str(files("rlvitals.examples").joinpath("collapse_groups.jsonl")))
-    doctor = work / "doctor.html"
-    quiet = ["--no-progress"]
-    rlvitals(["doctor", str(example), "-o", str(doctor), *quiet])
-    runs = sweep(work / "sweep")
-    scan = work / "site" / "scan.html"
-    scan.parent.mkdir()
-    flags = ["--no-cache", "--fail-on", "never", "-j", "1", *quiet]
-    rlvitals(["scan", str(work / "sweep"), "-o", str(scan), "--reports", str(scan.parent), *flags])
-    compare = work / "compare.html"
-    rlvitals(["compare", str(runs[2]), str(runs[3]), "-o", str(compare)])
-    return {"doctor": doctor, "scan": scan, "compare": compare}
+    here = os.getcwd()
+    os.chdir(work)
+    try:
+        example = Path("collapse_groups.jsonl")
+        example.write_bytes(files("rlvitals.examples").joinpath(example.name).read_bytes())
+        quiet = ["--no-progress"]
+        rlvitals(["doctor", str(example), "-o", "doctor.html", *quiet])
+        runs = sweep(Path("sweep"))
+        Path("site").mkdir()
+        flags = ["--no-cache", "--fail-on", "never", "-j", "1", *quiet]
+        rlvitals(["scan", "sweep", "-o", "site/scan.html", "--reports", "site", *flags])
+        rlvitals(["compare", str(runs[2]), str(runs[3]), "-o", "compare.html"])
+    finally:
+        os.chdir(here)
+    return {
+        k: work / f
+        for k, f in (
+            ("doctor", "doctor.html"),
+            ("scan", "site/scan.html"),
+            ("compare", "compare.html"),
+        )
+    }
 
 
 def shoot(page: Path, png: Path, width: int, height: int, profile: Path) -> None:
