@@ -220,3 +220,11 @@ def test_the_two_runs_have_two_colours(pair):
     for svg in plots:
         strokes = re.findall(r'<polyline [^>]*stroke="(#[0-9a-f]+)"', svg)
         assert strokes == [COLOUR_A, COLOUR_B]
+
+
+def test_acr_100_is_the_estimate_for_runs_that_log_no_acr(tmp_path):
+    a = F.write_verl_console(tmp_path / "a.log", F.simulate(120))
+    b = F.write_verl_console(tmp_path / "b.log", F.simulate(120, seed=3))
+    table = {k: (x, y) for k, x, y in rows(compare_paths(a, b))}
+    x, y = table["ACR_100 (≈ estimate)"]
+    assert x.startswith("≈") and y.startswith("≈") and "ACR_100" not in table

@@ -96,10 +96,7 @@ def _keys(keys: list[str]) -> str:
 
 
 def _final(c: Comparison) -> list[tuple[str, str, str]]:
-    from rlvitals.scan import Job, row_from_diagnosis
-
-    ra = row_from_diagnosis(c.a, Job(0, 0, c.labels[0], None))
-    rb = row_from_diagnosis(c.b, Job(0, 0, c.labels[1], None))
+    ra, rb = _rows(c)
     return [
         ("final train reward", fmt(ra.reward_final), fmt(rb.reward_final)),
         *eval_rows(c),
@@ -127,7 +124,27 @@ def rows(c: Comparison) -> list[tuple[str, str, str]]:
     out = [("format", str(c.a.run.manifest.format), str(c.b.run.manifest.format))]
     out.append(("trainer", str(c.a.run.manifest.trainer), str(c.b.run.manifest.trainer)))
     out += [(label, _cell(va.get(k)), _cell(vb.get(k))) for label, k in _VITALS]
+    ra, rb = _rows(c)
+    if ra.acr_100_from == "estimate" or rb.acr_100_from == "estimate":  # as scan shows it
+        i = next(i for i, r in enumerate(out) if r[0] == "ACR_100")
+        out[i] = ("ACR_100 (≈ estimate)", _acr100(ra), _acr100(rb))
     return out + _final(c)
+
+
+def _acr100(r) -> str:
+    if r.acr_100 is None:
+        return fmt(None)
+    return ("≈" if r.acr_100_from == "estimate" else "") + fmt(r.acr_100)
+
+
+def _rows(c: Comparison):
+    """Each run's scan row (the final numbers, the condition, ACR_100 or its estimate)."""
+    from rlvitals.scan import Job, row_from_diagnosis
+
+    return (
+        row_from_diagnosis(c.a, Job(0, 0, c.labels[0], None)),
+        row_from_diagnosis(c.b, Job(0, 0, c.labels[1], None)),
+    )
 
 
 def divergence_text(d: Divergence | None) -> str:
