@@ -15,17 +15,22 @@ Values are 4 significant digits.
 **The step.** The printed dict has no step (the callbacks get ``logs``, not the
 ``log_history`` row that has it). The k-th training line of a run is step
 ``k x logging_steps``, where ``logging_steps`` comes from, in order: the ``logging_steps``
-argument; a printed config (``logging_steps=N``, e.g. ``print(training_args)``); what the
-lines say: the training bar's position drawn just before each line (``on_step_end`` moves the
-bar, then ``on_log`` prints the line: with unbuffered output each line follows a frame of its
-own step, and those positions are the steps); the steps the run reached (the training bar's last position
-``N`` of ``N/M``) over the number of lines, when the run stopped before its planned total
-``M``; the planned total (the bar's ``M``, a printed ``max_steps``, or the summary line's
-``train_runtime x train_steps_per_second``) over the lines only when the bar reached it (or
-no bar says how far the run got); else GRPOConfig's default, 10 — and a warning says which.
-``manifest.step_key`` names the source. (A planned total spread over the lines of a run
-stopped early stretches every duration: 49 lines of a run stopped at step 499 of 29,790 were
-read as one line per 608 steps.)
+argument; a printed config (``logging_steps=N``, e.g. ``print(training_args)``); then what
+the lines say:
+
+- the training bar's position drawn just before each line: ``on_step_end`` moves the bar, then
+  ``on_log`` prints the line, so with unbuffered output each line follows a frame of its own
+  step, and those positions are the steps;
+- a run that stopped before its planned total ``M`` (the bar's last position ``N`` of
+  ``N/M`` short of it): the lines over the ``N`` steps it reached, the lines' ``epoch``
+  choosing when several intervals fit (:func:`_stopped_early`);
+- the planned total (the bar's ``M``, a printed ``max_steps``, or the summary line's
+  ``train_runtime x train_steps_per_second``) over the lines, only when the bar reached it
+  (or no bar says how far the run got);
+
+else GRPOConfig's default, 10 — and a warning says which. ``manifest.step_key`` names the
+source. (A planned total spread over the lines of a run stopped early stretches every
+duration: 49 lines of a run stopped at step 499 of 29,790 were read as one line per 608.)
 A printed config also gives ``num_generations``, ``beta``, ``scale_rewards``, ``loss_type``; a
 ``trl==X.Y.Z`` line (pip freeze) the TRL version.
 
