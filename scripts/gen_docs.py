@@ -23,7 +23,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dev"))  # rlvitals_corpus: dev only
 
 from rlvitals.detectors import Detector, catalogue
-from rlvitals.report.svg import Marker, line_plot
 from rlvitals.report.pages import (
     GENERATED,
     catalogue_page,
@@ -31,6 +30,7 @@ from rlvitals.report.pages import (
     metrics_page,
     page_problems,
 )
+from rlvitals.report.svg import Marker, line_plot
 from rlvitals.vitals import compute_vitals
 from rlvitals_corpus.fixtures import PAIRS
 
