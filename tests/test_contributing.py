@@ -1,6 +1,7 @@
 """CONTRIBUTING.md's steps, followed once: a format of one's own (an importer registered from
 outside the package) and an estimator of one's own are found, read and judged like the built-in
-ones. (Its detector steps are followed by tests/test_scaffold.py.)"""
+ones, and every file, folder and script the recipes name exists. (Its detector and importer
+scaffolders are followed by tests/test_scaffold.py.)"""
 
 from __future__ import annotations
 
@@ -90,3 +91,20 @@ def test_an_estimator_of_ones_own_states_its_scale(tmp_path):
     assert d.vitals.adv_scale == "none"
     assert [f.onset_step for f in d.by_id("ADV_COLLAPSE")] == [60]
     json.dumps(d.to_dict())
+
+
+def test_every_path_and_script_contributing_names_exists():
+    """CONTRIBUTING.md's recipes match the code: every file, folder and script it names is
+    there (names with a placeholder, ``my_id`` or ``<trainer>``, are what a recipe creates)."""
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    bases = (root, root / "src", root / "src" / "rlvitals", root / "dev" / "rlvitals_corpus")
+    named = []
+    for token in re.findall(r"`([^`\n]+)`", (root / "CONTRIBUTING.md").read_text()):
+        word = token.split()[1] if token.startswith("python ") else token
+        if ("/" in word or word.endswith(".py")) and not re.search(r"<|my_|MY_|\.\./", word):
+            named.append(word)
+    assert len(named) > 20, named
+    missing = [w for w in named if not any((b / w).exists() for b in bases)]
+    assert not missing, f"CONTRIBUTING.md names what does not exist: {missing}"
