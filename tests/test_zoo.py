@@ -217,6 +217,8 @@ def test_every_injection_shows_in_its_run_and_the_healthy_control_shows_none(eve
     assert _mean(worse[-20:]) < 0.6 * _mean(worse[before])
     ent = logged("ENTROPY_COLLAPSE", "entropy")
     assert _mean(ent[-10:]) < 0.5 * _mean(ent[before])
+    sure = truth("ENTROPY_COLLAPSE", "pass_rate")  # a surer policy, not a worse one
+    assert _mean(sure[-20:]) > 0.6 * _mean(sure[before])
     ent = logged("ENTROPY_BLOWUP", "entropy")
     assert _mean(ent[-10:]) > 3 * _mean(ent[before])
     clipped = logged("RUNAWAY_LENGTH", "completions/clipped_ratio")

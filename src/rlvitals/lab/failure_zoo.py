@@ -18,8 +18,11 @@ condition                     injection
 ``ADVANTAGE_PIPELINE``        from step k the estimator's std epsilon is 1e4 (a typo for 1e-4)
 ``POLICY_DEGRADATION``        from step k the learning rate is 3x (the tiny policy degrades
                               over ~20 steps; 6x wrecks it in three)
-``ENTROPY_COLLAPSE``          from step k TRL's ``entropy_coef`` is -10 (a sign error: entropy
-                              penalised, not rewarded)
+``ENTROPY_COLLAPSE``          from step k the policy's logits grow 3% a step (the gain of its
+                              final norm): what entropy collapse is — a policy ever more sure of
+                              its answers, the pass rate holding while groups agree. (A sign
+                              error on TRL's ``entropy_coef``, -10 or -3, wrecked the tiny
+                              policy's pass rate before its entropy fell; -1 did nothing.)
 ``ENTROPY_BLOWUP``            from step k TRL's ``entropy_coef`` is 3.0 (a bonus far too large)
 ``RUNAWAY_LENGTH``            from step k the end-of-sequence token's logit is lowered by 4 (a
                               stop token the template no longer favours): most completions
@@ -129,7 +132,7 @@ def _spec(condition: str) -> dict[str, Any]:
         "SMALL_GROUPS": {"group_size": 2, "prompts_per_step": 4, "learning_rate": 5e-5},
         "ADVANTAGE_PIPELINE": {"inject": ("adv_eps", 1e4), **k},
         "POLICY_DEGRADATION": {"inject": ("lr_times", 3.0), **k},
-        "ENTROPY_COLLAPSE": {"inject": ("entropy_coef", -10.0), **k},
+        "ENTROPY_COLLAPSE": {"inject": ("sharpen", 1.03), **k},
         "ENTROPY_BLOWUP": {"inject": ("entropy_coef", 3.0), **k},
         "RUNAWAY_LENGTH": {"inject": ("eos_bias", -10.0), **k},
         "LENGTH_LIMIT": {"max_length": 2},
@@ -155,10 +158,16 @@ ZOO_CONDITIONS = (
     "REWARD_HACKING",
 )
 """Conditions with a zoo run (every condition but NO_GROUP_BASELINE)."""
-DEV_SEEDS = (0, 2, 4, 6)
-HELDOUT_SEEDS = (1, 3)
-HEALTHY_DEV_SEEDS = (0, 2, 4, 6, 8)
-HEALTHY_HELDOUT_SEEDS = (1, 3, 5)
+DEV_SEEDS = (0, 1, 2, 3, 4, 5, 6, 7)
+"""Seeds the doctor is tuned on. Seeds 1 and 3, then 5 and 7, were held out; once a held-out
+split's misses had been read to fix the differential (a KL jump against a noisy start, a fall
+after a slow start; a truncation episode the policy half-recovers from, an onset dated at step
+1), its seeds became development seeds and fresh held-out seeds replaced them
+(benchmarks/RESULTS.md has every round's score)."""
+HELDOUT_SEEDS = (9, 11)
+"""Seeds only scored, never read while tuning (benchmarks/zoo.py reports them apart)."""
+HEALTHY_DEV_SEEDS = (0, 1, 2, 3, 4, 5, 6, 7, 8)
+HEALTHY_HELDOUT_SEEDS = (9, 11, 13)
 
 
 def runs_of(conditions: Sequence[str], *, dev: bool = True, heldout: bool = True) -> list[ZooRun]:
@@ -245,10 +254,15 @@ def _injector(spec: ZooRun, state: dict) -> Any:
 
         def on_step_begin(self, args, st, control, **kwargs):
             state["step"] = st.global_step + 1
-            if spec.inject is None or state["step"] != spec.inject_at:
+            if spec.inject is None or state["step"] < spec.inject_at:
                 return
             kind, value = spec.inject
             t = self.trainer
+            if kind == "sharpen":  # every step from k: the policy's logits grow by `value`
+                _sharpen(t.model, value)
+                return
+            if state["step"] != spec.inject_at:
+                return
             if kind == "verifier_constant":
                 state["verifier_constant"] = value
             elif kind == "greedy":
@@ -266,6 +280,15 @@ def _injector(spec: ZooRun, state: dict) -> Any:
                 raise ValueError(f"unknown injection {kind!r}")
 
     return Injector()
+
+
+def _sharpen(model: Any, factor: float) -> None:
+    """Multiply the policy's logits by ``factor``: the gain of the final RMSNorm, which feeds
+    the LM head alone, scales every logit of the next forward pass (Qwen2 ``model.norm``)."""
+    import torch
+
+    with torch.no_grad():
+        model.model.norm.weight.mul_(factor)
 
 
 def _scale_lr(trainer: Any, factor: float) -> None:
