@@ -7,6 +7,11 @@ synchronous=False)`` per step):
 a run whose groups collapse at step 60 (NaN and inf in grad_norm, one value logged twice at one
 step), a healthy one, and one deleted. The doctor's report read from the server must equal the
 report read from the same run in the server's own store (``mlflow.db``) by the local reader.
+
+Under ``pytest -n 2`` each worker that runs one of these tests starts its own server (~5 s on an
+idle machine). pytest-xdist's ``--dist loadgroup`` would keep them on one worker, but with
+pytest 9.2 it does not group (xdist 3.8 renames ``item._nodeid``, which pytest 9 no longer
+reads), so the cost is taken rather than a shared server across processes.
 """
 
 from __future__ import annotations
