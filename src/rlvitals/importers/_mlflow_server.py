@@ -365,7 +365,8 @@ def load_server(
 
     Args:
         url: ``mlflow://HOST:PORT/RUN_ID``, an experiment's URL, or the UI's link.
-        progress: ``progress(metric keys read, metric keys)``.
+        progress: not called: ``progress`` counts bytes, and a server does not say how many
+            a run's histories hold before they are read.
         run: the run (its id, or its name within the URL's experiment), for a URL that names
             an experiment or the server.
     """
@@ -393,10 +394,8 @@ def load_server(
 
         rows: list[tuple[int, int, str, float]] = []
         with ThreadPoolExecutor(max_workers=max(1, min(_WORKERS, len(keys)))) as pool:
-            for done, got in enumerate(pool.map(history, keys), 1):
+            for got in pool.map(history, keys):
                 rows.extend(got)
-                if progress is not None:
-                    progress(done, len(keys))
     # as the SQLite store is read: ORDER BY step, timestamp (the latest value at a step wins)
     rows.sort(key=lambda r: (r[0], r[1]))
     n = add_sorted_rows(builder, ((k, v, s, False) for s, _, k, v in rows))
