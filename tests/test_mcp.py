@@ -101,7 +101,7 @@ def test_a_client_session_lists_the_tools_and_catalogues_and_runs_the_doctor(run
     ids = [d["id"] for d in json.loads(out["detectors"].contents[0].text)["detectors"]]
     assert "ADV_COLLAPSE" in ids and "ACR_STALL" in ids
     conditions = json.loads(out["conditions"].contents[0].text)
-    assert conditions["source"] in ("conditions", "incidents") and conditions["conditions"]
+    assert conditions["source"] == "conditions" and conditions["conditions"]
     assert all(c["id"] for c in conditions["conditions"])
     assert out["page"].contents[0].text.startswith("# ADV_COLLAPSE")
 
@@ -145,28 +145,15 @@ def test_tools_are_plain_functions_and_refuse_standard_input():
         assert "\n" not in str(e.value)
 
 
-def test_conditions_come_from_the_catalogue_when_there_is_one(monkeypatch):
-    import types
-    from dataclasses import dataclass
+def test_conditions_are_the_catalogue_the_doctor_names():
+    from rlvitals.conditions import CONDITIONS
 
-    @dataclass(frozen=True)
-    class Cond:
-        id: str
-        title: str
-        signs: tuple[str, ...]
-
-    fake = types.ModuleType("rlvitals.conditions")
-    fake.CONDITIONS = {"TOO_HARD": Cond("TOO_HARD", "The prompts are too hard", ("p ~ 0",))}
-    monkeypatch.setitem(sys.modules, "rlvitals.conditions", fake)
     cat = _mcp.conditions_catalogue()
-    assert cat == {
-        "source": "conditions",
-        "conditions": [{"id": "TOO_HARD", "title": "The prompts are too hard", "signs": ["p ~ 0"]}],
-    }
-    monkeypatch.setitem(sys.modules, "rlvitals.conditions", None)  # a version without one
-    cat = _mcp.conditions_catalogue()
-    assert cat["source"] == "incidents"
-    assert {"collapse", "length", "instability"} <= {c["id"] for c in cat["conditions"]}
+    assert cat["source"] == "conditions"
+    assert [c["id"] for c in cat["conditions"]] == list(CONDITIONS)
+    too_hard = next(c for c in cat["conditions"] if c["id"] == "TOO_HARD")
+    assert too_hard["title"] == CONDITIONS["TOO_HARD"].title
+    assert too_hard["signs"] == list(CONDITIONS["TOO_HARD"].signs)
 
 
 def test_a_missing_mcp_package_names_the_pip_command(monkeypatch, capsys):

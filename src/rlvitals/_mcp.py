@@ -19,9 +19,6 @@ Bad input (:class:`~rlvitals.InputError`, an unknown detector, a bad argument) i
 carrying the one line the CLI would print; an unexpected exception is a tool error naming its
 type. The server never stops on a tool's failure. The functions here are plain Python (the SDK
 is imported only by :func:`build_server`), so the library can call them too.
-
-Past the ~500 lines a module usually keeps: each tool's docstring is the description (and the
-argument list) an agent reads, so they stay complete rather than short.
 """
 
 from __future__ import annotations
@@ -32,13 +29,12 @@ import inspect as _pyinspect  # the name inspect is the tool's
 import json
 import os
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
 from rlvitals._version import __version__
 from rlvitals.errors import InputError, MissingExtraError
-from rlvitals.registry import import_module
 
 __all__ = [
     "TOOLS",
@@ -399,60 +395,18 @@ def detector_catalogue(family: str | None = None) -> dict[str, Any]:
     return {"version": __version__, "detectors": [_detector_row(c) for c in classes]}
 
 
-def _condition_row(name: str, obj: Any) -> dict[str, Any]:
-    """One condition as JSON-ready data: a dataclass's fields, else what it carries."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        row = {"id": name, **dataclasses.asdict(obj)}
-    else:
-        row = {"id": str(getattr(obj, "id", name))}
-        for attr in ("severity", "family", "title", "what", "summary"):
-            value = getattr(obj, attr, None)
-            if value is not None:
-                row[attr] = getattr(value, "value", value)
-        doc = None if isinstance(obj, (str, dict)) else _pyinspect.getdoc(obj)
-        if doc and "summary" not in row:
-            row["summary"] = doc.splitlines()[0].strip()
-    return json.loads(json.dumps(row, default=str))
-
-
 def conditions_catalogue() -> dict[str, Any]:
-    """The causes the doctor names: the condition catalogue (``rlvitals.conditions``: its
-    ``catalogue()``, else its ``CONDITIONS`` mapping or registry) when the package has one,
-    else the incident themes the doctor groups findings into (:data:`rlvitals.doctor.incidents.THEMES`).
-
-    ``source`` says which; each entry has an ``id`` and what the catalogue says of it.
+    """The causes the doctor names (:data:`rlvitals.conditions.CONDITIONS`) as JSON-ready data:
+    each with its ``id``, ``title``, ``what``, ``signs`` and ``tell_apart``.
 
     >>> cat = conditions_catalogue()
-    >>> cat["source"] in ("conditions", "incidents") and len(cat["conditions"]) > 0
-    True
+    >>> cat["source"], "TOO_HARD" in [c["id"] for c in cat["conditions"]]
+    ('conditions', True)
     """
-    try:
-        mod = import_module("rlvitals.conditions")
-    except ModuleNotFoundError as err:
-        if err.name != "rlvitals.conditions":
-            raise
-        mod = None
-    items: list[tuple[str, Any]] | None = None
-    if mod is not None and callable(getattr(mod, "catalogue", None)):
-        items = [(str(getattr(c, "id", c)), c) for c in mod.catalogue()]
-    elif isinstance(getattr(mod, "CONDITIONS", None), Mapping):
-        items = list(mod.CONDITIONS.items())
-    elif hasattr(getattr(mod, "CONDITIONS", None), "names"):
-        items = [(n, mod.CONDITIONS.get(n)) for n in mod.CONDITIONS.names()]
-    if items is not None:
-        return {"source": "conditions", "conditions": [_condition_row(n, c) for n, c in items]}
-    from rlvitals.doctor.incidents import JOINERS, THEMES
+    from rlvitals.conditions import CONDITIONS
 
-    themes: dict[str, list[str]] = {}
-    for det_id, theme in THEMES.items():
-        themes.setdefault(theme, []).append(det_id)
-    return {
-        "source": "incidents",
-        "note": "no condition catalogue in this version: these are the incident themes the "
-        "doctor groups findings into; other detectors stand alone as incidents of one, and "
-        f"{', '.join(JOINERS)} join whichever incident they meet in time",
-        "conditions": [{"id": t, "detectors": ids} for t, ids in themes.items()],
-    }
+    rows = [dataclasses.asdict(c) for c in CONDITIONS.values()]
+    return {"source": "conditions", "conditions": json.loads(json.dumps(rows))}
 
 
 # --- the server ----------------------------------------------------------------------------
