@@ -173,6 +173,90 @@ def test_entropy_collapse_while_reward_rises_is_info():
     assert f.metrics["reward_gain"] > f.metrics["plateau_gain"]
 
 
+def _entropy_run(entropy, reward, seed: int = 0) -> Run:
+    """A run logging ``entropy`` and ``reward_mean`` every step, each with 5% noise."""
+    rng = np.random.default_rng(seed)
+    b = RunBuilder()
+    for s, (e, r) in enumerate(zip(entropy, reward, strict=True), start=1):
+        b.add_row(
+            s,
+            {
+                "entropy": float(e * np.exp(rng.normal(0, 0.05))),
+                "reward_mean": float(np.clip(r + rng.normal(0, 0.01), 0.0, 1.0)),
+            },
+        )
+    return b.build()
+
+
+def _falling(start: float, share: float, n: int, tau: float) -> np.ndarray:
+    """``(n,)``: ``start`` decaying with time constant ``tau`` (steps) to ``share`` of it."""
+    t = np.arange(n)
+    return start * (share + (1 - share) * np.exp(-t / tau))
+
+
+# The shape of a real saturated GSM8K run (issue 23): the score jumps 0.26 -> 0.93 in five steps
+# and sits at ~0.97, while the entropy falls 0.34 -> ~0.06 (18% of its first values) over the
+# first hundred steps and stays there. Not a copy of a real log: a decay with noise.
+SATURATED_STEPS = 300
+SATURATED_REWARD = np.minimum(0.97, 0.26 + 0.14 * np.arange(SATURATED_STEPS))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_entropy_fall_to_a_fifth_of_its_early_level_is_a_collapse(seed):
+    entropy = _falling(0.34, 0.18, SATURATED_STEPS, 25.0)
+    run = _entropy_run(entropy, SATURATED_REWARD, seed)
+    (f,) = _findings("ENTROPY_COLLAPSE", run)
+    assert f.severity == Severity.WARN and "(plateau)" in f.message
+    # the smoothed entropy crosses 25% of the early level near step 60 and never recovers
+    assert 40 <= f.onset_step <= 90 and f.end_step is None
+    assert f.metrics["collapse_ratio"] == 0.25 and f.metrics["entropy_drop"] >= 0.78
+    # the gate it replaces (10% of the early level) never saw it
+    assert _findings("ENTROPY_COLLAPSE", run, collapse_ratio=0.1) == []
+
+
+@pytest.mark.parametrize("share", [0.2, 0.22])
+def test_entropy_fall_to_20_to_25_percent_with_a_flat_reward_warns(share):
+    entropy = _falling(0.5, share, 200, 15.0)
+    (f,) = _findings("ENTROPY_COLLAPSE", _entropy_run(entropy, np.full(200, 0.5)))
+    assert f.severity == Severity.WARN
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_entropy_that_dips_to_half_its_early_level_is_silent(seed):
+    """Healthy real runs dip to 52-58% of their early entropy (and may climb back, under an
+    entropy bonus): no collapse."""
+    n = 400
+    t = np.arange(n)
+    # down to 55% of the early level at step 150, then slowly back up
+    entropy = 0.14 * (1 - 0.45 * np.sin(np.pi * np.minimum(t, 150) / 300))
+    entropy += 0.0002 * np.maximum(0, t - 150)
+    reward = np.minimum(0.23, 0.002 * t)
+    run = _entropy_run(entropy, reward, seed)
+    assert _findings("ENTROPY_COLLAPSE", run) == []
+    assert _findings("ENTROPY_COLLAPSE", run, collapse_ratio=0.7)  # the dip is there
+
+
+def test_entropy_collapse_after_an_early_reward_rise_is_a_plateau():
+    """The reward rises while the entropy crosses the gate and is flat for the hundreds of steps
+    after it: judged on the episode's later half, a plateau (warning), not "still rising"."""
+    n = 500
+    entropy = _falling(0.36, 0.06, n, 12.0)
+    reward = np.minimum(0.95, 0.3 + 0.01 * np.arange(n))  # rising to step 65, flat after
+    (f,) = _findings("ENTROPY_COLLAPSE", _entropy_run(entropy, reward))
+    assert f.onset_step < 40
+    assert f.severity == Severity.WARN and f.metrics["reward_gain"] <= 0.05
+
+
+@pytest.mark.parametrize("extra", [0, 3])
+def test_reward_hacking_with_no_point_before_the_last_min_after_is_silent(extra):
+    """min_after as large as the evaluation series leaves no candidate peak: not judged (it
+    raised on an empty argmax), and never a peak read from the wrong end of the series."""
+    run = PAIRS["REWARD_HACKING"].bad_run(seed=0)
+    n = int(np.isfinite(compute_vitals(run).eval_series["eval/reward_mean"]).sum())
+    assert _findings("REWARD_HACKING", run)  # it fires with the default knobs
+    assert _findings("REWARD_HACKING", run, min_after=n + extra) == []
+
+
 def test_entropy_logged_as_negative_loss():
     run = PAIRS["ENTROPY_COLLAPSE"].bad_run(seed=0)
     series = dict(run.series, entropy=-run.series["entropy"])

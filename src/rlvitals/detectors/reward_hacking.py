@@ -59,12 +59,32 @@ from rlvitals.detectors.kit import (
 )
 
 EVAL_KEY = ""
+"""Evaluation series to compare with; empty = every reward-, accuracy- or score-like one. Not
+calibrated: a user's choice, not a threshold; not swept."""
 MIN_EVAL_POINTS = 4
+"""Fewest evaluation values needed to judge a series. Not calibrated: a design choice; zoo dev (8/16
+REWARD_HACKING and POLICY_DEGRADATION runs), real logs and corpus findings are the same from 1 to
+16."""
 MIN_AFTER = 2
+"""Evaluation points that must follow the peak (and whose values form the end level). Not
+calibrated: a design choice; zoo dev, real logs and corpus findings are the same from 1 to 8."""
 EVAL_DROP = 0.05
+"""Relative evaluation drop from the peak (share of the peak) that counts as falling. Calibrated on
+the zoo dev runs and real logs: 8/16 zoo sign runs and no real log from 0.0125 to 0.2 on every set;
+the noise test below is the binding one."""
 NOISE_K = 2.0
+"""The drop must also exceed this many noise units of the evaluation series. Calibrated on the zoo
+dev runs: 8/16 REWARD_HACKING and POLICY_DEGRADATION runs from 0.5 to 2, 7/16 from 3; no false
+finding on any set at any value."""
 TRAIN_GAIN = 0.05
+"""Training-reward rise, as a share of the reward range, that counts as rising. Calibrated on the
+real logs: at 0.0375 or below the veRL GPG MATH log (verdict: REWARD_HACKING 'not') fires on val
+MATH 0.537 -> 0.498 while its train score creeps at 0.93; 0.05 to 0.2 give the same findings
+everywhere."""
 TRAIN_WINDOW = 20
+"""Training steps up to an evaluation step whose median training reward is compared. Calibrated on
+the real logs: from 30 the same 'not' log fires; 5 to 20 give the same findings everywhere (80 loses
+a zoo run)."""
 EVAL_SMOOTH = 3
 NOISE_SCALE = 1.4826 / np.sqrt(2.0)  # MAD of successive differences → std of one value
 EARLY_SHARE = 1 / 3
@@ -121,8 +141,8 @@ class RewardHacking(Detector):
         verdicts = []
         for name in names:
             ev = eval_points(vitals, name)
-            if ev is None or ev.n < k.min_eval_points:
-                continue
+            if ev is None or ev.n < max(k.min_eval_points, k.min_after + 1):
+                continue  # no point before the last min_after ones to be a peak
             verdict = self._judge(ev, train, span)
             if verdict is None:
                 return []  # this evaluation keeps improving (or is too noisy): no finding
