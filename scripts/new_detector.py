@@ -79,11 +79,23 @@ from rlvitals.detectors.kit import (
 SERIES = "{series}"
 """The series this detector reads (a canonical metric: docs/metrics.md)."""
 MIN_HISTORY = 40
+"""Not calibrated: the scaffold's default. Measure it on the zoo dev runs and the real logs
+(benchmarks/calibration.py --detector {det_id}) and say here what it was calibrated on."""
 BASELINE_POINTS = 20
+"""Not calibrated: the scaffold's default. Measure it on the zoo dev runs and the real logs
+(benchmarks/calibration.py --detector {det_id}) and say here what it was calibrated on."""
 JUMP_Z = 8.0
+"""Not calibrated: the scaffold's default. Measure it on the zoo dev runs and the real logs
+(benchmarks/calibration.py --detector {det_id}) and say here what it was calibrated on."""
 RECOVER_Z = 3.0
+"""Not calibrated: the scaffold's default. Measure it on the zoo dev runs and the real logs
+(benchmarks/calibration.py --detector {det_id}) and say here what it was calibrated on."""
 SUSTAIN = 3
+"""Not calibrated: the scaffold's default. Measure it on the zoo dev runs and the real logs
+(benchmarks/calibration.py --detector {det_id}) and say here what it was calibrated on."""
 SMOOTH = 3
+"""Not calibrated: the scaffold's default. Measure it on the zoo dev runs and the real logs
+(benchmarks/calibration.py --detector {det_id}) and say here what it was calibrated on."""
 MAX_EPISODES = 3
 """Episodes reported (the earliest ones)."""
 NOISE_TO_STD = 1.4826

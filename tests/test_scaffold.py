@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 COPY = ("src", "dev", "tests", "docs", "scripts", "pyproject.toml", "mkdocs.yml", "README.md")
 SUITE = (
     "tests/test_fixtures.py",
+    "tests/test_detector_knobs.py",
     "tests/test_docs.py",
     "tests/test_collapse_detectors.py::test_detector_is_its_own_docs_page",
     "tests/test_other_detectors.py",

@@ -70,15 +70,46 @@ from rlvitals.signal import ZERO_ATOL
 from rlvitals.vitals import Vitals
 
 COLLAPSE_BELOW = 0.1
+"""adv_std below this (times the run's level for non-GRPO estimators) is collapsed. Calibrated on
+the zoo dev runs and real logs: 8/8 ADVANTAGE_PIPELINE runs and 43/43 corpus labels found from 0.025
+to 0.15; at 0.2 it fires on one real log whose verdict marks ADVANTAGE_PIPELINE 'not'; 0/9 zoo and
+0/48 corpus healthy runs up to 0.4."""
 HEALTHY_EARLY = 0.5
+"""The stretch before an onset must have had adv_std above this (same scaling). Calibrated on the
+zoo dev runs and corpus: 8/8 ADVANTAGE_PIPELINE runs and 43/43 corpus labels from 0.125 to 0.5;
+40/43 corpus at 0.75, 0/8 zoo at 1.0 (GRPO-normalised adv_std sits just under 1); no false finding
+on any set at any value."""
 SUSTAIN = 5
+"""Consecutive logged steps below the threshold that make an episode. Calibrated on the real logs
+and corpus: at 4 it fires on a real log whose verdict marks ADVANTAGE_PIPELINE 'not', at 2 also on
+the real HEALTHY log, at 1 on a corpus healthy run; 43/43 corpus labels from 5 to 10, 39/43 at 20;
+zoo dev 8/8 ADVANTAGE_PIPELINE throughout."""
 UNIT_LOW = 0.5
+"""With the estimator unknown, an early adv_std between unit_low and unit_high is read as
+GRPO-normalised. Not calibrated: a design choice (the band around 1 that group normalisation gives);
+zoo dev, real logs and corpus findings are the same from 0.125 to 2.0."""
 UNIT_HIGH = 1.6
+"""Upper end of that band. Not calibrated: a design choice; zoo dev, real logs and corpus findings
+are the same from 0.4 to 6.4."""
 CEILING = 0.9
+"""Pass rate at or above which an episode's reward is at the ceiling (saturation). Not calibrated:
+shared with the other collapse detectors for one story (0.9); zoo dev, real logs and corpus findings
+are the same from 0.225 up."""
 RISE = 0.1
+"""Pass-rate gain into an episode that makes a mostly-solved collapse a saturation. Not calibrated:
+shared with the other collapse detectors; zoo dev, real logs and corpus findings are the same from
+0.025 to 0.4."""
 EASY_SHARE = 0.6
+"""Share of collapsed groups solved by every completion that makes it saturation. Not calibrated:
+shared with the other collapse detectors; zoo dev, real logs and corpus findings are the same from
+0.15 up."""
 FLAT_ACR = 0.75
+"""For saturation the ACR during the episode must be at least this. Calibrated on the corpus: 43/43
+labels from 0.375 up, 41/43 at 0.1875 (a low-ACR plumbing collapse excused as saturation); zoo dev
+and real logs unchanged over the sweep."""
 STD_RATIO = 0.5
+"""... or the reward variance below this share of its healthy level. Not calibrated: a design choice
+(half); zoo dev, real logs and corpus findings are the same from 0.125 to 2.0."""
 ZERO_UPDATE = 0.5
 """zero_update is 1 on a step whose loss and grad_norm were exactly 0, else 0: above a half is
 a zero step."""

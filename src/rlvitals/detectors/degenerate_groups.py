@@ -57,11 +57,30 @@ from rlvitals.detectors.kit import compare, fmt, median_in, rnd
 from rlvitals.vitals import Vitals
 
 ACR_ABOVE = 0.75
+"""ACR at or above this is a collapsed step. Calibrated on the zoo dev runs and corpus: 30/48 zoo
+dev runs of the group conditions (VERIFIER_CONSTANT, IDENTICAL_COMPLETIONS, SATURATED, TOO_HARD,
+SMALL_GROUPS, POLICY_DEGRADATION) and 33/33 corpus labels at 0.5625 to 0.75, 0/9 zoo healthy; at
+0.375 4/9 zoo and 3/48 corpus healthy runs fire, at 1.125 0/48 zoo and 3/33 corpus labels."""
 HEALTHY_BELOW = 0.6
+"""The stretch before an onset must have had a median ACR below this. Calibrated on the zoo dev runs
+and corpus: 30/48 zoo group-condition runs at 0.6, 24/48 at 0.45 and 22/48 at 0.3, 31/48 at 0.9 and
+above; corpus 33/33 from 0.45, 32/33 at 0.3; never a healthy run."""
 SUSTAIN = 5
+"""Consecutive logged steps at or above acr_above that make an episode. Calibrated on the zoo dev
+runs: at 1 it fires on 5/9 healthy controls (and 3/48 corpus healthy runs), at 2 on none; 30/48
+group-condition runs at 4 to 8, 23/48 at 20; corpus 33/33 throughout."""
 CEILING = 0.9
+"""Pass rate at or above which the reward is at the ceiling. Not calibrated: shared with the other
+collapse detectors (0.9); zoo dev, real logs and corpus findings are the same from 0.675 up (26/48
+zoo at 0.45)."""
 RISE = 0.1
+"""Pass-rate gain into an episode that makes a mostly-solved collapse a saturation. Not calibrated:
+shared with the other collapse detectors; zoo dev, real logs and corpus findings are the same from
+0.025 to 0.4."""
 EASY_SHARE = 0.6
+"""Share of collapsed groups solved by every completion that makes it too easy. Not calibrated:
+shared with the other collapse detectors; zoo dev, real logs and corpus findings are the same from
+0.15 to 0.6 (one more zoo run at 0.9)."""
 TOTAL_ACR = 1.0 - 1e-9
 CONFIDENCE = {"groups": 0.95, "zero_std_frac": 0.85}
 TRAP_CONFIDENCE = 0.6

@@ -62,11 +62,26 @@ from rlvitals.detectors.kit import compare, fmt, median_in, rnd
 from rlvitals.vitals import Vitals
 
 ALIVE_RATIO = 0.5
+"""Reward variance at or above this fraction of its pre-onset level is alive. Calibrated on the zoo
+dev runs and corpus: 16/32 zoo runs of VERIFIER_CONSTANT, IDENTICAL_COMPLETIONS, SMALL_GROUPS and
+ADVANTAGE_PIPELINE and 11/11 corpus labels from 0.125 to 0.5, 13/32 at 0.75, 9/32 and 9/11 at 1.0;
+never a healthy run."""
 ACR_ALIVE = 0.5
+"""ACR at or below this during an advantage collapse means the rewards still vary. Not calibrated: a
+design choice (half); zoo dev, real logs and corpus findings are the same from 0.125 to 2.0."""
 EXCESS_ABOVE = 0.5
+"""Excess ACR, (observed - expected) / (1 - expected), at or above this is an excess collapse.
+Calibrated on the zoo dev runs and corpus: 16/32 zoo runs and 11/11 corpus labels at 0.5; 22/32 at
+0.375 but at 0.125 a zoo healthy control and a corpus healthy run fire; 15/32 and 8/11 at 1.0."""
 EXCESS_RISE = 0.3
+"""... and it must exceed its own pre-onset median by at least this much. Calibrated on the zoo dev
+runs and corpus: 16/32 zoo runs and 11/11 corpus labels from 0.075 to 0.3, 15/32 at 0.45, 6/11
+corpus at 1.2; never a healthy run."""
 ROOM_FLOOR = 0.1
 SUSTAIN = 5
+"""Consecutive logged steps that make an excess episode. Calibrated on the zoo dev runs: at 1 it
+fires on 7/9 healthy controls and 3/48 corpus healthy runs, at 2 on none (20/32 sign runs); 16/32 at
+4 to 5, 15/32 at 8, 13/32 at 20; corpus 11/11 throughout."""
 PLUMBING_CONFIDENCE = 0.85
 EXCESS_CONFIDENCE = 0.75
 

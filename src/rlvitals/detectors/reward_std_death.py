@@ -72,15 +72,51 @@ from rlvitals.signal import ZERO_ATOL
 from rlvitals.vitals import Vitals
 
 DIE_BELOW = 0.2
+"""Reward variance below this fraction of the run's healthy level is dead. Calibrated on the zoo dev
+runs and corpus: 27/40 zoo runs of the group conditions (VERIFIER_CONSTANT, IDENTICAL_COMPLETIONS,
+SATURATED, TOO_HARD, SMALL_GROUPS) and 15/15 corpus labels from 0.1 to 0.3, 14/15 at 0.05; at 0.4
+ten more zoo runs fire on a halved variance, nine of them of conditions it is no sign of (four
+RUNAWAY_LENGTH, two POLICY_DEGRADATION); at 0.8 8/9 zoo healthy controls and 9/48 corpus healthy
+runs fire."""
 HEALTHY_ABOVE = 0.5
+"""The stretch before an onset must have been above this fraction of the healthy level. Calibrated
+on the corpus: 15/15 labels from 0.125 to 0.75, 10/15 at 1.0; zoo dev and real logs unchanged over
+the sweep."""
 SUSTAIN = 5
+"""Consecutive logged steps below the threshold that make an episode. Calibrated on the zoo dev
+runs: 27/40 group-condition runs from 4 to 10; at 2 fifteen more zoo runs fire (five
+ADVANTAGE_PIPELINE, three RUNAWAY_LENGTH, three SMALL_GROUPS among them: chance dips), at 1 also
+2/48 corpus healthy runs; corpus 14/15 at 20."""
 CEILING = 0.9
+"""Pass rate at or above which the reward is at the ceiling. Calibrated on the zoo dev runs and real
+logs: 27/40 from 0.9 up, 23/40 at 0.675 (then a floor collapse of a mostly-solved run is read as the
+ceiling); the real G=2 log's dead steps are missed at 0.225."""
 RISE = 0.1
+"""Pass-rate gain into an episode that counts as saturating (with easy_min). Not calibrated: shared
+with the other collapse detectors; zoo dev, real logs and corpus findings are the same from 0.025 to
+0.4."""
 EASY_MIN = 0.6
+"""Smallest pass rate of a saturating episode reached by a rise (not at the ceiling). Calibrated on
+the corpus: the same findings from 0.15 to 0.9; above 1 a corpus healthy run fires (no saturation
+excuse is left)."""
 FLOOR = 0.1
+"""Pass rate at or below which a dead reward variance is at the floor. Not calibrated: a design
+choice; zoo dev, real logs and corpus findings are the same from 0.025 to 0.4."""
 ADV_ALIVE = 0.5
+"""Read from the batch's reward max - min, an episode is dropped while an advantage spread keeps
+this share of its healthy level. Calibrated on the real logs: at 0.75 or above the HEALTHY veRL G=4
+log (continuous reward, advantages +-1 alive) fires; the same findings everywhere from 0.125 to
+0.5."""
 DEAD_SHARE = 0.2
+"""A share of logged steps at or above this with the reward variance exactly 0 is a run dead on and
+off. Calibrated on the real logs and zoo dev: the real G=2 log has exact zeros on 44% of its steps
+and the real legaloom curriculum on 39%, both reported; zoo dev: 27/40 group-condition runs at 0.2,
+30/40 at 0.15, 32/40 at 0.1, 22/40 at 0.3, no healthy control at any value. Not lowered: the issue
+wants intermittent chance ties at small G read as SMALL_GROUPS (the differential), not as a variance
+that died."""
 DEAD_MIN = 10
+"""... with at least this many such steps. Calibrated on the zoo dev runs: 27/40 from 2 to 15, 23/40
+at 20 and 17/40 at 40 (the zoo runs are 80 steps); no false finding at any value."""
 SMALL_G = 4
 CONFIDENCE = {"group_reward_std_mean": 0.9, "reward_std": 0.85, "reward_range": 0.75}
 UNKNOWN_REWARD_CONFIDENCE = 0.6
