@@ -286,7 +286,7 @@ _TOKEN_RE = re.compile(rb"[\w./-]+|[^\w\s]")
 
 
 def _frame(payload: bytes) -> bytes:
-    from rlvitals.recording import _format
+    from rlvitals.recording import layout as _format
 
     return _format.encode_frame(payload)
 

@@ -4,7 +4,7 @@
   bookkeeping (``_finite_numpy_stats``); forced off by patching ``_plain_numpy``.
 - Large dense batches are worked in row blocks (``_ops.BLOCK``) and centred lazily; a tiny
   block size forces the blocked code on small inputs.
-- ``common_metrics`` of numpy steps without NaN reads one zero mask (``_common._plain``).
+- ``common_metrics`` of numpy steps without NaN reads one zero mask (``common._plain``).
 - ``estimate`` memoises validated configs.
 
 Every comparison is bit for bit: arrays by bytes, floats by repr.
@@ -24,7 +24,8 @@ from rlvitals_tests_ranges import covering  # loaded by conftest.py
 
 import rlvitals
 from rlvitals import signal as sig
-from rlvitals.estimators import _base, _common
+from rlvitals.estimators import _base
+from rlvitals.estimators import common as _common
 from rlvitals.signal import _ops, groups
 
 METHODS = sig.ADVANTAGE_METHODS
