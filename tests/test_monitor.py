@@ -173,8 +173,10 @@ def test_window_series_equal_the_recordings(tmp_path):
     live = mon.run()
     post = rlvitals.compute_vitals(read_recording(rec))
     assert live.steps.tolist() == post.steps.tolist()
-    for name in ("acr", "acr_solve_all", "acr_solve_none", "acr_flat", "pass_rate", "n_groups"):
-        np.testing.assert_allclose(live.series[name], post.series[name], err_msg=name)
+    # the same body (vitals.groups.collapse_by_step) derives both: the same numbers, bit for bit
+    for name in ("acr", "acr_solve_all", "acr_solve_none", "acr_flat", "n_groups"):
+        np.testing.assert_array_equal(live.series[name], post.series[name], err_msg=name)
+    np.testing.assert_allclose(live.series["pass_rate"], post.series["pass_rate"])
     for name in ("adv_std", "adv_zero_frac", "reward_mean", "reward_std", "group_size"):
         np.testing.assert_allclose(live.series[name], post.series[name], rtol=1e-6, err_msg=name)
     # The reward range widened to 2 at step 31: the split of earlier steps was redone with it.
