@@ -35,6 +35,7 @@ __all__ = [
     "CONDITION_KINDS",
     "INCIDENT_KINDS",
     "Alert",
+    "ConditionTeller",
     "condition_alert",
     "halt_alert",
     "incident_alert",
@@ -208,6 +209,49 @@ def condition_alert(event: Any, call: Any, severity: str, run: str | None) -> Al
         run=run,
         condition=condition_summary(call) or {"id": event.condition, "title": title},
     )
+
+
+class ConditionTeller:
+    """Which condition events (of a :class:`~rlvitals.guard.conditions.ConditionTracker`) are
+    told, as what alert: an opening or reopening of a condition at or above ``alert_on`` (the
+    condition's own severity, :func:`rlvitals.doctor.differential.condition_severity`), and the
+    closing of one whose opening was told. The monitor and ``rlvitals watch`` tell alike.
+
+    >>> from rlvitals.guard.conditions import ConditionEvent
+    >>> teller = ConditionTeller("warn")
+    >>> teller.alerts([ConditionEvent("opened", "SMALL_GROUPS", 9)])  # info: followed, not told
+    []
+    >>> events = [ConditionEvent("opened", "TOO_HARD", 9), ConditionEvent("closed", "TOO_HARD", 30, 21)]
+    >>> [a.kind for a in teller.alerts(events)]
+    ['condition_opened', 'condition_closed']
+    """
+
+    def __init__(self, alert_on: str = "warn"):
+        from rlvitals.detectors.base import Severity
+
+        self.rank = Severity.parse(alert_on).rank
+        self.told: set[str] = set()
+
+    def alerts(self, events: Any, calls: Any = (), run: str | None = None) -> list[Alert]:
+        """The alerts of ``events``; ``calls``: the doctor's ConditionCalls of the check (their
+        onset, confidence and advice go into the alerts); ``run``: the run's name."""
+        from rlvitals.detectors.base import Severity
+        from rlvitals.doctor.differential import condition_severity
+
+        by_id = {c.id: c for c in calls}
+        out = []
+        for e in events:
+            severity = condition_severity(e.condition)
+            if e.kind == "closed":
+                if e.condition not in self.told:
+                    continue
+                self.told.discard(e.condition)
+            elif Severity.parse(severity).rank >= self.rank:
+                self.told.add(e.condition)
+            else:
+                continue
+            out.append(condition_alert(e, by_id.get(e.condition), severity, run))
+        return out
 
 
 def condition_summary(call: Any) -> dict[str, Any] | None:

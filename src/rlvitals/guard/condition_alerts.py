@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from rlvitals.guard.alerts import ConditionTeller
 from rlvitals.guard.sinks import DEFAULT_SINK_TIMEOUT, SinkRunner, env_sinks
 
 __all__ = ["ConditionAlerts"]
@@ -50,27 +51,16 @@ class ConditionAlerts:
             raise ValueError(f"alert_on must be one of {', '.join(_RANK)}, got {alert_on!r}")
         self.runner = SinkRunner(env_sinks() if sinks is None else sinks, timeout=timeout)
         self.run, self.alert_on = run, alert_on
-        self._told: set[str] = set()
+        self.teller = ConditionTeller(alert_on)
 
     def event(self, event: Any, call: Any = None) -> None:
         """Tell a tracker's ``event`` (a :class:`~rlvitals.guard.conditions.ConditionEvent`)
         if it is to be told; ``call`` is the doctor's
         :class:`~rlvitals.doctor.differential.ConditionCall` of the condition at that check
-        (its onset, confidence and advice go into the alert), or None. The alert is
-        :func:`~rlvitals.guard.alerts.condition_alert`'s, the one a monitor sends."""
-        from rlvitals.doctor.differential import condition_severity
-        from rlvitals.guard.alerts import condition_alert
-
-        severity = condition_severity(event.condition)
-        if event.kind == "closed":
-            if event.condition not in self._told:
-                return
-            self._told.discard(event.condition)
-        elif _RANK.get(severity, 0) >= _RANK[self.alert_on]:
-            self._told.add(event.condition)
-        else:
-            return
-        self.runner.send(condition_alert(event, call, severity, self.run))
+        (its onset, confidence and advice go into the alert), or None. What is told, and
+        how, is the monitor's (:class:`~rlvitals.guard.alerts.ConditionTeller`)."""
+        for alert in self.teller.alerts([event], [] if call is None else [call], self.run):
+            self.runner.send(alert)
 
     def close(self, timeout: float = DEFAULT_SINK_TIMEOUT) -> int:
         """Deliver what is queued (at most ``timeout`` s); the alerts lost."""

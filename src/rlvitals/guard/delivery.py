@@ -30,7 +30,7 @@ logger = logging.getLogger("rlvitals.guard")
 class Delivery:
     """Alert emission and recording for :class:`~rlvitals.Monitor` (module docstring). Uses the
     monitor's ``recorder``, ``sinks``, ``log_sink``, ``guard``, ``alerts``, ``tracker``,
-    ``conditions`` (a ConditionTracker) and ``name``."""
+    ``conditions`` (a ConditionTracker), ``teller`` (a ConditionTeller) and ``name``."""
 
     # -- a check's judgement ----------------------------------------------------------------------
 
@@ -101,28 +101,13 @@ class Delivery:
 
     def _condition_alerts(self, step: int, calls: list, detectors: list) -> tuple[list, list]:
         """Follow the conditions named at a check (``calls``, primary first) with hysteresis;
-        returns ``(events, alerts)``: every event, and the alerts of those at or above
-        ``alert_on`` (a closing is told when its opening was)."""
-        from rlvitals.detectors.base import Severity
-        from rlvitals.doctor.differential import condition_severity
-        from rlvitals.guard.alerts import condition_alert
+        returns ``(events, alerts)``: every event, and the alerts of those told
+        (:class:`~rlvitals.guard.alerts.ConditionTeller`: at or above ``alert_on``; a closing
+        when its opening was told)."""
         from rlvitals.guard.conditions import judged_by
 
-        by_id = {c.id: c for c in calls}
-        events = self.conditions.update(list(by_id), step, judged_by(detectors))
-        alerts = []
-        for e in events:
-            severity = condition_severity(e.condition)
-            if e.kind == "closed":
-                if e.condition not in self._told_conditions:
-                    continue
-                self._told_conditions.discard(e.condition)
-            elif Severity.parse(severity).rank >= self.tracker.alert_rank:
-                self._told_conditions.add(e.condition)
-            else:
-                continue
-            alerts.append(condition_alert(e, by_id.get(e.condition), severity, self.name))
-        return events, alerts
+        events = self.conditions.update([c.id for c in calls], step, judged_by(detectors))
+        return events, self.teller.alerts(events, calls, self.name)
 
     def _halt_alert(self, halt: Any, step: int, calls: list) -> Any:
         from rlvitals.guard.alerts import halt_alert

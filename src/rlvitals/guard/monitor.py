@@ -169,6 +169,7 @@ class Monitor(BackgroundChecks, Delivery):
         checkpoints: Callable[[], Iterable[tuple[int, Any]]] | None = None,
         background: bool = False,
     ):
+        from rlvitals.guard.alerts import ConditionTeller
         from rlvitals.guard.conditions import ConditionTracker
         from rlvitals.guard.policy import HaltPolicy
         from rlvitals.guard.sinks import DEFAULT_SINK_TIMEOUT, LogSink, SinkRunner, default_sinks
@@ -193,7 +194,7 @@ class Monitor(BackgroundChecks, Delivery):
         self.policy = HaltPolicy.parse(halt_on)
         self.tracker = IncidentTracker(alert_on, window)
         self.conditions = ConditionTracker()
-        self._told_conditions: set[str] = set()
+        self.teller = ConditionTeller(alert_on)
         self.log_sink = LogSink()
         timeout = DEFAULT_SINK_TIMEOUT if sink_timeout is None else float(sink_timeout)
         self.sinks = SinkRunner(default_sinks() if sinks is None else sinks, timeout=timeout)
