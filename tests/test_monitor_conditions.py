@@ -165,3 +165,12 @@ def test_background_mode_names_the_same_conditions():
         (e.kind, e.condition) for e in here.conditions.timeline
     ]
     assert here.conditions.timeline
+
+
+def test_the_monitor_s_timeline_is_bounded():
+    t = ConditionTracker(keep=2)
+    for step in range(0, 60, 3):  # a condition that comes and goes slowly: many events
+        t.update(["KL_BLOWUP"] if (step // 15) % 2 == 0 else [], step)
+    # opened 3, closed 21, reopened 33, closed 51: the last two kept
+    assert [(e.kind, e.step) for e in t.timeline] == [("reopened", 33), ("closed", 51)]
+    assert Monitor(sinks=[]).conditions.timeline.maxlen == 1000

@@ -24,6 +24,7 @@ between them. :func:`condition_of` names the condition an incident's detectors p
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,16 +69,25 @@ class _State:
 class ConditionTracker:
     """Conditions opened, closed and reopened across checks (see the module docstring).
 
+    Args:
+        open_after, close_after: the hysteresis (:data:`OPEN_AFTER`, :data:`CLOSE_AFTER`).
+        keep: events the timeline keeps (the oldest are forgotten); None keeps every one. The
+            live monitor keeps a bounded number: its memory does not grow with the run.
+
     Attributes:
-        timeline: every event so far, in order.
+        timeline: every event so far (the last ``keep``), in order.
     """
 
-    def __init__(self, open_after: int = OPEN_AFTER, close_after: int = CLOSE_AFTER):
+    def __init__(
+        self, open_after: int = OPEN_AFTER, close_after: int = CLOSE_AFTER, keep: int | None = None
+    ):
         if open_after < 1 or close_after < 1:
             raise ValueError("open_after and close_after must be >= 1")
         self.open_after, self.close_after = open_after, close_after
         self._states: dict[str, _State] = {}
-        self.timeline: list[ConditionEvent] = []
+        self.timeline: list[ConditionEvent] | deque[ConditionEvent] = (
+            [] if keep is None else deque(maxlen=keep)
+        )
 
     @property
     def open(self) -> list[str]:
@@ -113,7 +123,7 @@ class ConditionTracker:
                 if s.missed >= self.close_after:
                     s.open, s.ever_closed, s.missed = False, True, 0
                     events.append(ConditionEvent("closed", cid, step, s.last))
-        self.timeline += events
+        self.timeline.extend(events)
         return events
 
 

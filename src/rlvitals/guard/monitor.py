@@ -147,7 +147,8 @@ class Monitor(BackgroundChecks, Delivery):
         alerts: the last :data:`ALERTS_KEPT` alerts sent.
         tracker: the incidents followed (:class:`~rlvitals.guard.IncidentTracker`).
         conditions: the conditions followed, with hysteresis; ``conditions.timeline`` is every
-            opened / closed / reopened so far, ``conditions.open`` those open now.
+            opened / closed / reopened (the last :data:`ALERTS_KEPT`), ``conditions.open``
+            those open now.
         halted: the :class:`~rlvitals.guard.Halt` that stopped the run, or None.
     """
 
@@ -193,7 +194,7 @@ class Monitor(BackgroundChecks, Delivery):
         self.checkpoints = checkpoints
         self.policy = HaltPolicy.parse(halt_on)
         self.tracker = IncidentTracker(alert_on, window)
-        self.conditions = ConditionTracker()
+        self.conditions = ConditionTracker(keep=ALERTS_KEPT)
         self.teller = ConditionTeller(alert_on)
         self.log_sink = LogSink()
         timeout = DEFAULT_SINK_TIMEOUT if sink_timeout is None else float(sink_timeout)
