@@ -26,7 +26,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-COPY = ("src", "dev", "tests", "docs", "scripts", "pyproject.toml", "mkdocs.yml", "README.md")
+COPY = (
+    "src",
+    "dev",
+    "tests",
+    "docs",
+    "scripts",
+    "benchmarks",
+    "pyproject.toml",
+    "mkdocs.yml",
+    "README.md",
+)
 SUITE = (
     "tests/test_fixtures.py",
     "tests/test_detector_knobs.py",
