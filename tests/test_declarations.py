@@ -135,6 +135,8 @@ def test_every_trainer_has_advice_knobs():
         assert set(t.mitigations) <= set(MITIGATIONS), name
         for concept, setting in t.knobs.items():
             assert KNOBS[concept][name] == setting
+        steps, marks = t.log_keys  # an export is recognised by both, or not at all
+        assert bool(steps) == bool(marks), name
 
 
 def test_every_trainer_has_a_configuration_fixture_it_recognises():

@@ -88,20 +88,10 @@ def facts_from_config(config: Mapping[str, Any] | None) -> TrainerFacts | None:
     return None
 
 
-_KEY_MARKS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
-    ("trl", ("train/global_step",), ("train/frac_reward_zero_std", "train/num_tokens")),
-    ("skyrl", ("trainer/global_step",), ("reward/avg_raw_reward", "generate/batch_num_seq")),
-    ("verl", ("training/global_step",), ("critic/score/mean", "actor/pg_loss")),
-    ("slime", ("rollout/step",), ("rollout/raw_reward", "rollout/response_len/mean")),
-    ("open_instruct", ("training_step",), ("real_batch_size_ratio",)),
-)
-"""``(trainer, a step key only it logs, metric keys only it logs)``: both must be present."""
-
-
 def trainer_from_keys(keys) -> str | None:
     """The trainer whose logged keys these are, when they are unmistakable (its own step key
-    and one of its own metric names), else None. For exports that carry no configuration
-    (W&B history and chart CSVs).
+    and one of its own metric names, as its ``TRAINER.log_keys`` declares them), else None.
+    For exports that carry no configuration (W&B history and chart CSVs).
 
     >>> trainer_from_keys(["train/global_step", "train/frac_reward_zero_std", "_step"])
     'trl'
@@ -109,7 +99,8 @@ def trainer_from_keys(keys) -> str | None:
     True
     """
     have = set(keys)
-    for name, steps, marks in _KEY_MARKS:
+    for name, t in TRAINERS.items():
+        steps, marks = t.log_keys
         if have.intersection(steps) and have.intersection(marks):
             return name
     return None

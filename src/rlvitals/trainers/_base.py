@@ -90,12 +90,16 @@ class Trainer:
         mitigations: mitigation (``avspo``, ``dynamic_sampling``) -> how to turn it on there.
         post_filter: its logged collapse metrics describe the batch *after* its zero-variance
             filter (DESIGN.md 3.6), so the pre-filter ACR is rebuilt from the filtered share.
+        log_keys: ``(step keys only it logs, metric keys only it logs)``: an export holding one
+            of each is this trainer's (:func:`rlvitals.trainers.trainer_from_keys`); empty when
+            its keys are not unmistakable.
     """
 
     name: str
     knobs: dict[str, str] = field(default_factory=dict)
     mitigations: dict[str, str] = field(default_factory=dict)
     post_filter: bool = False
+    log_keys: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
 
 
 def apply_facts(manifest: Any, facts: TrainerFacts | None, *, overwrite: bool = False) -> None:

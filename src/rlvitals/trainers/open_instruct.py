@@ -26,6 +26,7 @@ __all__ = ["TRAINER", "facts", "recognise"]
 
 TRAINER = Trainer(
     "open_instruct",
+    log_keys=(("training_step",), ("real_batch_size_ratio",)),
     knobs={
         "group_size": "--num_samples_per_prompt_rollout",
     },

@@ -24,6 +24,7 @@ __all__ = ["TRAINER", "facts", "recognise"]
 
 TRAINER = Trainer(
     "skyrl",
+    log_keys=(("trainer/global_step",), ("reward/avg_raw_reward", "generate/batch_num_seq")),
     knobs={
         "group_size": "generator.n_samples_per_prompt",
         "kl_coef": "trainer.algorithm.kl_loss_coef (with trainer.algorithm.use_kl_loss=true)",

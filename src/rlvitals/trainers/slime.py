@@ -26,6 +26,7 @@ __all__ = ["TRAINER", "facts", "recognise"]
 
 TRAINER = Trainer(
     "slime",
+    log_keys=(("rollout/step",), ("rollout/raw_reward", "rollout/response_len/mean")),
     knobs={
         "group_size": "--n-samples-per-prompt",
         "kl_coef": "--kl-loss-coef (with --use-kl-loss)",

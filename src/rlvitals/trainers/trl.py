@@ -24,6 +24,7 @@ __all__ = ["TRAINER", "facts", "recognise", "reward_std_kind", "scale_rewards", 
 
 TRAINER = Trainer(
     "trl",
+    log_keys=(("train/global_step",), ("train/frac_reward_zero_std", "train/num_tokens")),
     knobs={
         "group_size": "num_generations",
         "temperature": "temperature",

@@ -45,6 +45,7 @@ __all__ = ["TRAINER", "facts", "kl_coef", "recognise"]
 
 TRAINER = Trainer(
     "verl",
+    log_keys=(("training/global_step",), ("critic/score/mean", "actor/pg_loss")),
     knobs={
         "group_size": "actor_rollout_ref.rollout.n",
         "temperature": "actor_rollout_ref.rollout.temperature",
