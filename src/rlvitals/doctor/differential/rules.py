@@ -21,6 +21,16 @@ from rlvitals.doctor.differential.events import (
     onset_of,
     policy_moved,
 )
+from rlvitals.doctor.differential.signs import (
+    FALL_RATIO,
+    KL_HIGH,
+    TRUNCATED,
+    cut_text,
+    fall_at_changepoint,
+    flat_from,
+    kl_jump,
+    length_collapse,
+)
 
 __all__ = ["candidates", "from_findings"]
 
@@ -32,126 +42,22 @@ SATURATED_PASS = 0.85
 at 0.93-0.98; the zoo's L0 run ~0.9)."""
 TOO_HARD_PASS = 0.1
 """Early pass rate at or below this (and never much above): too hard (zoo L6: ~0.01-0.05)."""
-FALL_RATIO = 0.5
-"""Late pass rate at most this share of the early one: the policy got worse (zoo dev: lr 3x ends
-at 0.15-0.3 of its early rate; healthy runs end at 0.8-1.3)."""
 ENTROPY_FALL = 0.35
 """Late entropy at most this share of the early level: entropy collapse (real logs: 18%, 6% of
 the first values are collapses to an engineer; a fall to 20-25% must count)."""
 ENTROPY_RISE = 3.0
 """Late (or peak) entropy at least this multiple of the early level: a blow-up (zoo: 0.25 -> 3.6;
 real logs: a 2x rise under an entropy bonus is not one)."""
-TRUNCATED = 0.3
-"""Share of completions cut at the cap, as a level, that makes truncation a condition (real
-logs: run-away runs at 0.45-1.0; healthy runs below 0.05)."""
 SHORT_TERMINATED = 0.6
 """Terminated completions shorter than this share of the cap: the cap is not what they need,
 so truncation means run-away completions (real logs: 18-350 tokens of 512)."""
-KL_HIGH = 1.0
-"""A KL level (nats per token, as trainers log it) that is a blow-up whatever its start (real
-logs: healthy runs stay below 0.2)."""
 KL_RISE = 20.0
 """Peak KL at least this multiple of its early level (zoo dev: lr 100x gives >100x)."""
-KL_JUMP = 10.0
-"""A KL at or above :data:`KL_HIGH` that is also this multiple of the median of the
-:data:`KL_BEFORE` logged points before it is a blow-up, however noisy the run's start (zoo dev:
-lr 100x jumps 10-40x in one step; early KL of a run still finding its feet is 0.1-0.9, so a
-rise against the early level alone misses a jump to 4 nats)."""
-KL_BEFORE = 10
-"""Logged points before a KL value whose median is its local baseline."""
-FALL_AFTER = 10
-"""Logged points the pass rate must stay down after its change point for the fall to count
-(zoo dev: lr 3x stays down for the rest of the run; a dip of a few noisy steps is not a fall)."""
 ADV_FALL = 0.2
 """Late advantage std at most this share of the early one with rewards still varying: the
 pipeline flattened them (zoo dev: epsilon 1e4 gives ~1e-4 of the early std)."""
-LENGTH_SHRINK = 0.25
-"""Late mean length at most this share of the early one is a length collapse (issue 23's real
-run: 53 -> 3 tokens; healthy runs that learn to be concise shorten by a third to a half)."""
 SMALL_G = 4
 """Groups of at most this many completions agree by chance often (p^G + (1-p)^G)."""
-
-
-def _kl_jump(kl: tuple[np.ndarray, np.ndarray]) -> int | None:
-    """The first step whose KL is at least :data:`KL_HIGH` and :data:`KL_JUMP` times the median
-    of the :data:`KL_BEFORE` points before it, and stays at least :data:`KL_HIGH` on most of the
-    rest of the run; None when there is none."""
-    st, x = kl
-    high = np.flatnonzero(x >= KL_HIGH)
-    high = high[high >= 3]
-    if high.size == 0:
-        return None
-    # Local baselines, vectorised (a 20,000-step run at a high KL has thousands of candidates).
-    window = np.clip(high[:, None] - np.arange(KL_BEFORE, 0, -1)[None, :], 0, None)
-    local = np.median(x[window], axis=1)
-    short = high < KL_BEFORE  # fewer points before it than a full window: the exact median
-    local[short] = [float(median(x[:i])) for i in high[short]]
-    hit = high[x[high] >= KL_JUMP * np.maximum(local, 1e-3)]
-    if hit.size == 0:
-        return None
-    i = int(hit[0])
-    return int(st[i]) if onset_of(st[i:], x[i:] >= KL_HIGH, 0.7) == int(st[i]) else None
-
-
-def _fall_at_changepoint(ev: Events) -> tuple[float, float] | None:
-    """``(before, after)`` pass-rate levels when the pass rate's change point splits it into a
-    level at least 0.15 and one at most :data:`FALL_RATIO` of it that lasts :data:`FALL_AFTER`
-    logged points and the last fifth of the run; None otherwise. The level before is the one
-    just before the change, not the run's first steps (which, while the policy finds its feet,
-    may be far below it)."""
-    s = ev.series("pass_rate")
-    cp = ev.changepoint("pass_rate")
-    if s is None or cp is None:
-        return None
-    st, x = s
-    after = x[st >= cp]
-    if after.size < max(FALL_AFTER, len(x) // 5):
-        return None
-    before = float(median(x[st < cp][-FALL_AFTER:]))
-    level, late = float(median(after)), ev.late("pass_rate")
-    if before >= 0.15 and max(level, late or 0.0) <= FALL_RATIO * before:
-        return before, level
-    return None
-
-
-def _flat_from(ev: Events) -> int | None:
-    """The step from which the pass rate is one exact value to the end (at least
-    :data:`FALL_AFTER` logged points, not the ceiling), after points that differed from it by
-    more than 0.05; None otherwise. A policy drifts; a verifier that broke returns a constant
-    from one step to the next (issue 23: a saturated run flipping to all-wrong, zero spread on
-    both sides, is a collapse the ACR does not show)."""
-    s = ev.series("pass_rate")
-    if s is None:
-        return None
-    st, x = s
-    last = x[-1]
-    off = np.flatnonzero(np.abs(x - last) > 1e-9)
-    if off.size == 0 or last >= 0.97:
-        return None
-    k = int(off[-1]) + 1  # first index of the final constant stretch
-    if x.size - k < FALL_AFTER or k < 5 or abs(float(median(x[k - 5 : k])) - last) <= 0.05:
-        return None
-    return int(st[k])
-
-
-def _cut_text(ev: Events, onset: int, late: float) -> str:
-    """How many completions were cut at the cap: the level of the stretch from ``onset``, and
-    the late level when the policy has half-learned to stop again."""
-    st, x = ev.series("truncation_frac")
-    level = float(median(x[st >= onset][:10])) if (st >= onset).any() else late
-    if late >= TRUNCATED or abs(level - late) < 0.1:
-        return f"{late:.0%} of completions cut at the cap late in the run"
-    return f"{level:.0%} of completions cut at the cap from step {onset} ({late:.0%} at the end)"
-
-
-def _length_collapse(ev: Events) -> str | None:
-    """A sign, when completions shrank to at most :data:`LENGTH_SHRINK` of their early length
-    (measured against the level before the fall, never after it): the policy answers in a few
-    tokens (a gamed format or length reward, or a policy that gave up)."""
-    early, late = ev.early("length_mean"), ev.late("length_mean")
-    if early is None or late is None or early < 8 or late > LENGTH_SHRINK * early:
-        return None
-    return f"completions shrink {early:.0f} -> {late:.0f} tokens"
 
 
 def candidates(ev: Events, found: set[str]) -> list[ConditionCall]:
@@ -187,7 +93,7 @@ def candidates(ev: Events, found: set[str]) -> list[ConditionCall]:
     if jump is None and (acr_early is None or acr_early >= 0.7):
         # Zero spread before as well (a saturated run): the ACR cannot jump, but a pass rate
         # that flips in one step to one exact value can (all-correct -> all-wrong).
-        jump = _flat_from(ev)
+        jump = flat_from(ev)
     if jump is not None and jump > first:
         pass_s = ev.series("pass_rate")
         before = after = None
@@ -270,7 +176,7 @@ def candidates(ev: Events, found: set[str]) -> list[ConditionCall]:
         and q_early[0] >= 0.15
         and max(p_late, q_late[0], q_late[1]) <= FALL_RATIO * min(q_early[0], q_early[1], p_early)
     )
-    cp_fall = None if falls else _fall_at_changepoint(ev)
+    cp_fall = None if falls else fall_at_changepoint(ev)
     if falls or cp_fall is not None:
         onset = ev.changepoint("pass_rate")
         out.append(
@@ -347,7 +253,7 @@ def candidates(ev: Events, found: set[str]) -> list[ConditionCall]:
                     "RUNAWAY_LENGTH",
                     onset,
                     0.8 if short else 0.6,
-                    [_cut_text(ev, onset, t_late), why],
+                    [cut_text(ev, onset, t_late), why],
                     ["a cap below what the task needs would also cut the terminated ones"],
                     findings=sorted(found & {"TRUNCATION", "LENGTH_EXPLOSION"}),
                 )
@@ -383,7 +289,7 @@ def candidates(ev: Events, found: set[str]) -> list[ConditionCall]:
     kl = ev.series("kl")
     if kl is not None:
         k_early, k_peak, k_first = ev.early("kl"), float(np.max(kl[1])), float(kl[1][0])
-        jump = _kl_jump(kl)
+        jump = kl_jump(kl)
         if (
             k_first >= 10 * KL_HIGH
             or (k_peak >= KL_HIGH and k_peak >= KL_RISE * max(k_early or 0.0, 1e-3))
@@ -452,7 +358,7 @@ def candidates(ev: Events, found: set[str]) -> list[ConditionCall]:
     small = small_groups(ev, G, out)
     if small is not None:
         out.append(small)
-    shrink = _length_collapse(ev)
+    shrink = length_collapse(ev)
     if shrink:
         for call in out:
             if call.id in ("POLICY_DEGRADATION", "REWARD_HACKING", "ENTROPY_COLLAPSE"):
