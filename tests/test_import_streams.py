@@ -180,7 +180,7 @@ INSPECT = {
     "openrlhf_console": ("Global step", "openrlhf", 4, "group_reward_std_mean", (1, 60)),
     "trl_state": ("step", "trl", None, "zero_std_frac", (1, 60)),
     "trl_console": (
-        "logging_steps = 60 total steps / 30 lines",
+        "the training bar's position at each line",  # a frame of its step before each line
         "trl",
         None,
         "zero_std_frac",
