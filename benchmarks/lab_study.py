@@ -4,6 +4,11 @@ and analyse whatever has finished under the pre-registered rules.
     nice -n 15 python benchmarks/lab_study.py run --out lab-out/study            # stages 1-3
     nice -n 15 python benchmarks/lab_study.py run --out lab-out/study --stages 1
     python benchmarks/lab_study.py analyse --out lab-out/study --md study.md --svg study.svg
+    nice -n 15 python benchmarks/lab_study.py run --out lab-out/study --stages 1 --seeds 32
+
+``--seeds 32`` is the pre-registered extension (seeds 116-131 after 100-115), taken only when
+the primary comparison is inconclusive at 16 seeds with a smallest detectable effect above 2
+points (``analyse`` says whether the rule is met), and then analysed once, at 32.
 
 Stages (amendment 1): (1) ``grpo``, ``avspo``, ``pg_grpo``; (2) the other seven arms of
 ``compare --preset full``; (3) the four arms of ``compare --preset controls`` that (1) and (2)
@@ -51,26 +56,34 @@ def stages() -> dict[int, tuple[str, ...]]:
     return {1: STAGE_1, 2: two, 3: three}
 
 
-def run(out: str, which: list[int], workers: int) -> None:
+def _seeds(n: int | None) -> tuple[int, ...]:
+    """The study's seeds: the preset's 16, or its first ``n`` extended by the next ones."""
+    from rlvitals.lab.experiments import Setup, _seeds
+
+    full, _ = _presets()
+    return _seeds(full.seeds, Setup(out=".", seeds=n))
+
+
+def run(out: str, which: list[int], workers: int, seeds: int | None = None) -> None:
     from rlvitals.lab import experiments
 
     full, controls = _presets()
     for stage in which:
         arms = stages()[stage]
         preset = full if stage < 3 else controls
-        p = dataclasses.replace(preset, methods=arms, reference=arms[0])
+        p = dataclasses.replace(preset, methods=arms, reference=arms[0], seeds=_seeds(seeds))
         t0 = time.perf_counter()
         experiments.compare(p, out=out, workers=workers, show=False)
         print(f"stage {stage} ({', '.join(arms)}): {time.perf_counter() - t0:.0f} s", flush=True)
 
 
-def _results(out: Path) -> dict[str, dict[int, dict]]:
-    """Finished runs: arm -> seed -> result, for the study's arms and seeds."""
+def _results(out: Path, seeds: tuple[int, ...]) -> dict[str, dict[int, dict]]:
+    """Finished runs: arm -> seed -> result, for the study's arms and ``seeds``."""
     full, controls = _presets()
     arms = list(dict.fromkeys([*full.methods, *controls.methods]))
     found: dict[str, dict[int, dict]] = {m: {} for m in arms}
     for m in arms:
-        for s in full.seeds:
+        for s in seeds:
             path = out / "runs" / f"{m}-s{s}" / "result.json"
             if path.is_file():
                 found[m][s] = json.loads(path.read_text())
@@ -109,19 +122,21 @@ def _bound_decision(v: dict[str, Any], m: int) -> str:
     return "undetermined until the other arms run"
 
 
-def analyse(out: Path) -> dict[str, Any]:
-    """The pre-registered analysis of every arm that finished all its seeds."""
+def analyse(out: Path, seeds: int | None = None) -> dict[str, Any]:
+    """The pre-registered analysis of every arm that finished all its seeds (``seeds``: the
+    first that many, extended; None = the preset's 16)."""
     from rlvitals.lab import stats
     from rlvitals.lab.experiments import analyse_arms
 
     full, controls = _presets()
-    found = _results(out)
-    n_seeds = len(full.seeds)
+    study_seeds = _seeds(seeds)
+    found = _results(out, study_seeds)
+    n_seeds = len(study_seeds)
     complete = [m for m, rs in found.items() if len(rs) == n_seeds]
     family1 = [m for m in full.methods if m in complete]
-    groups = {m: [found[m][s] for s in full.seeds] for m in family1}
+    groups = {m: [found[m][s] for s in study_seeds] for m in family1}
     doc: dict[str, Any] = {
-        "seeds": list(full.seeds),
+        "seeds": list(study_seeds),
         "finished_runs": {m: sorted(rs) for m, rs in found.items()},
         "complete_arms": complete,
         "family_1": analyse_arms(groups, "grpo") if "grpo" in groups else None,
@@ -135,7 +150,7 @@ def analyse(out: Path) -> dict[str, Any]:
             )
     fam2 = [m for m in controls.methods if m in complete]
     if "pg_grpo" in fam2 and len(fam2) > 1:
-        g2 = {m: [found[m][s] for s in full.seeds] for m in fam2}
+        g2 = {m: [found[m][s] for s in study_seeds] for m in fam2}
         doc["family_2"] = analyse_arms(g2, "pg_grpo")
     primary = doc["family_1"]["pairs"].get("avspo - pg_grpo") if doc["family_1"] else None
     if primary is not None:
@@ -212,11 +227,10 @@ def markdown(doc: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     shown = [PRIMARY, *SECONDARY]
-    shown += [
-        (k.split(" - ")[0], k.split(" - ")[1])
-        for k in f1["pairs"]
-        if tuple(k.split(" - ")) not in shown and tuple(k.split(" - ")[::-1]) not in shown
-    ]
+    for k in f1["pairs"]:
+        a, b = k.split(" - ")
+        if (a, b) not in shown and (b, a) not in shown:
+            shown.append((b, a) if a == "grpo" else (a, b))  # GRPO as the baseline side
     for a, b in shown:
         got = _pair(doc, a, b)
         if got is None:
@@ -322,11 +336,13 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--out", required=True)
     r.add_argument("--stages", default="1,2,3", help="comma-separated stages (default 1,2,3)")
     r.add_argument("--workers", type=int, default=2)
+    r.add_argument("--seeds", type=int, help="32: the pre-registered extension (default 16)")
     a = sub.add_parser("analyse", help="analyse what has finished")
     a.add_argument("--out", required=True)
     a.add_argument("--json", help="write the analysis here")
     a.add_argument("--md", help="write the tables here")
     a.add_argument("--svg", help="write the accuracy plot here")
+    a.add_argument("--seeds", type=int, help="analyse the first N seeds (32: the extension)")
     args = p.parse_args(argv)
     if args.cmd == "run":
         try:
@@ -337,13 +353,13 @@ def main(argv: list[str] | None = None) -> int:
         if not which or any(s not in (1, 2, 3) for s in which):
             print(f"error: --stages takes numbers 1-3, got {args.stages!r}", file=sys.stderr)
             return 2
-        run(args.out, which, args.workers)
+        run(args.out, which, args.workers, args.seeds)
         return 0
     out = Path(args.out)
     if not (out / "runs").is_dir():
         print(f"error: {out}: no runs/ folder (run the study first)", file=sys.stderr)
         return 2
-    doc = analyse(out)
+    doc = analyse(out, args.seeds)
     md = markdown(doc)
     print(md)
     if args.json:

@@ -109,3 +109,10 @@ def test_stages_follow_the_amendment():
     assert s[1] == ("grpo", "avspo", "pg_grpo")
     assert len(s[1]) + len(s[2]) == 10 and set(s[1]).isdisjoint(s[2])
     assert set(s[3]) == {"pg_grpo_iw", "ctl_random_sign", "ctl_shuffled_keys", "ctl_random_select"}
+    assert study._seeds(None) == tuple(SEEDS)
+    assert study._seeds(32) == tuple(range(100, 132))  # the pre-registered extension
+
+
+def test_an_extension_not_finished_analyses_nothing(partial):
+    doc = study.analyse(partial, seeds=32)  # seeds 116-131 not run: no arm is complete
+    assert doc["complete_arms"] == [] and doc["family_1"] is None
