@@ -225,6 +225,43 @@ def test_completions_that_shrink_are_a_sign_never_a_length_explosion(tmp_path):
     assert any("shrink 53 -> 4 tokens" in s for s in dx.conditions[0].for_)
 
 
+def test_a_sampler_fault_on_three_steps_in_four_is_identical_completions(tmp_path):
+    """From step 41 every group agrees on three steps in four (a generation cache that hits
+    most steps) while the pass rate holds: the sampler, not the advantage pipeline (the
+    advantages are flat only because the groups agree)."""
+    n = 100
+    i = np.arange(n)
+    bad = (i >= 40) & (i % 4 != 0)
+    path = _log(
+        tmp_path,
+        n,
+        reward=0.5 + _noise(n, 0.03, 21),
+        frac_reward_zero_std=np.where(bad, 1.0, 0.3 + _noise(n, 0.05, 22)),
+        **{"rlvitals/adv_std": np.where(bad, 0.0, 0.9 + _noise(n, 0.05, 23))},
+    )
+    ids, dx = _conditions(path)
+    assert ids[0] == "IDENTICAL_COMPLETIONS" and "ADVANTAGE_PIPELINE" not in ids
+    assert 41 <= dx.conditions[0].onset_step <= 43 and dx.conditions[0].end_step is None
+
+
+def test_a_verifier_fault_that_heals_has_an_end(tmp_path):
+    """The reward is exactly 0 for steps 41-60, then the run goes on as before: a verifier
+    fault with an end step (the live monitor closes it), not small groups or a pipeline."""
+    n = 100
+    i = np.arange(n)
+    broken = (i >= 40) & (i < 60)
+    path = _log(
+        tmp_path,
+        n,
+        reward=np.where(broken, 0.0, 0.5 + _noise(n, 0.03, 24)),
+        frac_reward_zero_std=np.where(broken, 1.0, 0.3 + _noise(n, 0.05, 25)),
+        **{"rlvitals/adv_std": np.where(broken, 0.0, 0.9 + _noise(n, 0.05, 26))},
+    )
+    ids, dx = _conditions(path)
+    assert ids == ["VERIFIER_CONSTANT"]
+    assert (dx.conditions[0].onset_step, dx.conditions[0].end_step) == (41, 60)
+
+
 def test_entropy_explodes_then_lengths_then_reward_is_entropy_blowup(tmp_path):
     """Entropy 0.16 -> 7.6 from step 25, lengths at the cap from ~32, reward 0 from 40."""
     n = 80

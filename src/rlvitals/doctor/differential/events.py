@@ -13,6 +13,7 @@ __all__ = [
     "ENTROPY_EARLY_SHARE",
     "LATE_SHARE",
     "Events",
+    "episode_of",
     "length_cap",
     "onset_of",
     "policy_moved",
@@ -125,6 +126,29 @@ def onset_of(steps: np.ndarray, mask: np.ndarray, hold: float = 0.7, run: int = 
     ok = streak & (rest[: streak.size] >= hold)
     hit = np.flatnonzero(ok)
     return int(steps[hit[0]]) if hit.size else None
+
+
+def episode_of(
+    steps: np.ndarray, mask: np.ndarray, run: int = 3, gap: int = 3
+) -> tuple[int, int | None, int, float] | None:
+    """The first stretch where ``mask`` holds: it starts at ``run`` points in a row and ends at
+    the last point before ``gap`` points in a row without it (single misses inside are bridged:
+    a fault on three steps in four is one stretch). Returns ``(onset step, end step or None when
+    it lasts to the end, points covered, share of them where mask holds)``, or None."""
+    mask = np.asarray(mask, dtype=bool)
+    n = mask.size
+    if n < run:
+        return None
+    starts = np.flatnonzero(np.convolve(mask, np.ones(run, dtype=np.int32), "valid") == run)
+    if starts.size == 0:
+        return None
+    i = int(starts[0])
+    off = np.convolve(~mask[i:], np.ones(gap, dtype=np.int32), "valid") == gap
+    stop = np.flatnonzero(off)
+    last = n - 1 if stop.size == 0 else i + int(stop[0]) - 1
+    covered = last - i + 1
+    end = None if stop.size == 0 else int(steps[last])
+    return int(steps[i]), end, covered, float(mask[i : last + 1].mean())
 
 
 def policy_moved(ev: Events, step: int, k: int = 5) -> str | None:

@@ -17,6 +17,7 @@ from rlvitals.doctor.differential.events import (
     ENTROPY_EARLY_SHARE,
     Events,
     critic_baseline,
+    episode_of,
     length_cap,
     onset_of,
     policy_moved,
@@ -56,6 +57,10 @@ KL_RISE = 20.0
 ADV_FALL = 0.2
 """Late advantage std at most this share of the early one with rewards still varying: the
 pipeline flattened them (zoo dev: epsilon 1e4 gives ~1e-4 of the early std)."""
+EPISODE_MIN = 10
+"""Logged points an episode of agreeing groups must cover (and a tenth of the run) to count when
+it comes and goes or heals (zoo dev: an injected fault lasts 60 steps; chance ties of small
+groups last 1-3 steps)."""
 SMALL_G = 4
 """Groups of at most this many completions agree by chance often (p^G + (1-p)^G)."""
 
@@ -82,14 +87,16 @@ def candidates(ev: Events, found: set[str]) -> list[ConditionCall]:
         )
 
     # ACR jumps to ~1 after a normal start: the completions or the verifier stopped differing.
-    jump = None
-    if acr_early is not None and acr_early < 0.7:
-        jump = ev.onset("acr", lambda x: x >= JUMP_ACR, hold=0.9)
+    jump = jump_end = None
     acr_s = ev.series("acr")
-    if jump is not None and acr_s is not None:
-        before_acr = acr_s[1][acr_s[0] < jump][-5:]
-        if before_acr.size < 2 or float(median(before_acr)) >= 0.6:
-            jump = None  # not abrupt: a gradual rise is the pass rate's doing
+    if acr_early is not None and acr_early < 0.7 and acr_s is not None:
+        jump = _abrupt(acr_s, ev.onset("acr", lambda x: x >= JUMP_ACR, hold=0.9))
+        if jump is None:
+            # A fault that comes and goes (three steps in four) or heals is an episode.
+            ep = episode_of(acr_s[0], acr_s[1] >= JUMP_ACR)
+            if ep is not None and ep[2] >= max(EPISODE_MIN, len(acr_s[1]) // 10) and ep[3] >= 0.7:
+                jump = _abrupt(acr_s, ep[0])
+                jump_end = ep[1] if jump is not None else None
     if jump is None and (acr_early is None or acr_early >= 0.7):
         # Zero spread before as well (a saturated run): the ACR cannot jump, but a pass rate
         # that flips in one step to one exact value can (all-correct -> all-wrong).
@@ -101,7 +108,7 @@ def candidates(ev: Events, found: set[str]) -> list[ConditionCall]:
         if pass_s is not None:
             st, x = pass_s
             before = float(median(x[st < jump][-10:])) if (st < jump).any() else None
-            after_x = x[st >= jump]
+            after_x = x[(st >= jump) & (st <= (jump_end if jump_end is not None else st[-1]))]
             after = float(median(after_x[:10])) if after_x.size else None
             constant = after_x.size >= 3 and float(np.ptp(after_x)) <= 1e-9
         moved = policy_moved(ev, jump)
@@ -118,6 +125,7 @@ def candidates(ev: Events, found: set[str]) -> list[ConditionCall]:
                     ],
                     ["identical completions would keep the pass rate, not fix it at one value"],
                     findings=sorted(found & {"EXCESS_COLLAPSE", "REWARD_STD_DEATH", "ACR_STALL"}),
+                    end_step=jump_end,
                 )
             )
         elif not moved and (before is None or after is None or 0.03 < after < 0.97):
@@ -138,6 +146,7 @@ def candidates(ev: Events, found: set[str]) -> list[ConditionCall]:
                         "different ones with one score mean the verifier"
                     ],
                     findings=sorted(found & {"EXCESS_COLLAPSE", "REWARD_STD_DEATH", "ACR_STALL"}),
+                    end_step=jump_end,
                 )
             )
 
@@ -417,11 +426,31 @@ _FINDING_CONDITION = {
 can show an ACR stall at its mid level and must stay HEALTHY)."""
 
 
+def _abrupt(acr: tuple[np.ndarray, np.ndarray], step: int | None) -> int | None:
+    """``step`` when the ACR before it was low (median of the 5 points before < 0.6): a jump,
+    not a gradual rise (the pass rate's doing); else None."""
+    if step is None:
+        return None
+    before = acr[1][acr[0] < step][-5:]
+    return step if before.size >= 2 and float(median(before)) < 0.6 else None
+
+
+def _groups_agree(ev: Events, onset: int | None) -> bool:
+    """Whether most groups agreed (median ACR >= 0.8) over the 10 logged steps from ``onset``."""
+    acr = ev.series("acr")
+    if acr is None or onset is None:
+        return False
+    after = acr[1][acr[0] >= onset][:10]
+    return bool(after.size) and float(median(after)) >= 0.8
+
+
 def from_findings(diagnosis: Any, ev: Events) -> list[ConditionCall]:
     for f in diagnosis.findings:
         if f.severity.value not in ("warn", "critical") or f.id not in _FINDING_CONDITION:
             continue
         cid = _FINDING_CONDITION[f.id]
+        if f.id == "ADV_COLLAPSE" and _groups_agree(ev, f.onset_step):
+            continue  # flat advantages of groups that agree: the groups', not the pipeline's
         against = ["named from one detector's sign, not a pattern over several series"]
         if cid == "IDENTICAL_COMPLETIONS":
             against.append(
