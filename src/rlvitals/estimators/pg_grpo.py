@@ -64,7 +64,8 @@ from rlvitals.signal import DEFAULT_EPS, DEFAULT_TAU
 __all__ = ["PgGrpoConfig", "PgGrpoState", "fit_prior", "p_mixed", "selection_weights"]
 
 SELECT_EPS = 0.1
-"""Share of the selection probability spread uniformly (ours; tuned on development seeds)."""
+"""Share of the selection probability spread uniformly (ours; set before any run, not tuned:
+the pre-registered study gives every arm zero tuning runs, docs/lab/preregistration.md)."""
 CAP = 1.0
 """Collapsed groups' |A| at most this many times GRPO's RMS advantage sqrt((c - 1) / c)."""
 PRIOR_WINDOW = 256
