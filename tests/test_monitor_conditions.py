@@ -118,6 +118,16 @@ def test_a_healed_run_closes_its_condition_once():
     assert len(closing) == len(closed) and all(a.severity == "info" for a in closing)
 
 
+def test_a_healed_fault_closes_while_it_is_still_in_the_window():
+    """The conditions a check names carry their end (``end_step``): a fault that healed at step
+    100 is closed before its episode has left the 40-step window (it used to stay named until
+    step 140 and close at 144)."""
+    mon = Monitor(Manifest(trainer="test", group_size=G), window=40, sinks=[])
+    _stream(mon, 160, lambda s: 60 <= s < 100)
+    closed = [e.step for e in mon.conditions.timeline if e.kind == "closed"]
+    assert closed and max(closed) < 100 + 40, mon.conditions.timeline
+
+
 def test_checks_that_cannot_name_a_condition_leave_it_open():
     t = ConditionTracker()
     fast = judged_by(["DEGENERATE_GROUPS", "ADV_COLLAPSE", "REWARD_STD_DEATH"])

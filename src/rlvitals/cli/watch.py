@@ -135,7 +135,7 @@ def _watch(args: argparse.Namespace, alerts) -> int:
     from rlvitals.conditions import get_condition
     from rlvitals.doctor import diagnose
     from rlvitals.doctor.differential import condition_severity
-    from rlvitals.guard.conditions import ConditionTracker
+    from rlvitals.guard.conditions import ConditionTracker, named_now
     from rlvitals.guard.follow import RunFollower
     from rlvitals.guard.view import watch_view
 
@@ -160,7 +160,7 @@ def _watch(args: argparse.Namespace, alerts) -> int:
         d = diagnose(follower.run, config)
         step = int(d.vitals.steps[-1]) if d.vitals.n_steps else 0
         calls = {c.id: c for c in d.conditions}
-        for e in tracker.update(list(calls), step):
+        for e in tracker.update(named_now(d.conditions), step):
             what = f"{get_condition(e.condition).title} ({e.condition})"
             severity = "info" if e.kind == "closed" else condition_severity(e.condition)
             events.append((step, e.kind, severity, what))

@@ -36,6 +36,7 @@ __all__ = [
     "ConditionTracker",
     "condition_of",
     "judged_by",
+    "named_now",
 ]
 
 OPEN_AFTER = 2
@@ -125,6 +126,19 @@ class ConditionTracker:
                     events.append(ConditionEvent("closed", cid, step, s.last))
         self.timeline.extend(events)
         return events
+
+
+def named_now(calls: Sequence[Any]) -> list[str]:
+    """The IDs of ``calls`` (primary first) a check names *now*: a condition whose episode
+    ended before the check (``end_step`` set: a verifier fault that healed) is history, so the
+    tracker closes it instead of keeping it open while its episode is still in the window.
+
+    >>> from rlvitals.doctor.differential import ConditionCall
+    >>> named_now([ConditionCall("VERIFIER_CONSTANT", 41, 0.85, end_step=60),
+    ...            ConditionCall("TOO_HARD", 1, 0.8)])
+    ['TOO_HARD']
+    """
+    return [c.id for c in calls if getattr(c, "end_step", None) is None]
 
 
 def judged_by(detectors: Iterable[str]) -> Callable[[str], bool]:

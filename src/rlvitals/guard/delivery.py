@@ -104,9 +104,9 @@ class Delivery:
         returns ``(events, alerts)``: every event, and the alerts of those told
         (:class:`~rlvitals.guard.alerts.ConditionTeller`: at or above ``alert_on``; a closing
         when its opening was told)."""
-        from rlvitals.guard.conditions import judged_by
+        from rlvitals.guard.conditions import judged_by, named_now
 
-        events = self.conditions.update([c.id for c in calls], step, judged_by(detectors))
+        events = self.conditions.update(named_now(calls), step, judged_by(detectors))
         return events, self.teller.alerts(events, calls, self.name)
 
     def _halt_alert(self, halt: Any, step: int, calls: list) -> Any:

@@ -444,6 +444,18 @@ def _groups_agree(ev: Events, onset: int | None) -> bool:
     return bool(after.size) and float(median(after)) >= 0.8
 
 
+def _agreement_ended(ev: Events, onset: int, cid: str) -> int | None:
+    """For a condition of agreeing groups, the last step of its stretch of ACR >= JUMP_ACR from
+    ``onset`` when the groups disagree again after it (a live window in which the fault healed:
+    the detector's own episode may not have closed yet); None otherwise."""
+    acr = ev.series("acr")
+    if cid not in ("IDENTICAL_COMPLETIONS", "VERIFIER_CONSTANT") or acr is None:
+        return None
+    keep = acr[0] >= onset
+    ep = episode_of(acr[0][keep], acr[1][keep] >= JUMP_ACR)
+    return None if ep is None else ep[1]
+
+
 def from_findings(diagnosis: Any, ev: Events) -> list[ConditionCall]:
     for f in diagnosis.findings:
         if f.severity.value not in ("warn", "critical") or f.id not in _FINDING_CONDITION:
@@ -457,5 +469,6 @@ def from_findings(diagnosis: Any, ev: Events) -> list[ConditionCall]:
                 "or a verifier that scores a group alike: log completions to tell them apart"
             )
         onset = f.onset_step if f.onset_step is not None else ev.first_step
-        return [ConditionCall(cid, onset, 0.4, [f.message], against, findings=[f.id])]
+        end = f.end_step if f.end_step is not None else _agreement_ended(ev, onset, cid)
+        return [ConditionCall(cid, onset, 0.4, [f.message], against, findings=[f.id], end_step=end)]
     return []
