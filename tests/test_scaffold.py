@@ -39,7 +39,8 @@ COPY = (
 )
 SUITE = (
     "tests/test_fixtures.py",
-    "tests/test_detector_knobs.py",
+    "tests/test_detector_knobs.py::test_every_built_in_detector_is_checked",
+    "tests/test_detector_knobs.py::test_knob_constants_say_what_they_were_calibrated_on",
     "tests/test_docs.py",
     "tests/test_collapse_detectors.py::test_detector_is_its_own_docs_page",
     "tests/test_other_detectors.py",
