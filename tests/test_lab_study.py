@@ -116,3 +116,16 @@ def test_stages_follow_the_amendment():
 def test_an_extension_not_finished_analyses_nothing(partial):
     doc = study.analyse(partial, seeds=32)  # seeds 116-131 not run: no arm is complete
     assert doc["complete_arms"] == [] and doc["family_1"] is None
+
+
+def test_the_controls_family_is_bounded_by_its_six_comparisons(partial):
+    rng = np.random.default_rng(3)
+    for s in SEEDS:
+        pg = json.loads((partial / "runs" / f"pg_grpo-s{s}" / "result.json").read_text())
+        acc = pg["summary"]["final_accuracy"]
+        _write(partial, "ctl_random_sign", s, acc - 0.05 + 0.004 * rng.standard_normal())
+    doc = study.analyse(partial)
+    v = doc["family_2"]["vs_reference"]["ctl_random_sign"]["final_accuracy"]
+    assert v["diff"] == pytest.approx(-5.0, abs=0.5) and v["decision"] == "lower"
+    assert v["preregistered_decision"] == "lower"  # 6 p < 0.05 as well
+    assert "| ctl_random_sign | -5." in study.markdown(doc)
