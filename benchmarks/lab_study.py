@@ -160,8 +160,11 @@ def analyse(out: Path, seeds: int | None = None) -> dict[str, Any]:
         "family_1": analyse_arms(groups, "grpo") if "grpo" in groups else None,
     }
     if doc["family_1"]:
+        whole = len(doc["family_1"]["pairs"]) == FAMILY_1_PAIRS  # the family is all there
         for v in doc["family_1"]["pairs"].values():
-            v["preregistered_decision"] = _bound_decision(v, FAMILY_1_PAIRS)
+            v["preregistered_decision"] = (
+                v["decision"] if whole else _bound_decision(v, FAMILY_1_PAIRS)
+            )
             v["t_p_bonferroni_45"] = None if v["t_p"] is None else min(1.0, 45 * v["t_p"])
             v["tost_p_bonferroni_45"] = (
                 None if v.get("tost_p") is None else min(1.0, 45 * v["tost_p"])
@@ -170,9 +173,12 @@ def analyse(out: Path, seeds: int | None = None) -> dict[str, Any]:
     if "pg_grpo" in fam2 and len(fam2) > 1:
         g2 = {m: [found[m][s] for s in study_seeds] for m in fam2}
         doc["family_2"] = analyse_arms(g2, "pg_grpo")
+        whole = len(doc["family_2"]["vs_reference"]) == FAMILY_2_SIZE
         for v in doc["family_2"]["vs_reference"].values():
             acc = v["final_accuracy"]
-            acc["preregistered_decision"] = _bound_decision(acc, FAMILY_2_SIZE)
+            acc["preregistered_decision"] = (
+                acc["decision"] if whole else _bound_decision(acc, FAMILY_2_SIZE)
+            )
     primary = doc["family_1"]["pairs"].get("avspo - pg_grpo") if doc["family_1"] else None
     if primary is not None:
         doc["extension_32"] = bool(

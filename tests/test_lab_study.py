@@ -129,3 +129,10 @@ def test_the_controls_family_is_bounded_by_its_six_comparisons(partial):
     assert v["diff"] == pytest.approx(-5.0, abs=0.5) and v["decision"] == "lower"
     assert v["preregistered_decision"] == "lower"  # 6 p < 0.05 as well
     assert "| ctl_random_sign | -5." in study.markdown(doc)
+
+
+def test_with_every_arm_finished_the_decision_is_the_holm_one(partial, monkeypatch):
+    monkeypatch.setattr(study, "FAMILY_1_PAIRS", 3)  # pretend the three arms are the family
+    doc = study.analyse(partial)
+    for v in doc["family_1"]["pairs"].values():
+        assert v["preregistered_decision"] == v["decision"]
