@@ -59,7 +59,7 @@ def _fig_predict(doc, results, plt) -> dict:
             [100 * p["final_accuracy"] for p in pts],
             s=18,
             color=cmap(lvl / max(1, len(LEVEL_TARGETS) - 1)),
-            label=f"L{lvl} ({100 * LEVEL_TARGETS[lvl]:.0f}%)",
+            label=f"L{lvl} ({100 * LEVEL_TARGETS[lvl]:.0f}%)" if lvl < len(LEVEL_TARGETS) else "LM",
         )
     xs = [0.0, 1.0]
     ols = a["ols"]

@@ -206,7 +206,7 @@ PREDICT: dict[str, PredictPreset] = {
     # predict-v2 (issue 26.4): one common all-sizes evaluation set for every run, the same
     # budget of completions whatever G, the early ACR over the first 20% of the budget
     "v2-smoke": PredictPreset(
-        (2, 5),
+        (5, MIXED_LEVEL),
         (4, 8),
         (1.0,),
         (0,),

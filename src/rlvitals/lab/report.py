@@ -167,8 +167,12 @@ def _predict_md(doc: dict[str, Any]) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for lvl, v in a["by_level"].items():
+        target = (
+            f"{100 * LEVEL_TARGETS[int(lvl)]:.0f}%" if int(lvl) < len(LEVEL_TARGETS) else "mixed"
+        )
+        name = f"L{lvl}" if int(lvl) < len(LEVEL_TARGETS) else "LM"
         out.append(
-            f"| L{lvl} | {100 * LEVEL_TARGETS[int(lvl)]:.0f}% | {v['n']} | {fmt_ci(v['acr_100'])} "
+            f"| {name} | {target} | {v['n']} | {fmt_ci(v['acr_100'])} "
             f"| {fmt_ci(v['accuracy'], 1)} | {fmt_ci(v['pearson'], 2)} |"
         )
     out += ["", "![ACR_100 against final accuracy](predict_scatter.png)", ""]
