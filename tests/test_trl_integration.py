@@ -883,6 +883,28 @@ def test_history_baseline_with_the_range_declared_trains_finite(tok, tmp_path):
     assert all(bool(torch.isfinite(p).all()) for p in trainer.model.parameters())
 
 
+def test_history_estimators_keep_their_history_per_prompt_not_per_group_position(tok, tmp_path):
+    """Each step's groups are keyed by their prompts' ids (the recording's), so a prompt drawn
+    again finds its own history; before, the keys were the groups' positions 0..k-1 and group 0
+    of every step shared one history whatever its prompt."""
+    from rlvitals.integrations.trl._batch import _prompt_id
+
+    trainer = _trainer(
+        Capturing,
+        tok,
+        tmp_path,
+        max_steps=4,
+        n_prompts=4,
+        trainer_kwargs={"estimator": "history_baseline"},
+    )
+    trainer.train()
+    assert trainer.state.global_step == 4 and trainer.rlvitals_guard.total == 0
+    prompts = {_prompt_id(p) for p in H.train_dataset(4)["prompt"]}
+    keys = set(trainer.rlvitals_state.counts)
+    assert keys and keys <= prompts, (keys, prompts)
+    assert len(trainer.rlvitals_config.keys) == 16 // trainer.num_generations
+
+
 def test_a_range_error_after_the_first_batch_falls_back_and_is_counted(tok, tmp_path, caplog):
     """Mid-run the run is not stopped: the batch keeps TRL's advantages, said once."""
     calls = {"n": 0}

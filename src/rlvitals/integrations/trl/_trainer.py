@@ -149,6 +149,10 @@ class RlvitalsGRPOMixin:
             fields["scale_rewards"] = args.scale_rewards
         self.rlvitals_estimator = est
         self.rlvitals_config = est.make_config(**fields)
+        # History estimators (history_baseline, pg_grpo) keep state per prompt: each step's
+        # groups get their prompts' ids as keys, unless the caller keys them (the lab does).
+        self._rlvitals_keys: tuple | None = None
+        self._rlvitals_keyed = "keys" in est.config_fields and fields.get("keys") is None
 
     @property
     def rlvitals_estimator_name(self) -> str:
@@ -206,6 +210,27 @@ class RlvitalsGRPOMixin:
             )
         self._metrics[mode][METRIC_PREFIX + "nonfinite_advantages"].append(float(n_bad))
 
+    def _rlvitals_set_keys(self, n_total: int, group_size: int) -> None:
+        """Give a history estimator this step's prompt keys: the id of each group's prompt (the
+        recording's prompt ids), in group order, read from TRL's gathered prompt log. Without
+        them the groups' positions (0..k-1) would be the keys, and group 0 of every step would
+        share one prompt's history. Keys set by the caller since the last step are left alone."""
+        import dataclasses
+
+        if not self._rlvitals_keyed:
+            return
+        current = getattr(self.rlvitals_config, "keys", None)
+        if current is not None and current != self._rlvitals_keys:
+            return  # keyed by the caller (a subclass setting its own keys each step)
+        keys = group_prompt_ids(self, n_total, group_size)
+        if keys is None:
+            raise RuntimeError(
+                f"{self.rlvitals_estimator_name} keeps a history per prompt but TRL's prompt log "
+                f"holds fewer than the batch's {n_total} prompts"
+            )
+        self._rlvitals_keys = tuple(keys)
+        self.rlvitals_config = dataclasses.replace(self.rlvitals_config, keys=self._rlvitals_keys)
+
     def _rlvitals_apply(self, output: dict[str, Any], n_local: int, mode: str) -> dict[str, Any]:
         import torch
 
@@ -218,6 +243,7 @@ class RlvitalsGRPOMixin:
         group_size = self.num_generations if mode == "train" else self.num_generations_eval
         if n_total % group_size:
             raise RuntimeError(f"global batch {n_total} is not a multiple of G={group_size}")
+        self._rlvitals_set_keys(n_total, group_size)
         state = self.rlvitals_state
         start, cpu_start = time.perf_counter(), time.thread_time()
         if self.rlvitals_estimator_on == "host":
