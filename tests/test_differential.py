@@ -474,6 +474,53 @@ def test_doctor_on_a_folder_reads_its_one_run_like_the_file(tmp_path, capsys):
     assert "holds 2 runs" in err and "rlvitals scan" in err and len(err.strip().splitlines()) == 1
 
 
+def _chart(path, run, metric, steps, values):
+    """A W&B chart export ("Download -> CSV") of one metric of one run."""
+    lines = [f'"Step","{run} - {metric}","{run} - {metric}__MIN","{run} - {metric}__MAX"']
+    lines += [f'"{s}","{v:g}","{v:g}","{v:g}"' for s, v in zip(steps, values)]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_doctor_on_a_folder_of_chart_exports_reads_one_run_merged_by_step(tmp_path, capsys):
+    """Issue 25.1: one metric per CSV, the usual way charts are exported, is one run: the
+    doctor merges the charts by step and judges it (before: "holds 3 runs")."""
+    from rlvitals.cli import main
+
+    n, steps = 80, range(80)
+    _chart(
+        tmp_path / "wandb_export_1.csv",
+        "brisk-pond-1",
+        "train/reward",
+        steps,
+        0.5 + _noise(n, 0.03, 30),
+    )
+    _chart(
+        tmp_path / "wandb_export_2.csv",
+        "brisk-pond-1",
+        "train/frac_reward_zero_std",
+        range(0, 80, 2),
+        [0.3 if s < 40 else 1.0 for s in range(0, 80, 2)],
+    )
+    _chart(
+        tmp_path / "wandb_export_3.csv",
+        "brisk-pond-1",
+        "train/completions/mean_length",
+        steps,
+        40 + _noise(n, 1.0, 31),
+    )
+    assert main(["doctor", str(tmp_path), "--format", "json", "--fail-on", "never"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["conditions"][0]["id"] == "IDENTICAL_COMPLETIONS"
+    assert doc["conditions"][0]["onset_step"] == 40
+    assert any(
+        "3 W&B chart exports of run 'brisk-pond-1' merged" in w for w in doc["run"]["warnings"]
+    )
+    _chart(tmp_path / "wandb_export_4.csv", "calm-sea-2", "train/reward", steps, [0.5] * n)
+    assert main(["doctor", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "different runs" in err and len(err.strip().splitlines()) == 1
+
+
 def test_every_command_takes_the_common_flags_and_watch_waits_for_its_file(tmp_path, capsys):
     """Issue 25.8: --no-progress and -o everywhere; watch waits for a run about to start."""
     import threading

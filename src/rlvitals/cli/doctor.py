@@ -233,20 +233,30 @@ def run(args: argparse.Namespace) -> int:
         _check_output(args.output, args.report_format, path)
     input_format = args.input_format
     # the folder itself, or the one run inside
+    charts: list[Path] = []
     if isinstance(path, Path) and path.is_dir() and input_format is None:
         input_format = _folder_format(path)
         if input_format is None:
-            path = _the_one_run(path)
+            charts = _chart_exports(path)
+            if not charts:
+                path = _the_one_run(path)
     with ProgressBar(str(path), force=args.progress) as bar:
-        diagnosis = diagnose_path(
-            path,
-            fmt=input_format,
-            config=config,
-            progress=bar,
-            run=args.run,
-            lenient=args.lenient,
-            split_phases=getattr(args, "split_phases", False),
-        )
+        if charts:
+            from rlvitals.doctor import check_understood, diagnose
+
+            merged = _merge_charts(path, charts, args.run)
+            diagnosis = diagnose(merged, config)
+            check_understood(diagnosis.run, path)
+        else:
+            diagnosis = diagnose_path(
+                path,
+                fmt=input_format,
+                config=config,
+                progress=bar,
+                run=args.run,
+                lenient=args.lenient,
+                split_phases=getattr(args, "split_phases", False),
+            )
     to_terminal = args.output is None and sys.stdout.isatty()
     options = RenderOptions(
         color=fmt == "text" and to_terminal and not os.environ.get("NO_COLOR"),
@@ -290,6 +300,58 @@ def _folder_format(folder: Path) -> str | None:
         return sniff(folder).name
     except (InputError, OSError, ValueError):
         return None
+
+
+def _chart_exports(folder: Path) -> list[Path]:
+    """The files of ``folder`` when it holds nothing but two or more W&B chart exports (the usual
+    way to export charts: one metric per CSV), else ``[]``."""
+    from rlvitals.scan import discover
+
+    found = [t for t in discover([folder]).targets if t.fmt is not None]
+    paths = sorted({Path(t.path) for t in found})
+    if len(paths) < 2 or any(t.fmt != "wandb_chart" for t in found):
+        return []
+    return paths
+
+
+def _merge_charts(folder: Path, paths: list[Path], run: str | None):
+    """One run from a folder of W&B chart exports: each file's series on the union of their
+    steps (a step a chart did not log is NaN there). The files must show the same run."""
+    import numpy as np
+
+    from rlvitals.importers import load
+    from rlvitals.recording import Run
+
+    runs = [load(p, "wandb_chart", run=run) for p in paths]
+    names = {r.manifest.config.get("run") for r in runs}
+    if len(names) != 1:
+        shown = ", ".join(sorted(str(n) for n in names))
+        raise InputError(
+            folder,
+            f"its chart exports show different runs ({shown}): name one with --run, or "
+            f"judge them with rlvitals scan {folder}",
+        )
+    steps = np.unique(np.concatenate([r.steps for r in runs]))
+    series: dict[str, np.ndarray] = {}
+    for r in runs:
+        at = np.searchsorted(steps, r.steps)
+        for name, x in r.series.items():
+            full = series.setdefault(name, np.full(steps.shape, np.nan))
+            fill = np.isnan(full[at])
+            full[at[fill]] = x[fill]
+    first = runs[0]
+    manifest = first.manifest
+    manifest.source = str(folder)
+    warnings = [w for r in runs for w in r.warnings]
+    warnings.append(f"{len(paths)} W&B chart exports of run {names.pop()!r} merged by step")
+    return Run(
+        manifest=manifest,
+        steps=steps,
+        series=series,
+        events=[e for r in runs for e in r.events],
+        unknown_keys=sorted({k for r in runs for k in r.unknown_keys}),
+        warnings=warnings,
+    )
 
 
 def _the_one_run(folder: Path) -> Path:
