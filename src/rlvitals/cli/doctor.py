@@ -237,9 +237,10 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(path, Path) and path.is_dir() and input_format is None:
         input_format = _folder_format(path)
         if input_format is None:
-            charts = _chart_exports(path)
+            found = _runs_in(path)
+            charts = _chart_exports(found)
             if not charts:
-                path = _the_one_run(path)
+                path = _the_one_run(path, found)
     with ProgressBar(str(path), force=args.progress) as bar:
         if charts:
             from rlvitals.doctor import check_understood, diagnose
@@ -302,12 +303,17 @@ def _folder_format(folder: Path) -> str | None:
         return None
 
 
-def _chart_exports(folder: Path) -> list[Path]:
-    """The files of ``folder`` when it holds nothing but two or more W&B chart exports (the usual
-    way to export charts: one metric per CSV), else ``[]``."""
+def _runs_in(folder: Path) -> list:
+    """The runs inside ``folder``, found as ``rlvitals scan`` finds them (files that are not
+    logs, a README or a ``label.json``, are never taken for one): scan's targets."""
     from rlvitals.scan import discover
 
-    found = [t for t in discover([folder]).targets if t.fmt is not None]
+    return [t for t in discover([folder]).targets if t.fmt is not None]
+
+
+def _chart_exports(found: list) -> list[Path]:
+    """The files of ``found`` when they are two or more W&B chart exports and nothing else (the
+    usual way to export charts: one metric per CSV), else ``[]``."""
     paths = sorted({Path(t.path) for t in found})
     if len(paths) < 2 or any(t.fmt != "wandb_chart" for t in found):
         return []
@@ -315,12 +321,13 @@ def _chart_exports(folder: Path) -> list[Path]:
 
 
 def _merge_charts(folder: Path, paths: list[Path], run: str | None):
-    """One run from a folder of W&B chart exports: each file's series on the union of their
-    steps (a step a chart did not log is NaN there). The files must show the same run."""
-    import numpy as np
+    """One run from a folder of W&B chart exports, merged by step
+    (:func:`rlvitals.guard.follow.merge_runs`). The files must show the same run."""
+    import dataclasses
+    from functools import reduce
 
+    from rlvitals.guard.follow import merge_runs
     from rlvitals.importers import load
-    from rlvitals.recording import Run
 
     runs = [load(p, "wandb_chart", run=run) for p in paths]
     names = {r.manifest.config.get("run") for r in runs}
@@ -331,36 +338,15 @@ def _merge_charts(folder: Path, paths: list[Path], run: str | None):
             f"its chart exports show different runs ({shown}): name one with --run, or "
             f"judge them with rlvitals scan {folder}",
         )
-    steps = np.unique(np.concatenate([r.steps for r in runs]))
-    series: dict[str, np.ndarray] = {}
-    for r in runs:
-        at = np.searchsorted(steps, r.steps)
-        for name, x in r.series.items():
-            full = series.setdefault(name, np.full(steps.shape, np.nan))
-            fill = np.isnan(full[at])
-            full[at[fill]] = x[fill]
-    first = runs[0]
-    manifest = first.manifest
-    manifest.source = str(folder)
-    warnings = [w for r in runs for w in r.warnings]
-    warnings.append(f"{len(paths)} W&B chart exports of run {names.pop()!r} merged by step")
-    return Run(
-        manifest=manifest,
-        steps=steps,
-        series=series,
-        events=[e for r in runs for e in r.events],
-        unknown_keys=sorted({k for r in runs for k in r.unknown_keys}),
-        warnings=warnings,
-    )
+    merged = reduce(merge_runs, runs)
+    merged.manifest.source = str(folder)
+    note = f"{len(paths)} W&B chart exports of run {names.pop()!r} merged by step"
+    return dataclasses.replace(merged, warnings=[*merged.warnings, note])
 
 
-def _the_one_run(folder: Path) -> Path:
-    """The run inside ``folder``, found as ``rlvitals scan`` finds runs (so files that are not
-    logs, a README or a ``label.json``, are never taken for one). Several runs: an error that
-    lists them and says how to pick one."""
-    from rlvitals.scan import discover
-
-    found = [t for t in discover([folder]).targets if t.fmt is not None]
+def _the_one_run(folder: Path, found: list) -> Path:
+    """The one run of ``found`` (:func:`_runs_in`); several runs: an error that lists them and
+    says how to pick one."""
     if len(found) == 1:
         return Path(found[0].path)
     if not found:

@@ -31,23 +31,14 @@ from rlvitals.guard.inputs import number, prompt_list
 from rlvitals.recording.metrics import canonical_key
 from rlvitals.recording.run import Run
 from rlvitals.signal import DEFAULT_TAU, advantage_stats, advantages_from_stats, group_stats
+from rlvitals.vitals.evidence import GROUP_SERIES
 from rlvitals.vitals.groups import NEIGHBOURS, collapse_by_step
 
 __all__ = ["GROUP_SERIES", "MAX_PROMPTS", "StepWindow", "known_range"]
 
 MAX_PROMPTS = 1 << 16
 """Prompts whose recent pass rates are remembered for expected collapse (least recent dropped)."""
-GROUP_SERIES = (
-    "acr",
-    "acr_solve_all",
-    "acr_solve_none",
-    "acr_flat",
-    "n_groups",
-    "group_size",
-    "pass_rate",
-    "expected_acr",
-)
-"""Series the groups decide whatever the trainer logged (as the vitals do with a recording)."""
+
 FILL_SERIES = ("adv_std", "adv_zero_frac", "reward_mean", "reward_std")
 """Series the groups supply only when the trainer logged none in the window."""
 _GROUP_PREFIX = "\x00groups/"

@@ -29,6 +29,7 @@ from rlvitals.signal import ZERO_ATOL, acr_volatility, expected_collapse, window
 from rlvitals.vitals.groups import GroupSeries
 
 __all__ = [
+    "GROUP_SERIES",
     "Draft",
     "align",
     "binary_rewards",
@@ -55,7 +56,7 @@ _EXPECTED_NOTES = {
 }
 _BATCH_TRAP_MIN_POINTS = 10
 """zero_std_frac must have this many points, all 0 or 1, to suspect the scale_rewards trap."""
-_GROUP_SERIES = (
+GROUP_SERIES = (
     "acr",
     "acr_solve_all",
     "acr_solve_none",
@@ -65,7 +66,8 @@ _GROUP_SERIES = (
     "n_groups",
     "group_size",
 )
-"""Series the per-group rewards always give (tier 1)."""
+"""Series the per-group rewards always give (tier 1); the live guard's window derives the same
+ones from its groups."""
 
 
 @record
@@ -126,7 +128,7 @@ def from_groups(d: Draft, gs: GroupSeries | None) -> None:
             d.notes.append("collapse evidence: ACR recorded live from per-group rewards")
         return
     gpos = np.searchsorted(d.steps, gs.steps)
-    for name in _GROUP_SERIES:
+    for name in GROUP_SERIES:
         series[name] = _scatter(T, gpos, getattr(gs, name))
     for name in ("adv_std", "adv_zero_frac"):
         if not finite_any(series.get(name)):

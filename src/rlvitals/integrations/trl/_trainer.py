@@ -210,18 +210,19 @@ class RlvitalsGRPOMixin:
             )
         self._metrics[mode][METRIC_PREFIX + "nonfinite_advantages"].append(float(n_bad))
 
-    def _rlvitals_set_keys(self, n_total: int, group_size: int) -> None:
+    def _rlvitals_set_keys(self, n_total: int, group_size: int) -> list[str] | None:
         """Give a history estimator this step's prompt keys: the id of each group's prompt (the
         recording's prompt ids), in group order, read from TRL's gathered prompt log. Without
         them the groups' positions (0..k-1) would be the keys, and group 0 of every step would
-        share one prompt's history. Keys set by the caller since the last step are left alone."""
+        share one prompt's history. Keys set by the caller since the last step are left alone.
+        Returns the prompt ids it read (the handover reuses them), else None."""
         import dataclasses
 
         if not self._rlvitals_keyed:
-            return
+            return None
         current = getattr(self.rlvitals_config, "keys", None)
         if current is not None and current != self._rlvitals_keys:
-            return  # keyed by the caller (a subclass setting its own keys each step)
+            return None  # keyed by the caller (a subclass setting its own keys each step)
         keys = group_prompt_ids(self, n_total, group_size)
         if keys is None:
             raise RuntimeError(
@@ -230,6 +231,7 @@ class RlvitalsGRPOMixin:
             )
         self._rlvitals_keys = tuple(keys)
         self.rlvitals_config = dataclasses.replace(self.rlvitals_config, keys=self._rlvitals_keys)
+        return keys
 
     def _rlvitals_apply(self, output: dict[str, Any], n_local: int, mode: str) -> dict[str, Any]:
         import torch
@@ -243,7 +245,7 @@ class RlvitalsGRPOMixin:
         group_size = self.num_generations if mode == "train" else self.num_generations_eval
         if n_total % group_size:
             raise RuntimeError(f"global batch {n_total} is not a multiple of G={group_size}")
-        self._rlvitals_set_keys(n_total, group_size)
+        prompts = self._rlvitals_set_keys(n_total, group_size)
         state = self.rlvitals_state
         start, cpu_start = time.perf_counter(), time.thread_time()
         if self.rlvitals_estimator_on == "host":
@@ -279,6 +281,7 @@ class RlvitalsGRPOMixin:
             "rewards": rewards,
             "group_ids": group_ids,
             "group_size": group_size,
+            "prompts": prompts,
             "advantages": adv,
             "local_advantages": output["advantages"],
             "trl_local_advantages": trl_local,
@@ -298,7 +301,7 @@ class RlvitalsGRPOMixin:
             rewards=info["rewards"],
             group_ids=info["group_ids"],
             group_size=info["group_size"],
-            prompts=group_prompt_ids(self, n_total, info["group_size"]),
+            prompts=info.get("prompts") or group_prompt_ids(self, n_total, info["group_size"]),
             advantages=adv,
             metrics=info["metrics"],
         )
@@ -310,7 +313,8 @@ class RlvitalsGRPOMixin:
         ``info`` holds ``mode``, global ``rewards``/``group_ids``/``advantages`` ``(n,)``,
         ``local_advantages`` (what this process trains on), ``trl_local_advantages`` (what TRL
         had computed), ``slice``, ``metrics``, and ``state_before``/``state``: the estimator
-        state before and after this batch (dicts, or None).
+        state before and after this batch (dicts, or None), and ``prompts``: each group's
+        prompt id when a history estimator was keyed by them this batch, else None.
         """
 
     # -- checkpoints --------------------------------------------------------------------------
