@@ -62,6 +62,7 @@ from rlvitals.estimators.common import (
     check_int,
     check_number,
     check_range,
+    check_shared,
     coerce_state,
     common_metrics,
 )
@@ -162,10 +163,7 @@ class AvspoConfig:
     flat: str = "skip"
 
     def __post_init__(self) -> None:
-        check_number("eps", self.eps, lo=0.0)
-        check_number("tau", self.tau, lo=0.0)
-        check_choice("ddof", self.ddof, (0, 1))
-        check_range(self.r_min, self.r_max)
+        check_shared(self)
         check_number("alpha", self.alpha, lo=0.0, lo_open=True)
         check_number("tau_adapt_min", self.tau_adapt_min, lo=0.0, hi=1.0)
         check_number("tau_adapt_max", self.tau_adapt_max, lo=self.tau_adapt_min, hi=1.0)
@@ -207,10 +205,7 @@ class AvspoReleasedConfig:
     r_max: float = DEFAULT_R_MAX
 
     def __post_init__(self) -> None:
-        check_number("eps", self.eps, lo=0.0)
-        check_number("tau", self.tau, lo=0.0)
-        check_choice("ddof", self.ddof, (0, 1))
-        check_range(self.r_min, self.r_max)
+        check_shared(self)
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,17 @@ def check_range(r_min: Any, r_max: Any) -> None:
         raise ValueError(f"need r_min < r_max, got r_min={r_min!r}, r_max={r_max!r}")
 
 
+def check_shared(config: Any) -> None:
+    """The knobs most estimator configs share, those ``config`` has: ``eps`` and ``tau`` (>= 0),
+    ``ddof`` (0 or 1), and the reward range ``r_min < r_max``."""
+    for name in ("eps", "tau"):
+        if hasattr(config, name):
+            check_number(name, getattr(config, name), lo=0.0)
+    if hasattr(config, "ddof"):
+        check_choice("ddof", config.ddof, (0, 1))
+    check_range(config.r_min, config.r_max)
+
+
 def coerce_state(state: Any, cls: type, owner: str, initial: Any = None) -> Any:
     """An estimator's state from what the caller passed: ``initial`` (default ``cls()``) for
     None, the state itself, or ``cls.from_dict`` of its JSON form; TypeError otherwise."""

@@ -28,7 +28,7 @@ from rlvitals.estimators.common import (
     check_choice,
     check_int,
     check_number,
-    check_range,
+    check_shared,
     common_metrics,
 )
 from rlvitals.estimators.reference import reference_advantages
@@ -133,12 +133,9 @@ class ZeroVarFilterConfig:
     r_max: float = DEFAULT_R_MAX
 
     def __post_init__(self) -> None:
-        check_number("eps", self.eps, lo=0.0)
-        check_number("tau", self.tau, lo=0.0)
-        check_choice("ddof", self.ddof, (0, 1))
+        check_shared(self)
         check_choice("scale_rewards", self.scale_rewards, ("group", "batch", "none"))
         check_choice("rescale", self.rescale, (True, False))
-        check_range(self.r_min, self.r_max)
 
 
 @register_estimator(

@@ -47,13 +47,21 @@ from rlvitals.estimators.common import (
     DEFAULT_R_MIN,
     check_int,
     check_number,
-    check_range,
+    check_shared,
     coerce_state,
     common_metrics,
 )
 from rlvitals.signal import DEFAULT_EPS, DEFAULT_TAU
 
-__all__ = ["DISCOUNT", "HistoryBaselineConfig", "HistoryState", "history_baseline", "read_counts"]
+__all__ = [
+    "DISCOUNT",
+    "HistoryBaselineConfig",
+    "HistoryState",
+    "group_keys",
+    "history_baseline",
+    "pool_counts",
+    "read_counts",
+]
 
 DISCOUNT = 0.9
 """Weight of a prompt's older evidence each time the prompt is drawn again (ours)."""
@@ -95,9 +103,7 @@ class HistoryBaselineConfig:
         check_number("discount", self.discount, lo=0.0, hi=1.0, lo_open=True)
         check_number("prior_alpha", self.prior_alpha, lo=0.0, lo_open=True)
         check_number("prior_beta", self.prior_beta, lo=0.0, lo_open=True)
-        check_number("eps", self.eps, lo=0.0)
-        check_number("tau", self.tau, lo=0.0)
-        check_range(self.r_min, self.r_max)
+        check_shared(self)
         if self.keys is not None and not isinstance(self.keys, (tuple, list)):
             raise ValueError(f"keys must be None or a tuple of prompt keys, got {self.keys!r}")
 
@@ -150,16 +156,46 @@ def read_counts(raw: Any) -> dict[str, tuple[float, float]]:
     return counts
 
 
-def _group_keys(group_ids: Any, n_groups: int, config: HistoryBaselineConfig) -> list[str]:
-    if config.keys is not None:
-        if len(config.keys) != n_groups:
+def group_keys(group_ids: Any, n_groups: int, keys: Any) -> list[str]:
+    """The prompt key of every group, in sorted-group-id order, as strings: a config's ``keys``
+    (one per group) or, when None, the group ids themselves. Shared by the estimators that keep
+    a posterior per prompt."""
+    if keys is not None:
+        if len(keys) != n_groups:
             raise ValueError(
-                f"keys holds {len(config.keys)} prompt keys for {n_groups} groups "
+                f"keys holds {len(keys)} prompt keys for {n_groups} groups "
                 "(one per group, in sorted-group-id order)"
             )
-        return [str(k) for k in config.keys]
+        return [str(k) for k in keys]
     ids = group_ids.detach().cpu().numpy() if hasattr(group_ids, "detach") else group_ids
     return [str(k) for k in np.unique(np.asarray(ids))]
+
+
+def pool_counts(
+    counts: dict[str, tuple[float, float]],
+    keys: list[str],
+    count: np.ndarray,
+    succ: np.ndarray,
+    fail: np.ndarray,
+    prior: tuple[float, float],
+    discount: float,
+) -> tuple[dict[str, tuple[float, float]], int, int]:
+    """One step of the discounted counts: every scorable group's successes ``succ`` and failures
+    ``fail`` (per group, ``count`` its scorable completions) pooled by prompt key, then
+    ``a <- discount * a + s``, ``b <- discount * b + f`` per key seen, a new key starting from
+    ``prior``. Returns ``(the new counts, keys seen this step, of which already known)``."""
+    seen: dict[str, list[float]] = {}
+    for key, c, s, f in zip(keys, count, succ, fail):
+        if c > 0:
+            acc = seen.setdefault(key, [0.0, 0.0])
+            acc[0] += s
+            acc[1] += f
+    new = dict(counts)
+    known = sum(1 for k in seen if k in new)
+    for key, (s, f) in seen.items():
+        a, b = new.get(key, prior)
+        new[key] = (discount * a + s, discount * b + f)
+    return new, len(seen), known
 
 
 @register_estimator(
@@ -176,28 +212,17 @@ def history_baseline(
     state = coerce_state(state, HistoryState, "history_baseline")
     stats = signal.group_stats(rewards, group_ids, tau=config.tau)
     t = stats.torch
-    keys = _group_keys(group_ids, stats.n_groups, config)
+    keys = group_keys(group_ids, stats.n_groups, config.keys)
     span = config.r_max - config.r_min
 
     # Steps 1-2: this step's successes and failures per prompt key, then the discounted counts.
     count = np.asarray(stats.count.tolist() if t else stats.count, dtype=np.float64)
     mean = np.asarray(stats.mean.tolist() if t else stats.mean, dtype=np.float64)
     succ = np.where(count > 0, count * (mean - config.r_min) / span, 0.0)
-    seen: dict[str, list[float]] = {}
-    for key, c, s in zip(keys, count, succ):
-        if c > 0:
-            acc = seen.setdefault(key, [0.0, 0.0])
-            acc[0] += s
-            acc[1] += c - s
-    counts = dict(state.counts)
-    known = 0
-    for key, (s, f) in seen.items():
-        if key in counts:
-            known += 1
-            a, b = counts[key]
-        else:
-            a, b = config.prior_alpha, config.prior_beta
-        counts[key] = (config.discount * a + s, config.discount * b + f)
+    prior = (config.prior_alpha, config.prior_beta)
+    counts, n_seen, known = pool_counts(
+        state.counts, keys, count, succ, count - succ, prior, config.discount
+    )
 
     # Step 3: baseline p_k and scale sqrt(p_k (1 - p_k)) per group, spread to the rows.
     p = np.array(
@@ -222,7 +247,7 @@ def history_baseline(
     metrics = common_metrics(stats, adv, tau=config.tau, r_min=config.r_min, r_max=config.r_max)
     scorable = count > 0
     metrics.update(
-        hist_known_frac=known / len(seen) if seen else math.nan,
+        hist_known_frac=known / n_seen if n_seen else math.nan,
         hist_pass_mean=float(p[scorable].mean()) if scorable.any() else math.nan,
         hist_prompts=float(len(counts)),
     )

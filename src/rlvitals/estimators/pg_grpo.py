@@ -54,14 +54,21 @@ from rlvitals.estimators.common import (
     DEFAULT_R_MIN,
     check_int,
     check_number,
-    check_range,
+    check_shared,
     coerce_state,
     common_metrics,
 )
-from rlvitals.estimators.history import DISCOUNT, read_counts
+from rlvitals.estimators.history import DISCOUNT, group_keys, pool_counts, read_counts
 from rlvitals.signal import DEFAULT_EPS, DEFAULT_TAU
 
-__all__ = ["PgGrpoConfig", "PgGrpoState", "fit_prior", "p_mixed", "selection_weights"]
+__all__ = [
+    "PgGrpoConfig",
+    "PgGrpoState",
+    "fit_prior",
+    "p_mixed",
+    "selection_weights",
+    "to_host",
+]
 
 SELECT_EPS = 0.1
 """Share of the selection probability spread uniformly (ours; set before any run, not tuned:
@@ -131,9 +138,7 @@ class PgGrpoConfig:
         check_int("prior_min_groups", self.prior_min_groups, lo=2)
         check_number("prior_min", self.prior_min, lo=0.0, lo_open=True)
         check_number("prior_max", self.prior_max, lo=self.prior_min)
-        check_number("eps", self.eps, lo=0.0)
-        check_number("tau", self.tau, lo=0.0)
-        check_range(self.r_min, self.r_max)
+        check_shared(self)
         for name in ("baseline", "select", "importance"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
@@ -255,24 +260,14 @@ def selection_weights(
     return w / total if total > 0 else np.full(len(keys), 1.0 / max(1, len(keys)))
 
 
-def _numpy(x: Any) -> np.ndarray:
+def to_host(x: Any) -> np.ndarray:
+    """``x`` as a host numpy array (a torch float tensor in float64)."""
     if hasattr(x, "detach"):
         x = x.detach().cpu()
         if x.dtype.is_floating_point:
             x = x.double()
         return x.numpy()
     return np.asarray(x)
-
-
-def _group_keys(group_ids: np.ndarray, n_groups: int, config: PgGrpoConfig) -> list[str]:
-    if config.keys is not None:
-        if len(config.keys) != n_groups:
-            raise ValueError(
-                f"keys holds {len(config.keys)} prompt keys for {n_groups} groups "
-                "(one per group, in sorted-group-id order)"
-            )
-        return [str(k) for k in config.keys]
-    return [str(k) for k in np.unique(group_ids)]
 
 
 @register_estimator(
@@ -288,11 +283,11 @@ def pg_grpo(rewards: Any, group_ids: Any, config: PgGrpoConfig, state: Any = Non
     """Posterior-guided GRPO advantages ``(n,)``, metrics and the next :class:`PgGrpoState`."""
     state = coerce_state(state, PgGrpoState, "pg_grpo")
     like = rewards if hasattr(rewards, "detach") else None
-    r = _numpy(rewards).astype(np.float64)
-    ids = _numpy(group_ids)
+    r = to_host(rewards).astype(np.float64)
+    ids = to_host(group_ids)
     stats = signal.group_stats(r, ids, tau=config.tau)
     n_groups = stats.n_groups
-    keys = _group_keys(ids, n_groups, config)
+    keys = group_keys(ids, n_groups, config.keys)
     span = config.r_max - config.r_min
     count = np.asarray(stats.count, dtype=np.float64)
     mean_u = (np.asarray(stats.mean, dtype=np.float64) - config.r_min) / span
@@ -325,17 +320,9 @@ def pg_grpo(rewards: Any, group_ids: Any, config: PgGrpoConfig, state: Any = Non
     adv = np.where(np.isfinite(r), adv, 0.0)  # unscorable completions get 0
 
     # Step 3: the posterior after this step (groups of one key pooled), recent pass rates.
-    seen: dict[str, list[float]] = {}
-    for key, c, m in zip(keys, count, mean_u):
-        if c > 0:
-            acc = seen.setdefault(key, [0.0, 0.0])
-            acc[0] += c * m
-            acc[1] += c * (1.0 - m)
-    counts = dict(state.counts)
-    known = sum(1 for k in seen if k in counts)
-    for key, (s, f) in seen.items():
-        a, b = counts.get(key, prior)
-        counts[key] = (config.discount * a + s, config.discount * b + f)
+    counts, n_seen, known = pool_counts(
+        state.counts, keys, count, count * mean_u, count * (1.0 - mean_u), prior, config.discount
+    )
     rates = [float(m) for c, m in zip(count, mean_u) if c > 0]
     recent = (*state.recent, *rates)[-config.prior_window :]
 
@@ -344,7 +331,7 @@ def pg_grpo(rewards: Any, group_ids: Any, config: PgGrpoConfig, state: Any = Non
     capped = np.abs(post[on]) >= stats.spread(limit)[on] - 1e-12
     metrics = common_metrics(stats, adv, tau=config.tau, r_min=config.r_min, r_max=config.r_max)
     metrics.update(
-        pg_known_frac=known / len(seen) if seen else math.nan,
+        pg_known_frac=known / n_seen if n_seen else math.nan,
         pg_p_before_mean=float(p_before[scorable].mean()) if scorable.any() else math.nan,
         pg_prior_strength=float(sum(prior)),
         pg_prompts=float(len(counts)),

@@ -24,8 +24,7 @@ from rlvitals.estimators.common import (
     DEFAULT_R_MAX,
     DEFAULT_R_MIN,
     check_choice,
-    check_number,
-    check_range,
+    check_shared,
     common_metrics,
 )
 from rlvitals.signal import DEFAULT_EPS, DEFAULT_TAU
@@ -66,9 +65,7 @@ class GrpoConfig:
     r_max: float = DEFAULT_R_MAX
 
     def __post_init__(self) -> None:
-        check_number("eps", self.eps, lo=0.0)
-        check_number("tau", self.tau, lo=0.0)
-        check_choice("ddof", self.ddof, (0, 1))
+        check_shared(self)
         check_choice("scale_rewards", self.scale_rewards, SCALE_CHOICES)
         check_choice("singleton", self.singleton, SINGLETON_CHOICES)
         if self.singleton == "verl" and self.scale_rewards == "batch":
@@ -76,7 +73,6 @@ class GrpoConfig:
                 "singleton='verl' applies to scale_rewards 'group' or 'none' (veRL "
                 "has no batch scaling), got scale_rewards='batch'"
             )
-        check_range(self.r_min, self.r_max)
 
 
 @dataclass(frozen=True)
@@ -96,9 +92,8 @@ class DrGrpoConfig:
     r_max: float = DEFAULT_R_MAX
 
     def __post_init__(self) -> None:
-        check_number("tau", self.tau, lo=0.0)
+        check_shared(self)
         check_choice("singleton", self.singleton, SINGLETON_CHOICES)
-        check_range(self.r_min, self.r_max)
 
 
 @dataclass(frozen=True)
@@ -115,8 +110,7 @@ class RlooConfig:
     r_max: float = DEFAULT_R_MAX
 
     def __post_init__(self) -> None:
-        check_number("tau", self.tau, lo=0.0)
-        check_range(self.r_min, self.r_max)
+        check_shared(self)
 
 
 def reference_advantages(

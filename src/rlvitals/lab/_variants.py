@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from rlvitals import signal
-from rlvitals._array import where
+from rlvitals._array import as_mask, where
 from rlvitals.estimators import (
     ESTIMATORS,
     AvspoConfig,
@@ -38,7 +38,7 @@ from rlvitals.estimators import (
     stratified_k,
 )
 from rlvitals.estimators.common import check_choice, common_metrics
-from rlvitals.estimators.pg_grpo import PgGrpoConfig
+from rlvitals.estimators.pg_grpo import PgGrpoConfig, to_host
 
 __all__ = ["CONTROL_CHOICES", "VIRTUAL_CHOICES", "AvspoVirtualConfig", "PgControlConfig"]
 
@@ -65,15 +65,17 @@ class AvspoVirtualConfig(AvspoConfig):
         check_choice("virtual", self.virtual, VIRTUAL_CHOICES)
 
 
-def _avspo_config(config: AvspoVirtualConfig) -> AvspoConfig:
-    names = [f.name for f in dataclasses.fields(AvspoConfig)]
-    return AvspoConfig(**{n: getattr(config, n) for n in names})
+def _as(parent: type, config: Any, **over: Any) -> Any:
+    """``config``, an instance of a subclass of the config ``parent``, as a ``parent`` (its
+    fields, ``over`` replacing some): what the registered estimator the variant calls takes."""
+    names = [f.name for f in dataclasses.fields(parent)]
+    return parent(**{**{n: getattr(config, n) for n in names}, **over})
 
 
 def lab_avspo_virtual(rewards: Any, group_ids: Any, config: AvspoVirtualConfig, state=None):
     """``avspo`` with the virtual rewards of ``config.virtual``; same state and metrics."""
     adv, metrics, new_state = get_estimator("avspo")(
-        rewards, group_ids, _avspo_config(config), state
+        rewards, group_ids, _as(AvspoConfig, config), state
     )
     if config.virtual == "stratified" or not metrics["avspo_triggered"]:
         return adv, metrics, new_state
@@ -94,19 +96,11 @@ def lab_avspo_virtual(rewards: Any, group_ids: Any, config: AvspoVirtualConfig, 
         part = advantages_with_virtual(
             rewards, group_ids, virtual, augment=augment, eps=config.eps, ddof=config.ddof
         )
-        rows = stats.spread(_like(augment, stats.rewards, t))
+        rows = stats.spread(as_mask(augment, stats.rewards, t))
         adv = where(rows, part, adv, t)
     out = common_metrics(stats, adv, tau=config.tau, r_min=config.r_min, r_max=config.r_max)
     metrics.update(out)
     return adv, metrics, new_state
-
-
-def _like(mask: np.ndarray, like: Any, t: bool) -> Any:
-    if t:
-        import torch
-
-        return torch.as_tensor(mask, dtype=torch.bool, device=like.device)
-    return mask
 
 
 if NAME not in ESTIMATORS:
@@ -154,11 +148,6 @@ class PgControlConfig(PgGrpoConfig):
         check_choice("control", self.control, CONTROL_CHOICES)
 
 
-def _pg_config(config: PgControlConfig, **over: Any) -> PgGrpoConfig:
-    names = [f.name for f in dataclasses.fields(PgGrpoConfig)]
-    return PgGrpoConfig(**{**{n: getattr(config, n) for n in names}, **over})
-
-
 def lab_pg_control(rewards: Any, group_ids: Any, config: PgControlConfig, state=None):
     """``pg_grpo`` with one ingredient randomised (``config.control``); same state and metrics.
 
@@ -168,14 +157,14 @@ def lab_pg_control(rewards: Any, group_ids: Any, config: PgControlConfig, state=
     state is the one ``pg_grpo`` reaches under the groups' own ``keys``.
     """
     pg = get_estimator("pg_grpo")
-    own = _pg_config(config)
+    own = _as(PgGrpoConfig, config)
     adv, metrics, new_state = pg(rewards, group_ids, own, state)
     if config.control == "shuffled_keys":
         if config.read_keys is not None:
-            read = _pg_config(config, keys=tuple(config.read_keys))
+            read = _as(PgGrpoConfig, config, keys=tuple(config.read_keys))
             adv, metrics, _ = pg(rewards, group_ids, read, state)
         return adv, metrics, new_state
-    stats = signal.group_stats(_host(rewards), _host(group_ids), tau=config.tau)
+    stats = signal.group_stats(to_host(rewards), to_host(group_ids), tau=config.tau)
     collapsed = np.asarray(stats.collapsed, dtype=bool)
     rng = np.random.default_rng([config.seed, int(new_state.step)])
     signs = np.where(collapsed & (rng.random(collapsed.size) < 0.5), -1.0, 1.0)
@@ -185,13 +174,6 @@ def lab_pg_control(rewards: Any, group_ids: Any, config: PgControlConfig, state=
 
         rows = torch.as_tensor(rows, dtype=adv.dtype, device=adv.device)
     return adv * rows, metrics, new_state
-
-
-def _host(x: Any) -> np.ndarray:
-    if hasattr(x, "detach"):
-        x = x.detach().cpu()
-        return x.double().numpy() if x.dtype.is_floating_point else x.numpy()
-    return np.asarray(x)
 
 
 if CONTROL_NAME not in ESTIMATORS:
