@@ -29,8 +29,9 @@ from typing import Any
 
 from rlvitals.doctor.differential.actions import actions_for
 from rlvitals.doctor.differential.calls import ConditionCall
-from rlvitals.doctor.differential.events import Events, critic_baseline
 from rlvitals.doctor.differential.rules import candidates, from_findings
+from rlvitals.doctor.differential.signs import critic_baseline
+from rlvitals.vitals.events import Events
 
 __all__ = [
     "EXPLAINS",
@@ -108,7 +109,7 @@ def differential(diagnosis: Any) -> list[ConditionCall]:
     """
     if diagnosis.not_judged():
         return []
-    ev = Events(diagnosis.vitals)
+    ev = Events.of(diagnosis.vitals)
     found = {f.id for f in diagnosis.findings}
     ran = set(diagnosis.detectors)
     calls = [c for c in candidates(ev, found) if SIGN_DETECTORS.get(c.id, ran) & ran]

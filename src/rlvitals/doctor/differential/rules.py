@@ -13,25 +13,20 @@ import numpy as np
 
 from rlvitals._median import median
 from rlvitals.doctor.differential.calls import ConditionCall
-from rlvitals.doctor.differential.events import (
-    ENTROPY_EARLY_SHARE,
-    Events,
-    critic_baseline,
-    episode_of,
-    length_cap,
-    onset_of,
-    policy_moved,
-)
 from rlvitals.doctor.differential.signs import (
     FALL_RATIO,
     KL_HIGH,
     TRUNCATED,
+    critic_baseline,
     cut_text,
     fall_at_changepoint,
     flat_from,
     kl_jump,
+    length_cap,
     length_collapse,
+    policy_moved,
 )
+from rlvitals.vitals.events import ENTROPY_EARLY_SHARE, Events, episode_of, onset_of
 
 __all__ = ["candidates", "from_findings"]
 

@@ -8,20 +8,25 @@ after it. Every threshold says what it was calibrated on.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from rlvitals._median import median
-from rlvitals.doctor.differential.events import Events, onset_of
+from rlvitals.vitals.events import Events, onset_of
 
 __all__ = [
     "FALL_RATIO",
     "KL_HIGH",
     "TRUNCATED",
+    "critic_baseline",
     "cut_text",
     "fall_at_changepoint",
     "flat_from",
     "kl_jump",
+    "length_cap",
     "length_collapse",
+    "policy_moved",
 ]
 
 FALL_RATIO = 0.5
@@ -129,3 +134,75 @@ def length_collapse(ev: Events) -> str | None:
     if early is None or late is None or early < 8 or late > LENGTH_SHRINK * early:
         return None
     return f"completions shrink {early:.0f} -> {late:.0f} tokens"
+
+
+def policy_moved(ev: Events, step: int, k: int = 5) -> str | None:
+    """What says the policy itself changed around ``step`` (its entropy, KL or lengths), or
+    None: a verifier or sampler fault leaves them where they were."""
+    for name, lo, hi in (("entropy", 0.5, 2.0), ("length_mean", 0.67, 1.5), ("kl", 0.0, 10.0)):
+        s = ev.series(name)
+        if s is None:
+            continue
+        st, x = s
+        before, after = x[st < step][-k:], x[st >= step][:k]
+        if before.size < 2 or after.size < 2:
+            continue
+        b, a = float(median(before)), float(median(after))
+        if name == "kl":
+            if a > max(hi * b, 0.1):
+                return f"KL {b:.3g} -> {a:.3g}"
+        elif b > 0 and not lo <= a / b <= hi:
+            return f"{name} {b:.3g} -> {a:.3g}"
+    return None
+
+
+def critic_baseline(vitals: Any) -> bool:
+    """Whether the run's advantages come from a critic or batch baseline (PPO/GAE), not from
+    groups: one completion per prompt is then what the estimator expects."""
+    scale = vitals.adv_scale or ""
+    return (vitals.estimator or "") in ("gae", "ppo") or (
+        vitals.group_size == 1 and scale == "batch_std"
+    )
+
+
+def length_cap(vitals: Any) -> float | None:
+    """The completion-length cap: the trainer's setting, else the longest length logged when
+    some completions were truncated."""
+    cfg = getattr(vitals.run.manifest, "config", None) or {}
+    for key in (
+        "max_completion_length",
+        "data.max_response_length",
+        "max_response_length",
+        "generate_max_len",
+        "max_new_tokens",
+    ):
+        for k, v in _flat(cfg):
+            if k.endswith(key):
+                try:
+                    return float(v)
+                except (TypeError, ValueError):
+                    pass
+    mx = vitals.series.get("length_max")
+    trunc = vitals.series.get("truncation_frac")
+    if mx is not None and trunc is not None and np.nanmax(np.asarray(trunc, float)) > 0:
+        return float(np.nanmax(np.asarray(mx, float)))
+    for name in ("length_max", "length_mean"):
+        # a length pinned at one maximum on many steps: the cap (real logs: a TRL console
+        # whose mean length is exactly 256 on 18% of the steps, every completion cut)
+        x = vitals.series.get(name)
+        if x is None:
+            continue
+        x = np.asarray(x, float)
+        x = x[np.isfinite(x)]
+        # pinned on some steps, not most: a length that never varies is the answer's own
+        if x.size >= 10 and 0.1 <= np.mean(x == x.max()) <= 0.6:
+            return float(x.max())
+    return None
+
+
+def _flat(cfg: Any, prefix: str = ""):
+    if isinstance(cfg, dict):
+        for k, v in cfg.items():
+            yield from _flat(v, f"{prefix}{k}.")
+    else:
+        yield prefix[:-1], cfg
