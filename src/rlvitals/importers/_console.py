@@ -134,25 +134,7 @@ def parse_dict_repr(text: str) -> dict[str, float]:
     >>> parse_dict_repr("{'kl': nan, 'reward': tensor(0.5), 'lr': -1e-06, 'note': 'x'}")
     {'kl': nan, 'reward': 0.5, 'lr': -1e-06}
     """
-    if len(text) > MAX_DICT_CHARS:
-        raise ValueError(f"status dict longer than {MAX_DICT_CHARS} characters")
-    try:
-        with warnings.catch_warnings():  # odd literals warn on stderr; the error says enough
-            warnings.simplefilter("ignore")
-            tree = ast.parse(text, mode="eval")
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as e:
-        msg = e.msg if isinstance(e, SyntaxError) else (str(e) or type(e).__name__)
-        raise ValueError(f"not a Python dict: {msg}") from None
-    if not isinstance(tree.body, ast.Dict):
-        raise ValueError("not a Python dict")
-    out: dict[str, float] = {}
-    for k, v in zip(tree.body.keys, tree.body.values):
-        if not (isinstance(k, ast.Constant) and isinstance(k.value, str)):
-            continue
-        x = _literal_number(v)
-        if x is not None:
-            out[k.value] = x
-    return out
+    return _dict_entries(text, texts=False)  # type: ignore[return-value]
 
 
 def parse_dict_values(text: str) -> dict[str, float | str | None]:
@@ -164,33 +146,41 @@ def parse_dict_values(text: str) -> dict[str, float | str | None]:
     >>> parse_dict_values("{'loss': '-0.0326', 'kl': nan, 'x': None, 'n': 3, 'l': [1]}")
     {'loss': '-0.0326', 'kl': nan, 'x': None, 'n': 3.0}
     """
-    tree = _dict_tree(text)
+    return _dict_entries(text, texts=True)
+
+
+def _parse(text: str, limit: int, kind: str, what: str = "") -> ast.expr:
+    """The expression tree of ``text``, read and never evaluated; ValueError when it is longer
+    than ``limit`` characters or not one Python expression (``kind`` names what was expected)."""
+    if len(text) > limit:
+        raise ValueError(f"{what}longer than {limit} characters")
+    try:
+        with warnings.catch_warnings():  # odd literals warn on stderr; the error says enough
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as e:
+        msg = e.msg if isinstance(e, SyntaxError) else (str(e) or type(e).__name__)
+        raise ValueError(f"not a Python {kind}: {msg}") from None
+    return tree.body
+
+
+def _dict_entries(text: str, texts: bool) -> dict[str, float | str | None]:
+    """The string-keyed entries of a printed dict: numbers as float, and with ``texts`` string
+    and ``None`` values as they are; other values are left out."""
+    tree = _parse(text, MAX_DICT_CHARS, "dict", "status dict ")
+    if not isinstance(tree, ast.Dict):
+        raise ValueError("not a Python dict")
     out: dict[str, float | str | None] = {}
     for k, v in zip(tree.keys, tree.values):
         if not (isinstance(k, ast.Constant) and isinstance(k.value, str)):
             continue
-        if isinstance(v, ast.Constant) and (v.value is None or isinstance(v.value, str)):
+        if texts and isinstance(v, ast.Constant) and (v.value is None or isinstance(v.value, str)):
             out[k.value] = v.value
             continue
         x = _literal_number(v)
         if x is not None:
             out[k.value] = x
     return out
-
-
-def _dict_tree(text: str) -> ast.Dict:
-    if len(text) > MAX_DICT_CHARS:
-        raise ValueError(f"status dict longer than {MAX_DICT_CHARS} characters")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(text, mode="eval")
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as e:
-        msg = e.msg if isinstance(e, SyntaxError) else (str(e) or type(e).__name__)
-        raise ValueError(f"not a Python dict: {msg}") from None
-    if not isinstance(tree.body, ast.Dict):
-        raise ValueError("not a Python dict")
-    return tree.body
 
 
 def number_or_none(v: float | str | None) -> float | None:
@@ -209,23 +199,20 @@ def number_or_none(v: float | str | None) -> float | None:
 # --- launch commands ---------------------------------------------------------------------
 
 
-def _hydra_value(text: str) -> Any:
-    """A Hydra override value as Python: bools, null, ints and floats; anything else a string."""
+def _value(text: str, nulls: bool = True) -> Any:
+    """A command-line value as Python: bools, ints and floats, and with ``nulls`` (Hydra's
+    ``null``/``none``) None; anything else a string."""
     low = text.lower()
-    if low == "true":
-        return True
-    if low == "false":
-        return False
-    if low in ("null", "none"):
+    if low in ("true", "false"):
+        return low == "true"
+    if nulls and low in ("null", "none"):
         return None
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        return text
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
 
 
 def parse_hydra_overrides(command: str) -> dict[str, Any]:
@@ -250,20 +237,8 @@ def parse_hydra_overrides(command: str) -> dict[str, Any]:
         m = _OVERRIDE_KEY.fullmatch(key)
         if m is None:
             continue
-        out[m.group(1)] = _hydra_value(value)
+        out[m.group(1)] = _value(value)
     return out
-
-
-def _flag_value(text: str) -> Any:
-    low = text.lower()
-    if low in ("true", "false"):
-        return low == "true"
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
 
 
 def parse_cli_flags(command: str) -> dict[str, Any]:
@@ -293,9 +268,9 @@ def parse_cli_flags(command: str) -> dict[str, Any]:
         if tok.startswith("--"):
             flush()
             key, sep, value = tok[2:].partition("=")
-            values = [_flag_value(value)] if sep else []
+            values = [_value(value, nulls=False)] if sep else []
         elif key is not None:
-            values.append(_flag_value(tok))
+            values.append(_value(tok, nulls=False))
     flush()
     return out
 
@@ -458,16 +433,7 @@ def parse_literal(text: str) -> Any:
     >>> parse_literal("{'a': {'n': 5, 'x': [1, -2.5]}, 'b': inf, 'c': None, 'd': f(1)}")
     {'a': {'n': 5, 'x': [1, -2.5]}, 'b': inf, 'c': None, 'd': None}
     """
-    if len(text) > MAX_PRINTED_DICT_CHARS:
-        raise ValueError(f"longer than {MAX_PRINTED_DICT_CHARS} characters")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(text, mode="eval")
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as e:
-        msg = e.msg if isinstance(e, SyntaxError) else (str(e) or type(e).__name__)
-        raise ValueError(f"not a Python literal: {msg}") from None
-    return _literal(tree.body, 0)
+    return _literal(_parse(text, MAX_PRINTED_DICT_CHARS, "literal"), 0)
 
 
 def _literal(node: ast.AST, depth: int) -> Any:

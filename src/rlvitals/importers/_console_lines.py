@@ -28,6 +28,7 @@ __all__ = [
     "clean_bytes",
     "messages",
     "scan_file",
+    "sniff_log",
     "split_ray_prefix",
     "strip_ansi",
     "strip_ray_repeat",
@@ -168,3 +169,26 @@ def scan_file(
     except (OSError, InputError, ValueError, *decompress_errors()):
         return False
     return False
+
+
+def sniff_log(
+    path: Path,
+    head: bytes,
+    pattern: re.Pattern[bytes],
+    marks: re.Pattern[bytes],
+    conf: float,
+    *,
+    needle: bytes | None = None,
+    unsure: float = 0.0,
+) -> float:
+    """A console importer's sniff: ``conf`` when its step line (``pattern``, searched as
+    :func:`clean_bytes` leaves the bytes) is in ``head``, or, when ``marks`` (words of the
+    trainer's start-up lines) are in it, further in the file (:func:`scan_file`, ``needle``);
+    ``unsure`` when only the marks are; else 0."""
+    if not head:
+        return 0.0
+    if pattern.search(clean_bytes(head)):
+        return conf
+    if not marks.search(head):
+        return 0.0
+    return conf if scan_file(path, head, pattern, needle=needle) else unsure

@@ -28,11 +28,10 @@ from rlvitals.importers._console import (
     check_step,
     parse_cli_flags,
     parse_dict_repr,
-    scan_file,
     strip_ansi,
     strip_ray_repeat,
 )
-from rlvitals.importers._console_lines import ESC, clean_bytes
+from rlvitals.importers._console_lines import ESC, sniff_log
 from rlvitals.importers._lines import iter_lines
 from rlvitals.recording.metrics import is_eval_key
 from rlvitals.recording.run import Manifest, Run, RunBuilder
@@ -105,13 +104,7 @@ def load_openrlhf_console(path: Path, progress: Progress | None = None) -> Run:
 
 
 def _sniff(path: Path, head: bytes) -> float:
-    if not head or path.is_dir():
-        return 0.0
-    if _ROW_BYTES.search(clean_bytes(head)):
-        return CONF_CONSOLE
-    if not _MARK.search(head):
-        return 0.0
-    return CONF_CONSOLE if scan_file(path, head, _ROW_BYTES) else CONF_CONSOLE_NO_STEPS
+    return sniff_log(path, head, _ROW_BYTES, _MARK, CONF_CONSOLE, unsure=CONF_CONSOLE_NO_STEPS)
 
 
 register(

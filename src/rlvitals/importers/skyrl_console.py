@@ -37,10 +37,9 @@ from rlvitals.importers._console import (
     check_step,
     number_or_none,
     parse_dict_values,
-    scan_file,
     strip_ansi,
 )
-from rlvitals.importers._console_lines import ESC, clean_bytes, split_ray_prefix, strip_ray_repeat
+from rlvitals.importers._console_lines import ESC, sniff_log, split_ray_prefix, strip_ray_repeat
 from rlvitals.importers._lines import iter_lines
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 
@@ -60,13 +59,7 @@ _PASS_AT = re.compile(r"^reward/avg_pass_at_([0-9]{1,6})$")
 
 
 def _sniff(path: Path, head: bytes) -> float:
-    if not head:
-        return 0.0
-    if _HEADER_BYTES.search(clean_bytes(head)):
-        return CONF
-    if _MARK.search(head) and scan_file(path, head, _HEADER_BYTES):
-        return CONF
-    return 0.0
+    return sniff_log(path, head, _HEADER_BYTES, _MARK, CONF)
 
 
 def load_skyrl_console(path: Path, progress: Progress | None = None) -> Run:

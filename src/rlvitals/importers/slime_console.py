@@ -34,10 +34,9 @@ from rlvitals.importers._console import (
     check_step,
     parse_cli_flags,
     parse_dict_repr,
-    scan_file,
     strip_ansi,
 )
-from rlvitals.importers._console_lines import ESC, clean_bytes, strip_ray_repeat
+from rlvitals.importers._console_lines import ESC, sniff_log, strip_ray_repeat
 from rlvitals.importers._lines import iter_lines
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts
@@ -56,13 +55,7 @@ _LAUNCH = re.compile(r"((?:slime\.|\btrain(?:_async)?\.py)\S*)\s")
 
 
 def _sniff(path: Path, head: bytes) -> float:
-    if not head:
-        return 0.0
-    if _ROW_BYTES.search(clean_bytes(head)):
-        return CONF
-    if _MARK.search(head) and scan_file(path, head, _ROW_BYTES):
-        return CONF
-    return 0.0
+    return sniff_log(path, head, _ROW_BYTES, _MARK, CONF)
 
 
 def _flags_key(flags: dict) -> dict:

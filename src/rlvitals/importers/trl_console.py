@@ -53,10 +53,9 @@ from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._console import (
     number_or_none,
     parse_dict_values,
-    scan_file,
     strip_ansi,
 )
-from rlvitals.importers._console_lines import ESC, clean_bytes, strip_ray_repeat
+from rlvitals.importers._console_lines import ESC, sniff_log, strip_ray_repeat
 from rlvitals.importers._lines import iter_lines
 from rlvitals.importers._rows import RowStore
 from rlvitals.importers._trl_files import HistoryReader, choose_segment
@@ -87,15 +86,9 @@ _SUMMARY = ("train_runtime", "train_loss")
 
 
 def _sniff(path: Path, head: bytes) -> float:
-    if not head:
-        return 0.0
     if b"Global step" in head:  # OpenRLHF prints dict reprs too
         return 0.0
-    if _LINE_BYTES.search(clean_bytes(head)):
-        return CONF
-    if _MARKS.search(head) and scan_file(path, head, _LINE_BYTES, needle=b"{'"):
-        return CONF
-    return 0.0
+    return sniff_log(path, head, _LINE_BYTES, _MARKS, CONF, needle=b"{'")
 
 
 def _dict_of(seg: str) -> str | None:

@@ -30,9 +30,8 @@ from rlvitals.importers._console import (
     parse_hydra_overrides,
     parse_literal,
     parse_number,
-    scan_file,
 )
-from rlvitals.importers._console_lines import ESC, clean_bytes
+from rlvitals.importers._console_lines import ESC, sniff_log
 from rlvitals.importers._lines import iter_lines
 from rlvitals.recording.memory import JSON_CHECK_BYTES, check_fields
 from rlvitals.recording.metrics import is_eval_key
@@ -328,15 +327,16 @@ def _flatten(cfg: dict, prefix: str = "", depth: int = 0) -> dict[str, object]:
 
 
 def _sniff_console(path: Path, head: bytes) -> float:
-    if not head or path.is_dir():
-        return 0.0
-    if _STEP_BYTES.search(clean_bytes(head)):
-        return CONF_CONSOLE
-    if not _VERL_MARK.search(head):
-        return 0.0
-    # Looks like veRL but the first step may lie past the head (long start-up output).
-    found = scan_file(path, head, _STEP_BYTES, needle=b"step:")
-    return CONF_CONSOLE if found else CONF_CONSOLE_NO_STEPS
+    # Looks like veRL but the first step may lie past the head (long start-up output): scanned.
+    return sniff_log(
+        path,
+        head,
+        _STEP_BYTES,
+        _VERL_MARK,
+        CONF_CONSOLE,
+        needle=b"step:",
+        unsure=CONF_CONSOLE_NO_STEPS,
+    )
 
 
 register(
