@@ -13,6 +13,7 @@ from typing import Any
 
 from rlvitals.errors import InputError
 from rlvitals.importers import Progress, note_runs
+from rlvitals.importers._steps import as_step
 from rlvitals.recording.run import RunBuilder
 
 __all__ = ["STEP_MAX", "STEP_MIN", "RunInfo", "add_sorted_rows", "choose"]
@@ -89,15 +90,6 @@ def _metric_value(value: Any, is_nan: Any) -> float | None:
     return v
 
 
-def _valid_step(step: Any) -> int | None:
-    if isinstance(step, bool) or not isinstance(step, int):
-        if isinstance(step, float) and step.is_integer():
-            step = int(step)
-        else:
-            return None
-    return step if STEP_MIN <= step <= STEP_MAX else None
-
-
 def add_sorted_rows(
     builder: RunBuilder, rows, progress: Progress | None = None, total: int = 0
 ) -> int:
@@ -109,7 +101,7 @@ def add_sorted_rows(
         n += 1
         if progress is not None and n % _PROGRESS_ROWS == 0:
             progress(n, total)
-        s = _valid_step(step)
+        s = as_step(step)
         v = _metric_value(value, is_nan)
         if s is None or v is None or not isinstance(key, str):
             builder.skipped_values += 1

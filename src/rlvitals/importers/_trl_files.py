@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import re
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from rlvitals._record import record
 from rlvitals.errors import InputError
 from rlvitals.importers._source import is_stream, open_input
+from rlvitals.importers._steps import as_step
 from rlvitals.recording.memory import check_json
 from rlvitals.recording.metrics import is_eval_key
 from rlvitals.recording.run import Manifest
@@ -38,7 +38,6 @@ __all__ = [
     "read_args",
     "read_json",
     "state_hints_near",
-    "step_int",
 ]
 
 STATE_NAME = "trainer_state.json"
@@ -100,17 +99,6 @@ def find_state(path: Path) -> Path | None:
     except OSError:
         return None
     return cks[-1] / STATE_NAME if cks else None
-
-
-def step_int(v: Any) -> int | None:
-    """``v`` as an int64 step (ints and integral floats), or None."""
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v if -(1 << 63) <= v < (1 << 63) else None
-    if isinstance(v, float) and math.isfinite(v) and v == int(v) and abs(v) < 2**63:
-        return int(v)
-    return None
 
 
 def read_json(path: Path, limit: int) -> Any:
@@ -227,14 +215,14 @@ class StateHints:
         for row in history if isinstance(history, list) else ():
             if not isinstance(row, dict):
                 continue
-            step = step_int(row.get("step"))
+            step = as_step(row.get("step"))
             if step is not None and is_eval_row(row):
                 evals.add(step)
             for k in row:
                 m = _REWARD_FN_RE.match(k) if isinstance(k, str) else None
                 if m:
                     funcs[m.group(1)] = None
-        g = step_int(args.get("num_generations"))
+        g = as_step(args.get("num_generations"))
         w = args.get("reward_weights")
         weights = None
         if isinstance(w, list) and all(

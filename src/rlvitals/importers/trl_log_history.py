@@ -33,13 +33,13 @@ from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._lines import iter_json_array
 from rlvitals.importers._rows import Row, RowStore, add_rows
+from rlvitals.importers._steps import as_step
 from rlvitals.importers._trl_files import (
     PHASE_KEY,
     SUMMARY_KEYS,
     HistoryReader,
     choose_segment,
     phase_fields,
-    step_int,
 )
 from rlvitals.recording.run import Event, Manifest, Run, RunBuilder
 
@@ -88,7 +88,7 @@ def load_trl_log_history(
         if array != arrays:
             arrays = array
             reader.segments.append([])  # a second json.dump: a run of its own
-        step = step_int(row.get("step"))
+        step = as_step(row.get("step"))
         if step is None:
             bad += 1
             continue

@@ -30,6 +30,7 @@ from typing import Any
 from rlvitals.errors import InputError, MissingExtraError
 from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._source import input_size, is_stream
+from rlvitals.importers._steps import as_step
 from rlvitals.importers._trl_files import (
     MAX_STATE_BYTES,
     STATE_NAME,
@@ -42,7 +43,6 @@ from rlvitals.importers._trl_files import (
     is_checkpoint_dir,
     is_eval_row,
     read_json,
-    step_int,
 )
 from rlvitals.importers._trl_tables import attach_groups, table_files
 from rlvitals.recording.run import Event, Manifest, Run, RunBuilder
@@ -95,7 +95,7 @@ def load_trl_state(path: Path, progress: Progress | None = None) -> Run:
     for k, v in state.items():
         if k not in _STATE_SKIP and (v is None or isinstance(v, (int, float, str))):
             manifest.config[k] = v
-    ls = step_int(state.get("logging_steps"))
+    ls = as_step(state.get("logging_steps"))
     if ls is not None and ls > 0:
         manifest.logging_steps = ls
     builder = RunBuilder(manifest, ignore=("step",))
@@ -104,7 +104,7 @@ def load_trl_state(path: Path, progress: Progress | None = None) -> Run:
     for i, row in enumerate(history):
         if not isinstance(row, dict):
             raise InputError(state_path, "log entry is not an object", f"log_history[{i}]")
-        step = step_int(row.get("step"))
+        step = as_step(row.get("step"))
         if step is None:
             bad_steps += 1
             continue

@@ -55,7 +55,7 @@ from typing import Any
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, Progress, note_runs, register
 from rlvitals.importers._protobuf import Field, Message, ProtobufError, decode
-from rlvitals.importers._steps import SIDE_AXES, TRAINER_STEP_KEYS, pick_step
+from rlvitals.importers._steps import SIDE_AXES, TRAINER_STEP_KEYS, as_step, pick_step
 from rlvitals.recording.memory import protobuf_bytes
 from rlvitals.recording.metrics import canonical_key
 from rlvitals.recording.run import Event, Manifest, Run, RunBuilder
@@ -86,7 +86,6 @@ _MAX_LISTED_RUNS = 5
 _RUN_DIR = re.compile(r"^(offline-)?run-(\d{8}_\d{6})-[A-Za-z0-9]+$")
 _SNIFF_MAX_ENTRIES = 2_000
 _LOAD_MAX_ENTRIES = 1_000_000
-_STEP_MIN, _STEP_MAX = -(1 << 63), (1 << 63) - 1
 _PROGRESS_BLOCKS = 256
 
 # --- the protobuf messages read (field numbers from wandb/proto/wandb_internal.proto) ----------
@@ -288,17 +287,6 @@ def _int_to_float(v: int) -> float:
         return float(v)
     except OverflowError:  # JSON integers have no size limit
         return math.inf if v > 0 else -math.inf
-
-
-def _as_step(v: Any) -> int | None:
-    """An integral number within int64, else None."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    try:
-        i = int(v)
-    except (OverflowError, ValueError):
-        return None
-    return i if i == v and _STEP_MIN <= i <= _STEP_MAX else None
 
 
 def _config_value(vj: str | None) -> Any:
@@ -522,7 +510,7 @@ def _history_row(
         key = _item_key(item)
         value = _item_value(item)
         if key == "_step":
-            step = _as_step(value)
+            step = as_step(value)
         elif key in _STEP_KEY_SET:
             steps[key] = value
         elif key and not key.startswith("_") and value is not _SKIP:
