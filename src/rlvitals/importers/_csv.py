@@ -4,28 +4,38 @@ CSV exports (W&B chart and run-history exports).
 One :func:`csv.reader` over the decoded stream (the C parser does the splitting and the quoting,
 quoted fields may span lines), with the byte count for progress and whether the input ended
 with a newline: a last row without one is reported as not complete (a file still being
-written), so the importer can drop it instead of failing.
+written), so the importer can drop it instead of failing. A column of cells is then read as
+steps (:func:`step_cells`) or numbers (:func:`number_cells`) at once, not cell by cell.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import math
 from collections.abc import Iterator, Sequence
-from itertools import islice
+from itertools import compress, islice
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from rlvitals.errors import InputError
 from rlvitals.importers._lines import MAX_BLANK_RUN, MAX_LINE_BYTES, blank_run_error
 from rlvitals.importers._source import input_size, open_input
+from rlvitals.importers._steps import as_step
+from rlvitals.recording.run import RunBuilder
 
 __all__ = [
     "BATCH_ROWS",
     "MAX_BATCH_CELLS",
+    "NO_STEP",
     "Batch",
     "checked_rows",
+    "header_at",
     "iter_csv_batches",
+    "number_cells",
+    "step_cells",
 ]
 
 _CHUNK = 1 << 20
@@ -174,6 +184,11 @@ def iter_csv_batches(path: Path, progress=None, size: int = BATCH_ROWS) -> Itera
         progress(max(total, counting.done), max(total, counting.done))
 
 
+def header_at(rows: list[list[str]]) -> int | None:
+    """The index of the first row that is not blank (the header), or None."""
+    return next((i for i, r in enumerate(rows) if r and (len(r) > 1 or r[0].strip())), None)
+
+
 def checked_rows(
     path: Path, batch: Batch, width: int, start: int = 0
 ) -> tuple[list[list[str]], Sequence[int], int | None]:
@@ -201,3 +216,90 @@ def checked_rows(
         keep.append(cells)
         lines.append(line)
     return keep, lines, None
+
+
+NO_STEP = np.iinfo(np.int64).min
+"""The step of a cell that holds none (:func:`step_cells`)."""
+
+
+def step_cells(cells: tuple[Any, ...]) -> np.ndarray:
+    """Step cells (strings from CSV, numbers or None from parquet) as int64, :data:`NO_STEP`
+    where a cell is not an integral number within int64."""
+    n = len(cells)
+    out = np.full(n, NO_STEP, dtype=np.int64)
+    if set(map(type, cells)) == {str}:  # CSV: parse the filled cells at once
+        filled = np.fromiter(map(bool, cells), bool, n)
+        at = np.flatnonzero(filled)
+        try:
+            x = np.array(list(map(float, compress(cells, filled))), dtype=np.float64)
+        except ValueError:
+            pass
+        else:
+            with np.errstate(invalid="ignore"):
+                ok = np.isfinite(x) & (x == np.floor(x)) & (np.abs(x) < 2.0**63)
+            out[at[ok]] = x[ok].astype(np.int64)
+            return out
+    for i, c in enumerate(cells):
+        s = as_step(_num(c))
+        if s is not None and s != NO_STEP:
+            out[i] = s
+    return out
+
+
+def number_cells(
+    cells: tuple[Any, ...], builder: RunBuilder, text: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(rows, values, present)`` of one column: the rows holding a number and their values,
+    and which rows held anything (an empty cell or None is not logged; text is counted in
+    ``builder.skipped_values``)."""
+    n = len(cells)
+    present = np.fromiter(map(bool if text else _filled, cells), bool, n)
+    at = np.flatnonzero(present)
+    if not at.size:
+        return at, np.zeros(0), present
+    picked = list(compress(cells, present))
+    try:
+        values = np.array(list(map(float, picked)), dtype=np.float64)
+    except (ValueError, TypeError, OverflowError):
+        conv = [_to_float(c) for c in picked]
+        good = np.fromiter((x is not None for x in conv), bool, len(conv))
+        builder.skipped_values += int((~good).sum())
+        values = np.array([x for x in conv if x is not None], dtype=np.float64)
+        at = at[good]
+    return at, values, present
+
+
+def _filled(cell: Any) -> bool:
+    return cell is not None and cell != ""
+
+
+def _to_float(v: Any) -> float | None:
+    """A cell as float the way ``RunBuilder.add_row`` reads values (``nan``/``none``/``null``
+    are NaN, ints beyond float range are ±inf), None for anything else."""
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, (int, float)):
+        try:
+            return float(v)
+        except OverflowError:
+            return math.inf if v > 0 else -math.inf
+    if isinstance(v, str):
+        t = v.strip().lower()
+        if t in ("nan", "none", "null"):
+            return math.nan
+        try:
+            return float(t)
+        except ValueError:
+            return None
+    return None
+
+
+def _num(v: Any) -> Any:
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            return None
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v

@@ -21,18 +21,23 @@ from the value when W&B sampled the line).
 
 from __future__ import annotations
 
-import math
 import operator
 import re
 from collections.abc import Sequence
-from itertools import compress
 from pathlib import Path
 
 import numpy as np
 
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, Progress, note_runs, register
-from rlvitals.importers._csv import checked_rows, iter_csv_batches
+from rlvitals.importers._csv import (
+    NO_STEP,
+    checked_rows,
+    header_at,
+    iter_csv_batches,
+    number_cells,
+    step_cells,
+)
 from rlvitals.importers._steps import TRAINER_STEP_KEYS
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 from rlvitals.trainers import trainer_from_keys
@@ -74,7 +79,7 @@ def load_wandb_chart(
     for batch in iter_csv_batches(path, progress):
         start = 0
         if header is None:
-            start = next((i for i, r in enumerate(batch.rows) if _filled_row(r)), None)
+            start = header_at(batch.rows)
             if start is None:
                 continue
             header = batch.rows[start]
@@ -94,10 +99,6 @@ def load_wandb_chart(
     if builder.skipped_values:
         builder.warn(f"{path}: {builder.skipped_values} non-numeric values ignored")
     return builder.build()
-
-
-def _filled_row(cells: list[str]) -> bool:
-    return bool(cells) and not (len(cells) == 1 and not cells[0].strip())
 
 
 def _choose(
@@ -152,52 +153,27 @@ def _flush(
         return
     t = list(zip(*batch))
     n = len(batch)
+    parsed = {m: number_cells(t[i], builder, text=True) for m, i in cols.items()}
     has = np.zeros(n, dtype=bool)
-    filled = {m: np.fromiter(map(bool, t[i]), bool, n) for m, i in cols.items()}
-    for f in filled.values():
-        has |= f
+    for _, _, present in parsed.values():
+        has |= present
     rows = np.flatnonzero(has)  # rows holding a value of this run
-    xs = [t[0][r] for r in rows.tolist()]
-    try:
-        xv = np.array(list(map(float, xs)), dtype=np.float64)
-        bad = ~np.isfinite(xv) | (xv != np.floor(xv)) | (np.abs(xv) >= 2.0**63)
-    except ValueError:
-        xv = None
-    if xv is None or bad.any():
-        for r, x in zip(rows.tolist(), xs):
-            try:
-                v = float(x)
-            except ValueError:
-                raise InputError(
-                    path, f"x value {x[:30]!r} is not a number", f"line {lines[r]}"
-                ) from None
-            if not math.isfinite(v) or v != int(v) or abs(v) >= 2**63:
-                raise InputError(
-                    path, f"x value {x[:30]!r} is not an integer step", f"line {lines[r]}"
-                )
-    steps = np.zeros(n, dtype=np.int64)
-    steps[rows] = xv.astype(np.int64)
+    steps = step_cells(t[0])
+    bad = rows[steps[rows] == NO_STEP]
+    if bad.size:
+        x = t[0][int(bad[0])]
+        what = "an integer step" if _is_number(x) else "a number"
+        raise InputError(path, f"x value {x[:30]!r} is not {what}", f"line {lines[int(bad[0])]}")
+    steps[~has] = 0
     sampled = np.zeros(n, dtype=bool)
     for i, lo, hi in minmax:
-        sampled |= filled[_metric_of(cols, i)] & (
+        sampled |= parsed[_metric_of(cols, i)][2] & (
             np.fromiter(map(operator.ne, t[lo], t[i]), bool, n)
             | np.fromiter(map(operator.ne, t[hi], t[i]), bool, n)
         )
     counts[0] += int(sampled[has].sum())
     counts[1] += len(rows)
-    columns: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for m, i in cols.items():
-        at = np.flatnonzero(filled[m])
-        cells = list(compress(t[i], filled[m]))
-        try:
-            values = np.array(list(map(float, cells)), dtype=np.float64)
-        except ValueError:
-            conv = [_float_or_none(c) for c in cells]
-            good = np.fromiter((v is not None for v in conv), bool, len(conv))
-            builder.skipped_values += int((~good).sum())
-            at, values = at[good], np.array([v for v in conv if v is not None], dtype=np.float64)
-        if at.size:
-            columns[m] = (at, values)
+    columns = {m: (at, values) for m, (at, values, _) in parsed.items() if at.size}
     builder.add_columns(steps, columns)
 
 
@@ -205,15 +181,12 @@ def _metric_of(cols: dict[str, int], i: int) -> str:
     return next(m for m, j in cols.items() if j == i)
 
 
-def _float_or_none(cell: str) -> float | None:
-    """A cell as the builder reads text: ``nan``/``none``/``null`` are NaN, other text None."""
-    t = cell.strip().lower()
-    if t in ("nan", "none", "null"):
-        return math.nan
+def _is_number(text: str) -> bool:
     try:
-        return float(t)
+        float(text)
     except ValueError:
-        return None
+        return False
+    return True
 
 
 register(

@@ -18,8 +18,6 @@ for every row) and pandas (``df.to_csv`` writes a leading unnamed index column u
 from __future__ import annotations
 
 import csv
-import math
-from itertools import compress
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +25,16 @@ import numpy as np
 
 from rlvitals.errors import InputError, MissingExtraError
 from rlvitals.importers import Importer, Precheck, Progress, register
-from rlvitals.importers._csv import checked_rows, iter_csv_batches
+from rlvitals.importers._csv import (
+    NO_STEP,
+    checked_rows,
+    header_at,
+    iter_csv_batches,
+    number_cells,
+    step_cells,
+)
 from rlvitals.importers._source import read_prefix
-from rlvitals.importers._steps import SIDE_AXES, TRAINER_STEP_KEYS, as_step
+from rlvitals.importers._steps import SIDE_AXES, TRAINER_STEP_KEYS
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 from rlvitals.trainers import trainer_from_keys
 
@@ -101,9 +106,9 @@ class _Columns:
         if not rows:
             return
         cols = list(zip(*rows))
-        steps = _steps_of(cols[self.step_col])
+        steps = step_cells(cols[self.step_col])
         if self.key is None:
-            bad = np.flatnonzero(steps == _NO_STEP)
+            bad = np.flatnonzero(steps == NO_STEP)
             if bad.size:
                 i = int(bad[0])
                 raise InputError(
@@ -113,7 +118,7 @@ class _Columns:
                 )
             keep = len(rows)
         else:
-            have = np.flatnonzero(steps != _NO_STEP)
+            have = np.flatnonzero(steps != NO_STEP)
             keep = int(have[-1]) + 1 if have.size else 0
             if final:
                 keep = len(rows)
@@ -124,11 +129,11 @@ class _Columns:
         columns: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         logged = np.zeros(keep, dtype=bool)
         for i, h in self.metrics:
-            at, values, _present = _numbers(cols[i], self.builder, self.text)
+            at, values, _present = number_cells(cols[i], self.builder, self.text)
             logged[at] = True
             if at.size:
                 columns[h] = (at, values)
-        ok = steps != _NO_STEP
+        ok = steps != NO_STEP
         if not ok.all():  # only trailing rows before any trainer step, at the very end
             columns = {h: (at[ok[at]], v[ok[at]]) for h, (at, v) in columns.items()}
             logged &= ok
@@ -140,36 +145,9 @@ class _Columns:
         del self.where[:keep]
 
 
-_NO_STEP = np.iinfo(np.int64).min
-
-
-def _steps_of(cells: tuple[Any, ...]) -> np.ndarray:
-    """Step cells (strings from CSV, numbers or None from parquet) as int64, :data:`_NO_STEP`
-    where a cell is not an integral number within int64."""
-    n = len(cells)
-    out = np.full(n, _NO_STEP, dtype=np.int64)
-    if set(map(type, cells)) == {str}:  # CSV: parse the filled cells at once
-        filled = np.fromiter(map(bool, cells), bool, n)
-        at = np.flatnonzero(filled)
-        try:
-            x = np.array(list(map(float, compress(cells, filled))), dtype=np.float64)
-        except ValueError:
-            pass
-        else:
-            with np.errstate(invalid="ignore"):
-                ok = np.isfinite(x) & (x == np.floor(x)) & (np.abs(x) < 2.0**63)
-            out[at[ok]] = x[ok].astype(np.int64)
-            return out
-    for i, c in enumerate(cells):
-        s = as_step(_num(c))
-        if s is not None and s != _NO_STEP:
-            out[i] = s
-    return out
-
-
 def _back_fill(steps: np.ndarray, last: int | None) -> np.ndarray:
     """Rows without a step take the next row's step; trailing ones the last step seen."""
-    miss = steps == _NO_STEP
+    miss = steps == NO_STEP
     if not miss.any():
         return steps
     idx = np.where(~miss, np.arange(len(steps)), len(steps))
@@ -180,57 +158,9 @@ def _back_fill(steps: np.ndarray, last: int | None) -> np.ndarray:
     tail = miss & ~inside
     if tail.any():
         before = np.flatnonzero(~miss)
-        fill = steps[before[-1]] if before.size else (last if last is not None else _NO_STEP)
+        fill = steps[before[-1]] if before.size else (last if last is not None else NO_STEP)
         filled[tail] = fill
     return filled
-
-
-def _numbers(
-    cells: tuple[Any, ...], builder: RunBuilder, text: bool
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(rows, values, present)`` of one column: the rows holding a number and their values,
-    and which rows held anything (an empty cell or None is not logged; text is counted in
-    ``builder.skipped_values``)."""
-    n = len(cells)
-    present = np.fromiter(map(bool if text else _filled, cells), bool, n)
-    at = np.flatnonzero(present)
-    if not at.size:
-        return at, np.zeros(0), present
-    picked = list(compress(cells, present))
-    try:
-        values = np.array(list(map(float, picked)), dtype=np.float64)
-    except (ValueError, TypeError, OverflowError):
-        conv = [_to_float(c) for c in picked]
-        good = np.fromiter((x is not None for x in conv), bool, len(conv))
-        builder.skipped_values += int((~good).sum())
-        values = np.array([x for x in conv if x is not None], dtype=np.float64)
-        at = at[good]
-    return at, values, present
-
-
-def _filled(cell: Any) -> bool:
-    return cell is not None and cell != ""
-
-
-def _to_float(v: Any) -> float | None:
-    """A cell as float the way ``RunBuilder.add_row`` reads values (``nan``/``none``/``null``
-    are NaN, ints beyond float range are ±inf), None for anything else."""
-    if isinstance(v, bool):
-        return float(v)
-    if isinstance(v, (int, float)):
-        try:
-            return float(v)
-        except OverflowError:
-            return math.inf if v > 0 else -math.inf
-    if isinstance(v, str):
-        t = v.strip().lower()
-        if t in ("nan", "none", "null"):
-            return math.nan
-        try:
-            return float(t)
-        except ValueError:
-            return None
-    return None
 
 
 def _csv_rows(path: Path, progress: Progress | None, columns) -> None:
@@ -238,9 +168,7 @@ def _csv_rows(path: Path, progress: Progress | None, columns) -> None:
     for batch in iter_csv_batches(path, progress):
         start = 0
         if cols is None:
-            start = next(
-                (i for i, r in enumerate(batch.rows) if r and (len(r) > 1 or r[0].strip())), None
-            )
+            start = header_at(batch.rows)
             if start is None:
                 continue
             header = batch.rows[start]
@@ -301,17 +229,6 @@ def load_wandb_history(path: Path, progress: Progress | None = None) -> Run:
     if builder.skipped_values:
         builder.warn(f"{path}: {builder.skipped_values} non-numeric values ignored")
     return builder.build()
-
-
-def _num(v: Any) -> Any:
-    if isinstance(v, str):
-        try:
-            return float(v)
-        except ValueError:
-            return None
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    return v
 
 
 register(
