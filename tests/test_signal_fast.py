@@ -4,7 +4,6 @@
   bookkeeping (``_finite_numpy_stats``); forced off by patching ``_plain_numpy``.
 - Large dense batches are worked in row blocks (``_ops.BLOCK``) and centred lazily; a tiny
   block size forces the blocked code on small inputs.
-- ``common_metrics`` of numpy steps without NaN reads one zero mask (``common._plain``).
 - ``estimate`` memoises validated configs.
 
 Every comparison is bit for bit: arrays by bytes, floats by repr.
@@ -25,7 +24,6 @@ from rlvitals_tests_ranges import covering  # loaded by conftest.py
 import rlvitals
 from rlvitals import signal as sig
 from rlvitals.estimators import _base
-from rlvitals.estimators import common as _common
 from rlvitals.signal import _ops, groups
 
 METHODS = sig.ADVANTAGE_METHODS
@@ -188,22 +186,6 @@ def test_run_check_is_the_broadcast_check(g, k, defects, seed, block):
         assert ops._runs(ids, g) == _old_runs(ids, g)
         t = _ops.Ops(torch.from_numpy(ids[:1]), True)
         assert t._runs(torch.from_numpy(ids), g) == _old_runs(ids, g)
-
-
-def test_common_metrics_fast_path_matches(monkeypatch):
-    rng = np.random.default_rng(7)
-    for k, g in ((1, 4), (8, 8), (33, 5)):
-        for name, ids in layouts(rng, k, g).items():
-            for dtype in (np.float32, np.float64):
-                r = rewards(rng, "partial", ids.shape[0], dtype)
-                stats = sig.group_stats(r, ids)
-                for method in METHODS:
-                    adv = sig.advantages_from_stats(stats, method)
-                    fast = _common.common_metrics(stats, adv, tau=1e-6, r_min=0.0, r_max=1.0)
-                    with monkeypatch.context() as m:
-                        m.setattr(_common, "_plain", lambda *a: False)
-                        ref = _common.common_metrics(stats, adv, tau=1e-6, r_min=0.0, r_max=1.0)
-                    assert same(fast, ref), (name, dtype, method)
 
 
 def test_zero_threshold_is_the_same_in_float32_and_float64():

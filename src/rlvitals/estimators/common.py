@@ -14,7 +14,6 @@ import numpy as np
 from rlvitals import signal
 from rlvitals._array import check_tau
 from rlvitals.signal import ZERO_ATOL, GroupStats
-from rlvitals.signal.advantages import spread_and_zeros
 
 DEFAULT_R_MIN = 0.0
 """Minimum achievable reward (binary rewards: 0)."""
@@ -138,8 +137,6 @@ def common_metrics(
     ``masks``: the ``split_masks(stats, r_min=r_min, r_max=r_max, tau=tau)`` the caller has
     already computed (same values), or None.
     """
-    if _plain(stats, adv):
-        return _plain_metrics(stats, adv, tau=tau, r_min=r_min, r_max=r_max, masks=masks)
     n_groups = int(stats.scorable.sum())
     adv_std, adv_zero = signal.advantage_stats(adv, stats.rewards if stats.has_nan else None)
     if n_groups == 0:
@@ -161,42 +158,6 @@ def common_metrics(
     alive = stats.count_true(abs(adv) > ZERO_ATOL)
     dead = int(((alive == 0) & stats.scorable).sum())
     return split_metrics(n_groups, n_col, n_all, n_none, dead, adv_std, adv_zero)
-
-
-def _plain(stats: GroupStats, adv: Any) -> bool:
-    """numpy float32/float64 advantages of a step without NaN: every group is scorable."""
-    return not stats.torch and not stats.has_nan and adv.dtype in (np.float32, np.float64)
-
-
-def _plain_metrics(
-    stats: GroupStats,
-    adv: np.ndarray,
-    *,
-    tau: float,
-    r_min: float,
-    r_max: float,
-    masks: tuple[Any, Any] | None = None,
-) -> dict[str, float]:
-    """:func:`common_metrics` of a :func:`_plain` step, from one zero mask of the advantages.
-
-    The same numbers as the general code: every group is scorable, and ``~zero`` is the mask
-    of "alive" rows whenever no advantage is NaN (:func:`rlvitals.signal.advantages.spread_and_zeros`).
-    """
-    adv_std, adv_zero, zero = spread_and_zeros(adv)
-    n = stats.n_groups
-    if math.isnan(adv_std):  # a NaN advantage (float64 overflow): the general code decides
-        alive = stats.count_true(abs(adv) > ZERO_ATOL)
-        dead = int(np.count_nonzero(alive == 0))
-    elif stats._ops.G is not None:
-        dead = int(np.count_nonzero(zero.reshape(n, -1).all(axis=1)))
-    else:
-        dead = int(np.count_nonzero(stats.count_true(~zero) == 0))
-    at_max, at_min = masks or signal.split_masks(
-        stats, r_min=r_min, r_max=r_max, tau=check_tau(tau)
-    )
-    n_col = int(np.count_nonzero(stats.collapsed))
-    n_all, n_none = int(np.count_nonzero(at_max)), int(np.count_nonzero(at_min))
-    return split_metrics(n, n_col, n_all, n_none, dead, adv_std, adv_zero)
 
 
 def split_metrics(
