@@ -275,11 +275,11 @@ def explain(id: str) -> dict[str, Any]:
     Args:
         id: a detector ID, e.g. "ADV_COLLAPSE" (case-insensitive; detectors lists them).
     """
-    from rlvitals.report.pages import detector_page
+    from rlvitals.report.pages import catalogue_row, detector_page
 
     with _one_line_errors():
         cls = _detector(id)
-        return {**_detector_row(cls), "page": detector_page(cls, links=False)}
+        return {**catalogue_row(cls), "page": detector_page(cls, links=False)}
 
 
 def acr(
@@ -305,33 +305,12 @@ def acr(
         every: keep every Nth step row.
         lenient: skip damaged records instead of refusing the input.
     """
-    import math
-
-    import numpy as np
-
-    from rlvitals.doctor.acr_table import acr_table
-    from rlvitals.importers import load
-
-    def num(x: float) -> float | None:
-        return None if math.isnan(float(x)) else round(float(x), 6)
+    from rlvitals.cli.acr import json_rows, load_table
 
     with _one_line_errors():
-        if every < 1:
-            raise InputError(None, f"every must be >= 1, got {every}")
-        if not (math.isfinite(tau) and tau >= 0):
-            raise InputError(None, f"tau must be a finite number >= 0, got {tau}")
         source = _source(path, example)
-        t = acr_table(load(source, input_format, run=run, lenient=lenient), tau=tau)
-        if t is None:
-            raise InputError(source, "run has no per-group rewards; try the doctor tool instead")
-        if not np.isfinite(t.acr).any():
-            raise InputError(source, "no group has a scorable reward (every reward is null or NaN)")
-        cols = ("acr", "solve_all", "solve_none", "flat", "expected")
-        rows = [
-            {"step": int(t.steps[i]), **{c: num(getattr(t, c)[i]) for c in cols}}
-            for i in range(0, t.steps.size, every)
-        ]
-        return {"summary": t.summary(), "notes": t.notes, "steps": rows}
+        t = load_table(source, input_format, run, lenient, tau, every, flag="")
+        return {"summary": t.summary(), "notes": t.notes, "steps": json_rows(t, every)}
 
 
 def detectors(family: str | None = None) -> dict[str, Any]:
@@ -364,19 +343,6 @@ def _detector(det_id: str):
     return DETECTORS.get(key)
 
 
-def _detector_row(cls) -> dict[str, Any]:
-    from rlvitals.report.pages import summary
-
-    return {
-        "id": cls.id,
-        "severity": cls.severity.value,
-        "family": cls.family,
-        "key_metrics": list(cls.key_metrics),
-        "summary": summary(cls),
-        "knobs": {f.name: f.default for f in dataclasses.fields(cls.Knobs)},
-    }
-
-
 def detector_catalogue(family: str | None = None) -> dict[str, Any]:
     """The detector catalogue as JSON-ready data (what ``rlvitals detectors --json`` lists).
 
@@ -384,15 +350,9 @@ def detector_catalogue(family: str | None = None) -> dict[str, Any]:
     >>> "ADV_COLLAPSE" in [d["id"] for d in cat["detectors"]]
     True
     """
-    from rlvitals.detectors import catalogue
+    from rlvitals.report.pages import catalogue_row, detectors_of
 
-    classes = catalogue()
-    if family:
-        families = sorted({c.family for c in classes})
-        classes = [c for c in classes if c.family == family.lower()]
-        if not classes:
-            raise InputError(None, f"unknown family {family!r}; valid: {', '.join(families)}")
-    return {"version": __version__, "detectors": [_detector_row(c) for c in classes]}
+    return {"version": __version__, "detectors": [catalogue_row(c) for c in detectors_of(family)]}
 
 
 def conditions_catalogue() -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The ``rlvitals`` command line: a thin layer over the library.
 
-Each command lives in its own module ``rlvitals.cli.<name>`` with ``register(subparsers)`` (which
-adds its parser and sets ``func``) and a ``run(args) -> int``. ``main(argv=None) -> int``.
+Each command lives in its own module ``rlvitals.cli.<name>`` with ``HELP`` (one line),
+``EXAMPLE`` (the end of its help), ``register(parser)`` (which adds its arguments to the parser
+made here from those two and sets ``func``) and a ``run(args) -> int``. ``main(argv=None) -> int``.
 Bad input (:class:`rlvitals.InputError`) prints one line and exits 2, never a traceback.
 """
 
@@ -54,18 +55,24 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"rlvitals {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in (only,) if only in COMMANDS else COMMANDS:
-        import_module(f"rlvitals.cli.{name}").register(sub)
-        _common_flags(sub.choices.get(name))
+        command = import_module(f"rlvitals.cli.{name}")
+        p = sub.add_parser(
+            name,
+            help=command.HELP,
+            description=command.HELP + ".",
+            epilog=command.EXAMPLE,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        command.register(p)
+        _common_flags(p)
     return parser
 
 
-def _common_flags(p: argparse.ArgumentParser | None) -> None:
+def _common_flags(p: argparse.ArgumentParser) -> None:
     """Every command takes ``--no-progress`` and ``-o FILE``: a command without progress output
     accepts the first as a no-op (scripts can pass it everywhere), and one that prints its
     result gets ``-o`` from here: what it prints is written to FILE, whole, never into an
     input (:mod:`rlvitals.cli._output`)."""
-    if p is None:
-        return
     have = {o for a in p._actions for o in a.option_strings}
     if "--no-progress" not in have:
         p.add_argument(
@@ -85,11 +92,48 @@ def _common_flags(p: argparse.ArgumentParser | None) -> None:
         )
 
 
+def add_input_flags(
+    p: argparse.ArgumentParser,
+    run_help: str | None,
+    *,
+    format_alias: bool = False,
+    lenient: bool = True,
+) -> None:
+    """``--input-format FMT`` (``--format`` too with ``format_alias``, where the command's
+    output format is another flag's), ``--run NAME`` (unless ``run_help`` is None) and
+    ``--lenient`` (with ``lenient``): how a command reads its run (:func:`rlvitals.load`'s
+    ``fmt``, ``run`` and ``lenient``)."""
+    p.add_argument(
+        *(("--input-format", "--format") if format_alias else ("--input-format",)),
+        dest="input_format",
+        metavar="FMT",
+        help="force the input format instead of sniffing it from the content",
+    )
+    if run_help is not None:
+        p.add_argument("--run", metavar="NAME", help=run_help)
+    if lenient:
+        p.add_argument(
+            "--lenient",
+            action="store_true",
+            help="skip damaged records that strict reading refuses (a corrupt record in the "
+            "middle of a recording, an invalid JSONL line); each skip is listed in the warnings",
+        )
+
+
+def add_progress_flags(p: argparse.ArgumentParser, always: str, never: str) -> None:
+    """``--progress`` (``always``: its help) and ``--no-progress`` (``never``), exclusive:
+    ``args.progress`` is True, False or None (shown only when stderr is a terminal)."""
+    bar = p.add_mutually_exclusive_group()
+    for flag, const, text in (("--progress", True, always), ("--no-progress", False, never)):
+        bar.add_argument(flag, dest="progress", action="store_const", const=const, help=text)
+    p.set_defaults(progress=None)
+
+
 def _run_to_file(args: argparse.Namespace) -> int:
     """Run a command whose output ``-o`` (from :func:`_common_flags`) sends to a file."""
     import io
 
-    from rlvitals.cli._output import refuse_input_target, write_replacing
+    from rlvitals.cli._output import emit, refuse_input_target
 
     inputs = [str(getattr(args, n)) for n in ("path", "a", "b") if getattr(args, n, None)]
     inputs += getattr(args, "paths", None) or []
@@ -97,8 +141,7 @@ def _run_to_file(args: argparse.Namespace) -> int:
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         rc = int(args.func(args))
-    write_replacing(args.common_output, buf.getvalue())
-    print(f"rlvitals: wrote {args.common_output}", file=sys.stderr)
+    emit(buf.getvalue(), args.common_output)
     return rc
 
 

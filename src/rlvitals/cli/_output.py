@@ -1,6 +1,7 @@
 """Where a command's ``-o`` may write, and how: never into an input, always whole.
 
-Two rules, shared by ``doctor``, ``scan`` and ``compare``:
+Two rules, shared by ``doctor``, ``scan``, ``compare`` and every command's ``-o``
+(:func:`check_output` and :func:`emit` apply them):
 
 1. :func:`refuse_input_target` refuses an output that *is* an input — by path, through a symlink,
    or as a hard link (same ``(st_dev, st_ino)``) — or that lies inside an input folder.
@@ -14,12 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable
+import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from rlvitals.errors import InputError
 
-__all__ = ["refuse_input_target", "write_replacing"]
+__all__ = ["check_output", "emit", "refuse_input_target", "write_replacing"]
 
 
 def _identity(path: str) -> tuple[int, int] | None:
@@ -91,3 +93,37 @@ def write_replacing(output: str | os.PathLike, text: str) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         raise InputError(out, f"cannot write: {e.strerror or e}") from None
+
+
+def check_output(
+    output: str | None,
+    inputs: Iterable[str | os.PathLike],
+    fmt: str | None,
+    suffix_format: Callable[[str], str | None],
+    suffixes: str,
+    what: str = "format",
+) -> str:
+    """The output format of a command: ``fmt`` (its ``--format``), else the one the suffix of
+    ``output`` names, else ``text``. An ``output`` is first refused when it would replace or land
+    inside one of ``inputs`` (:func:`refuse_input_target`), then when ``fmt`` is None and its
+    suffix names no format (``suffixes`` lists those that do, for the message)."""
+    if output is None:
+        return fmt or "text"
+    refuse_input_target(output, inputs)
+    fmt = fmt or suffix_format(output)
+    if fmt is None:
+        raise InputError(output, f"-o: no {what} for this file name ({suffixes}; or pass --format)")
+    return fmt
+
+
+def emit(text: str, output: str | os.PathLike | None, said: str = "") -> None:
+    """Print ``text`` on stdout, or write it whole to ``output`` (:func:`write_replacing`) and
+    say so on stderr: ``rlvitals: wrote FILE`` and ``said``."""
+    if output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    from rlvitals.report.common import one_line  # the file name comes from the user
+
+    write_replacing(output, text)
+    print(f"rlvitals: wrote {one_line(output)}{said}", file=sys.stderr)

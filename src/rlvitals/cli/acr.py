@@ -7,31 +7,18 @@ import json
 import math
 import sys
 
+from rlvitals.cli import add_input_flags
 from rlvitals.errors import InputError
 
 HELP = "ACR per step (exact, from per-group rewards) with its split and the paper's summaries"
 EXAMPLE = "example: rlvitals acr --example collapse --every 10"
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("acr", help=HELP, description=HELP + ".", epilog=EXAMPLE)
+def register(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("path", nargs="?", help="run with per-group rewards (e.g. groups JSONL)")
     src.add_argument("--example", metavar="NAME", help="use a bundled example run")
-    p.add_argument(
-        "--input-format",
-        "--format",
-        dest="fmt",
-        metavar="FMT",
-        help="force the input format instead of sniffing it",
-    )
-    p.add_argument("--run", metavar="NAME", help="which run of a store holding several")
-    p.add_argument(
-        "--lenient",
-        action="store_true",
-        help="skip damaged records that strict reading refuses (a corrupt record in the middle "
-        "of a recording, an invalid JSONL line); each skip is listed in the warnings",
-    )
+    add_input_flags(p, "which run of a store holding several", format_alias=True)
     p.add_argument(
         "--tau",
         type=float,
@@ -43,40 +30,49 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def load_table(path, fmt, run, lenient: bool, tau: float, every: int, flag: str = "--"):
+    """The ACR table of a run (:func:`rlvitals.doctor.acr_table.acr_table`: the doctor's vitals
+    and its ACR_STALL) after checking ``tau`` and ``every`` (their names prefixed by ``flag`` in
+    the messages): :class:`InputError` for a bad value, a run without per-group rewards or
+    without a scorable one. Shared by ``rlvitals acr`` and the MCP ``acr`` tool."""
     import numpy as np
 
     from rlvitals.doctor.acr_table import acr_table
-    from rlvitals.examples import example_path
     from rlvitals.importers import load
 
-    if args.every < 1:
-        raise InputError(None, f"--every must be >= 1, got {args.every}")
-    if not (math.isfinite(args.tau) and args.tau >= 0):
-        raise InputError(None, f"--tau must be a finite number >= 0, got {args.tau}")
-    path = example_path(args.example) if args.example else args.path
-    r = load(path, args.fmt, run=args.run, lenient=args.lenient)
-    t = acr_table(r, tau=args.tau)  # the doctor's vitals and its ACR_STALL, one call
+    if every < 1:
+        raise InputError(None, f"{flag}every must be >= 1, got {every}")
+    if not (math.isfinite(tau) and tau >= 0):
+        raise InputError(None, f"{flag}tau must be a finite number >= 0, got {tau}")
+    t = acr_table(load(path, fmt, run=run, lenient=lenient), tau=tau)
     if t is None:
-        raise InputError(path, "run has no per-group rewards; try 'rlvitals doctor' instead")
+        raise InputError(
+            path, "run has no per-group rewards; try the doctor instead ('rlvitals doctor')"
+        )
     if not np.isfinite(t.acr).any():
         raise InputError(path, "no group has a scorable reward (every reward is null or NaN)")
+    return t
+
+
+def json_rows(t, every: int = 1) -> list[dict]:
+    """Every ``every``-th step of the table ``t`` as ``{"step", "acr", "solve_all",
+    "solve_none", "flat", "expected"}`` (NaN as None, 6 decimals)."""
+    cols = ("acr", "solve_all", "solve_none", "flat", "expected")
+    return [
+        {"step": int(t.steps[i]), **{c: _f(getattr(t, c)[i]) for c in cols}}
+        for i in range(0, t.steps.size, every)
+    ]
+
+
+def run(args: argparse.Namespace) -> int:
+    from rlvitals.examples import example_path
+
+    path = example_path(args.example) if args.example else args.path
+    t = load_table(path, args.input_format, args.run, args.lenient, args.tau, args.every)
     summary = t.summary()
     if args.json:
-        rows = [
-            {
-                "step": int(st),
-                "acr": _f(a),
-                "solve_all": _f(sa),
-                "solve_none": _f(sn),
-                "flat": _f(fl),
-                "expected": _f(e),
-            }
-            for st, a, sa, sn, fl, e in zip(
-                t.steps, t.acr, t.solve_all, t.solve_none, t.flat, t.expected
-            )
-        ]
-        json.dump({"summary": summary, "steps": rows}, sys.stdout, indent=1, allow_nan=False)
+        doc = {"summary": summary, "steps": json_rows(t)}
+        json.dump(doc, sys.stdout, indent=1, allow_nan=False)
         print()
         return 0
     out = sys.stdout

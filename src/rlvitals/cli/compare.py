@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
-from rlvitals.errors import InputError
+from rlvitals.cli import add_input_flags
 
 __all__ = ["register", "run"]
 
@@ -21,21 +20,12 @@ examples:
 _SUFFIXES = {".txt": "text", ".json": "json", ".md": "md", ".html": "html"}
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "compare",
-        help=HELP,
-        description=HELP + ".",
-        epilog=EXAMPLE,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("a", metavar="A", help="the first run (file or folder)")
     p.add_argument("b", metavar="B", help="the second run")
     p.add_argument("--run-a", metavar="NAME", help="which run of A, when A holds several")
     p.add_argument("--run-b", metavar="NAME", help="which run of B, when B holds several")
-    p.add_argument(
-        "--input-format", dest="input_format", metavar="FMT", help="force the input format"
-    )
+    add_input_flags(p, None, lenient=False)
     p.add_argument(
         "--format",
         dest="report_format",
@@ -49,19 +39,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rlvitals.cli import EXIT_OK
+    from rlvitals.cli._output import check_output, emit
     from rlvitals.compare import compare_paths, render_compare
     from rlvitals.doctor.config import load_config
-    from rlvitals.report.common import one_line
 
-    fmt = args.report_format
-    if fmt is None and args.output:
-        fmt = _SUFFIXES.get(os.path.splitext(args.output)[1].lower())
-        if fmt is None:
-            raise InputError(args.output, "-o: no format for this file name (or pass --format)")
-    if args.output:
-        from rlvitals.cli._output import refuse_input_target
-
-        refuse_input_target(args.output, [args.a, args.b])
+    fmt = check_output(
+        args.output,
+        [args.a, args.b],
+        args.report_format,
+        lambda out: _SUFFIXES.get(os.path.splitext(out)[1].lower()),
+        ", ".join(_SUFFIXES),
+    )
     config = load_config(args.config, start_dir=".")
     c = compare_paths(
         args.a,
@@ -71,13 +59,5 @@ def run(args: argparse.Namespace) -> int:
         fmt=args.input_format,
         config=config,
     )
-    text = render_compare(c, fmt or "text")
-    if args.output:
-        from rlvitals.cli._output import write_replacing
-
-        write_replacing(args.output, text)
-        print(f"rlvitals: wrote {one_line(args.output)}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+    emit(render_compare(c, fmt), args.output)
     return EXIT_OK

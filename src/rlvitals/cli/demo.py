@@ -10,8 +10,7 @@ HELP = "train GRPO until it collapses, diagnose it, retrain with AVSPO (about 2 
 EXAMPLE = "example: rlvitals demo --out rlvitals-demo"
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help=HELP, description=HELP + ".", epilog=EXAMPLE)
+def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="rlvitals-demo", help="folder (default rlvitals-demo)")
     p.add_argument("--preset", default="default", help="default, or smoke (seconds, tests)")
     p.add_argument("--cache", help="cache of base policies (default ~/.cache/rlvitals/lab)")

@@ -16,14 +16,7 @@ examples:
   rlvitals detectors --json"""
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "detectors",
-        help=HELP,
-        description=HELP + ".",
-        epilog=EXAMPLE,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--family", metavar="NAME", help="only this family (collapse, entropy, ...)")
     p.add_argument(
         "--json",
@@ -37,31 +30,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import dataclasses
+    from rlvitals.report.pages import catalogue_row, detectors_of, summary
 
-    from rlvitals.detectors import catalogue
-    from rlvitals.errors import InputError
-    from rlvitals.report.pages import summary
-
-    classes = catalogue()
-    if args.family:
-        families = sorted({c.family for c in classes})
-        classes = [c for c in classes if c.family == args.family.lower()]
-        if not classes:
-            raise InputError(None, f"unknown family {args.family!r}; valid: {', '.join(families)}")
+    classes = detectors_of(args.family)
     if args.json or args.report_format == "json":
-        rows = [
-            {
-                "id": c.id,
-                "severity": c.severity.value,
-                "family": c.family,
-                "key_metrics": list(c.key_metrics),
-                "summary": summary(c),
-                "knobs": {f.name: f.default for f in dataclasses.fields(c.Knobs)},
-            }
-            for c in classes
-        ]
-        json.dump(rows, sys.stdout, indent=1)
+        json.dump([catalogue_row(c) for c in classes], sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
     w_id = max(len(c.id) for c in classes)

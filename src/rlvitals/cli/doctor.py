@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+from rlvitals.cli import add_input_flags, add_progress_flags
 from rlvitals.errors import InputError
 
 __all__ = ["register", "run"]
@@ -35,17 +36,10 @@ examples:
 FAIL_ON = ("info", "warn", "critical", "never")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(p: argparse.ArgumentParser) -> None:
     from rlvitals.examples import EXAMPLES
     from rlvitals.report import ReportFormat
 
-    p = sub.add_parser(
-        "doctor",
-        help=HELP,
-        description=HELP + ".",
-        epilog=EXAMPLE,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument(
         "path",
@@ -67,17 +61,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="{" + ",".join(fmts) + "}",
         help="report format (default: from the -o suffix, else text)",
     )
-    p.add_argument(
-        "--run",
-        metavar="NAME",
-        help="which run of a store holding several (MLflow, wandb/, trackio, ...; "
+    add_input_flags(
+        p,
+        "which run of a store holding several (MLflow, wandb/, trackio, ...; "
         "'rlvitals inspect' lists them); - as PATH reads standard input",
-    )
-    p.add_argument(
-        "--input-format",
-        dest="input_format",
-        metavar="FMT",
-        help="force the input format instead of sniffing it (see 'rlvitals inspect')",
     )
     p.add_argument(
         "--split-phases",
@@ -86,25 +73,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "field) as separate runs (default: one run, steps continuing; pick one with --run N)",
     )
     p.add_argument(
-        "--lenient",
-        action="store_true",
-        help="skip damaged records that strict reading refuses (a corrupt record in the middle "
-        "of a recording, an invalid JSONL line); each skip is listed in the warnings",
-    )
-    p.add_argument(
         "-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout"
     )
-    p.add_argument(
-        "--fail-on",
-        choices=FAIL_ON,
-        default=None,
-        help="lowest severity that makes the exit code 1 (default: the config's, else warn)",
-    )
-    p.add_argument(
-        "--allow-unjudged",
-        action="store_true",
-        default=None,
-        help="exit 0 even when the collapse family could not judge the run (default: a run "
+    add_judging_flags(
+        p,
+        "exit 0 even when the collapse family could not judge the run (default: a run "
         "that could not be judged exits 2, never a green pass)",
     )
     p.add_argument(
@@ -119,6 +92,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="MIN,MAX",
         help="the reward's range, for a log that does not say it (e.g. 0,1 or -1,4)",
     )
+    add_progress_flags(
+        p, "always show a progress bar on stderr while reading", "never show the progress bar"
+    )
+    p.set_defaults(func=run)
+
+
+def add_judging_flags(p: argparse.ArgumentParser, allow_unjudged: str) -> None:
+    """``--fail-on``, ``--allow-unjudged`` (``allow_unjudged``: its help), ``--select``,
+    ``--ignore``, ``--metric`` and ``--config``: the flags :func:`config_from_args` reads, shared
+    by ``doctor``, ``scan`` and ``watch``."""
+    p.add_argument(
+        "--fail-on",
+        choices=FAIL_ON,
+        default=None,
+        help="lowest severity that makes the exit code 1 (default: the config's, else warn)",
+    )
+    p.add_argument("--allow-unjudged", action="store_true", default=None, help=allow_unjudged)
     p.add_argument(
         "--select",
         action="append",
@@ -144,22 +134,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="rlvitals.toml or pyproject.toml to read (default: search from the "
         "current directory upward)",
     )
-    bar = p.add_mutually_exclusive_group()
-    bar.add_argument(
-        "--progress",
-        dest="progress",
-        action="store_const",
-        const=True,
-        help="always show a progress bar on stderr while reading",
-    )
-    bar.add_argument(
-        "--no-progress",
-        dest="progress",
-        action="store_const",
-        const=False,
-        help="never show the progress bar",
-    )
-    p.set_defaults(func=run, progress=None)
 
 
 def _ids(values: list[str] | None) -> list[str]:
@@ -216,21 +190,21 @@ def config_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlvitals.cli import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
+    from rlvitals.cli._output import check_output, emit
     from rlvitals.doctor import diagnose_path
     from rlvitals.examples import example_path
+    from rlvitals.importers import is_url
     from rlvitals.progress import ProgressBar
     from rlvitals.report import RenderOptions, render, suffix_format
 
-    fmt = args.report_format or (suffix_format(args.output) if args.output else None) or "text"
     config = config_from_args(args)
-    from rlvitals.importers import is_url
-
     path = example_path(args.example) if args.example else Path(args.path)
     if not args.example and is_url(args.path):
         path = args.path  # an MLflow server's mlflow://HOST:PORT/RUN_ID: Path() folds '//'
-    if args.output:
-        _check_output(args.output, args.report_format, path)
+    formats = ".txt, .json, .md or .html"
+    fmt = check_output(
+        args.output, [path], args.report_format, suffix_format, formats, "report format"
+    )
     input_format = args.input_format
     # the folder itself, or the one run inside
     charts: list[Path] = []
@@ -263,27 +237,24 @@ def run(args: argparse.Namespace) -> int:
         color=fmt == "text" and to_terminal and not os.environ.get("NO_COLOR"),
         width=_terminal_columns() if to_terminal else None,
     )
-    report = render(diagnosis, fmt, options)
-    if args.output:
-        from rlvitals.cli._output import write_replacing
+    worst = diagnosis.worst()
+    said = f" ({len(diagnosis.findings)} finding(s)" + (f", worst {worst.value})" if worst else ")")
+    emit(render(diagnosis, fmt, options), args.output, said)
+    return exit_code(diagnosis, config, path)
 
-        out = Path(args.output)
-        write_replacing(out, report)
-        worst = diagnosis.worst()
-        print(
-            f"rlvitals: wrote {out} ({len(diagnosis.findings)} finding(s)"
-            + (f", worst {worst.value})" if worst else ")"),
-            file=sys.stderr,
-        )
-    else:
-        sys.stdout.write(report)
-        sys.stdout.flush()
+
+def exit_code(diagnosis, config, source: object) -> int:
+    """The exit code of a diagnosis of ``source``: 2 for a run the collapse family could not
+    judge (said on stderr; unless ``config.allow_unjudged`` or ``fail_on`` is ``never``), else
+    1 for something at or above ``config.fail_on``, else 0. Shared by ``doctor`` and ``watch``."""
+    from rlvitals.cli import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
+
     unjudged = diagnosis.not_judged()
     if unjudged and not config.allow_unjudged and config.fail_on != "never":
         from rlvitals.report.common import one_line  # the path and reasons come from input
 
         print(
-            f"rlvitals: {one_line(path)}: not judged: {one_line(unjudged)} "
+            f"rlvitals: {one_line(source)}: not judged: {one_line(unjudged)} "
             "(exit 2; --allow-unjudged accepts it)",
             file=sys.stderr,
         )
@@ -371,20 +342,6 @@ def _reward_range(text: str) -> tuple[float, float]:
     if lo is None or hi is None:
         raise InputError(None, f"--reward-range wants MIN,MAX (e.g. 0,1), got {text!r}")
     return lo, hi
-
-
-def _check_output(output: str, report_format: str | None, source: Path) -> None:
-    """Refuse an -o that would overwrite the input, or whose suffix names no report format."""
-    from rlvitals.cli._output import refuse_input_target
-    from rlvitals.report import suffix_format
-
-    out = Path(output)
-    refuse_input_target(out, [source])
-    if report_format is None and suffix_format(output) is None:
-        raise InputError(
-            out,
-            "-o: no report format for this file name (.txt, .json, .md or .html; or pass --format)",
-        )
 
 
 def _terminal_columns() -> int:

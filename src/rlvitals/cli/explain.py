@@ -14,14 +14,7 @@ IDs are case-insensitive; 'rlvitals detectors' lists them.
 example: rlvitals explain ADV_COLLAPSE"""
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "explain",
-        help=HELP,
-        description=HELP + ".",
-        epilog=EXAMPLE,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def register(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "id", metavar="ID", help="detector ID (ADV_COLLAPSE) or condition ID (RUNAWAY_LENGTH)"
     )

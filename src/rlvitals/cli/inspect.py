@@ -11,6 +11,8 @@ import json
 import sys
 from typing import Any
 
+from rlvitals.cli import add_input_flags, add_progress_flags
+
 __all__ = ["register", "render_text", "run"]
 
 HELP = "show what rlvitals reads from a run: format, steps, series with coverage, groups"
@@ -26,37 +28,17 @@ MAX_LISTED = 50
 """Unknown keys and warnings listed in text output before '... and N more'."""
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "inspect",
-        help=HELP,
-        description=HELP + ".",
-        epilog=EXAMPLE,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def register(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "path",
         help="a run: file or directory (TRL output dir, JSONL, CSV, ...); - reads standard "
         "input; gzip/zstd files are read as they are",
     )
-    p.add_argument(
-        "--run",
-        metavar="NAME",
-        help="which run of a store holding several (MLflow, a wandb/ folder, trackio, a log "
-        "with runs back to back); listed in the output",
-    )
-    p.add_argument(
-        "--input-format",
-        "--format",
-        dest="fmt",
-        metavar="FMT",
-        help="force the input format instead of sniffing it from the content",
-    )
-    p.add_argument(
-        "--lenient",
-        action="store_true",
-        help="skip damaged records that strict reading refuses (a corrupt record in the middle "
-        "of a recording, an invalid JSONL line); each skip is listed in the warnings",
+    add_input_flags(
+        p,
+        "which run of a store holding several (MLflow, a wandb/ folder, trackio, a log with "
+        "runs back to back); listed in the output",
+        format_alias=True,
     )
     out = p.add_mutually_exclusive_group()
     out.add_argument(
@@ -72,22 +54,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=("text", "json"),
         help="text (default) or json",
     )
-    bar = p.add_mutually_exclusive_group()
-    bar.add_argument(
-        "--progress",
-        dest="progress",
-        action="store_const",
-        const=True,
-        help="always show the progress bar on stderr (even when not a terminal)",
+    add_progress_flags(
+        p,
+        "always show the progress bar on stderr (even when not a terminal)",
+        "never show the progress bar",
     )
-    bar.add_argument(
-        "--no-progress",
-        dest="progress",
-        action="store_const",
-        const=False,
-        help="never show the progress bar",
-    )
-    p.set_defaults(func=run, output_format="text", progress=None)
+    p.set_defaults(func=run, output_format="text")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from rlvitals.progress import ProgressBar
 
     with ProgressBar(str(args.path), force=args.progress) as bar:
-        r = load(args.path, args.fmt, progress=bar, run=args.run, lenient=args.lenient)
+        r = load(args.path, args.input_format, progress=bar, run=args.run, lenient=args.lenient)
     info = describe(r)
     if args.output_format == "json":
         json.dump(info, sys.stdout, indent=1)

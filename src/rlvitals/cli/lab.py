@@ -33,14 +33,7 @@ _EXPERIMENTS = {
 }
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "lab",
-        help=HELP,
-        description=HELP + ".",
-        epilog=EXAMPLE,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def register(p: argparse.ArgumentParser) -> None:
     lab = p.add_subparsers(dest="lab_command", metavar="EXPERIMENT", parser_class=type(p))
     for name, (text, example) in _EXPERIMENTS.items():
         e = lab.add_parser(name, help=text, description=text + ".", epilog=f"example: {example}")

@@ -21,14 +21,7 @@ examples:
   claude mcp add rlvitals -- rlvitals mcp"""
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "mcp",
-        help=HELP,
-        description=HELP + ".",
-        epilog=EXAMPLE,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def register(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=run)
 
 

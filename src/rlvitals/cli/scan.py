@@ -13,6 +13,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from rlvitals.cli import add_progress_flags
 from rlvitals.errors import InputError
 
 __all__ = ["register", "run"]
@@ -32,17 +33,10 @@ examples:
   rlvitals scan /shared/runs --engine ray --format csv -o runs.csv --fail-on never"""
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    from rlvitals.cli.doctor import FAIL_ON
+def register(p: argparse.ArgumentParser) -> None:
+    from rlvitals.cli.doctor import add_judging_flags
     from rlvitals.scan import ENGINES, FORMATS, SORT_KEYS
 
-    p = sub.add_parser(
-        "scan",
-        help=HELP,
-        description=HELP + ".",
-        epilog=EXAMPLE,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
     p.add_argument("paths", nargs="+", metavar="PATH", help="files, folders or quoted globs")
     p.add_argument(
         "--format",
@@ -108,64 +102,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="what ACR_100 is correlated with: the final eval metric, the final train reward, "
         "or auto (eval when 3+ runs have one)",
     )
-    p.add_argument(
-        "--fail-on",
-        choices=FAIL_ON,
-        default=None,
-        help="lowest severity that makes the exit code 1 (default: the config's, else warn)",
+    add_judging_flags(p, "runs that could not be read or judged do not make the exit code 2")
+    add_progress_flags(
+        p,
+        "always show the progress counter on stderr",
+        "never show it (default: only when stderr is a terminal)",
     )
-    p.add_argument(
-        "--allow-unjudged",
-        action="store_true",
-        default=None,
-        help="runs that could not be read or judged do not make the exit code 2",
-    )
-    p.add_argument("--select", action="append", metavar="IDS", help="run only these detectors")
-    p.add_argument("--ignore", action="append", metavar="IDS", help="skip these detectors")
-    p.add_argument(
-        "--metric",
-        action="append",
-        metavar="KEY=NAME",
-        help="read every run's KEY as the rlvitals metric NAME (repeatable)",
-    )
-    p.add_argument("--config", metavar="FILE", help="rlvitals.toml or pyproject.toml to read")
-    bar = p.add_mutually_exclusive_group()
-    bar.add_argument(
-        "--progress",
-        dest="progress",
-        action="store_const",
-        const=True,
-        help="always show the progress counter on stderr",
-    )
-    bar.add_argument(
-        "--no-progress",
-        dest="progress",
-        action="store_const",
-        const=False,
-        help="never show it (default: only when stderr is a terminal)",
-    )
-    p.set_defaults(func=run, progress=None)
-
-
-def _check_output(output: str, fmt: str | None, targets) -> None:
-    from rlvitals.scan import suffix_format
-
-    if fmt is None and suffix_format(output) is None:
-        raise InputError(
-            output, "-o: no format for this file name (.txt, .csv, .json, .md, .html; or --format)"
-        )
-    from rlvitals.cli._output import refuse_input_target
-
-    refuse_input_target(output, [t.path for t in targets])
+    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from rlvitals.cli import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
+    from rlvitals.cli._output import check_output, emit
     from rlvitals.cli.doctor import config_from_args
     from rlvitals.report.common import one_line
     from rlvitals.scan import Counter, default_cache_dir, discover, render_scan, scan, suffix_format
 
-    fmt = args.report_format or (suffix_format(args.output) if args.output else None) or "text"
     if args.jobs is not None and args.jobs < 1:
         raise InputError(None, f"--jobs must be 1 or more, got {args.jobs}")
     config = config_from_args(args)
@@ -181,8 +133,13 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(
                 " ".join(args.paths), f"no run found ({found.skipped} file(s) looked at)"
             )
-        if args.output:
-            _check_output(args.output, args.report_format, found.targets)
+        fmt = check_output(
+            args.output,
+            [t.path for t in found.targets],
+            args.report_format,
+            suffix_format,
+            ".txt, .csv, .json, .md, .html",
+        )
         result = scan(
             args.paths,
             jobs=args.jobs,
@@ -213,18 +170,7 @@ def run(args: argparse.Namespace) -> int:
         width=shutil.get_terminal_size().columns if to_terminal else None,
         against=args.against,
     )
-    if args.output:
-        from rlvitals.cli._output import write_replacing
-
-        write_replacing(args.output, text)
-        print(
-            f"rlvitals: wrote {one_line(args.output)} ({len(result.rows)} run(s), "
-            f"{len(result.errors)} unreadable)",
-            file=sys.stderr,
-        )
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+    emit(text, args.output, f" ({len(result.rows)} run(s), {len(result.errors)} unreadable)")
     if config.fail_on == "never":
         return EXIT_OK
     if not allow and any(r.error or r.not_judged for r in result.rows):

@@ -17,6 +17,7 @@ import argparse
 import sys
 import time
 
+from rlvitals.cli import add_input_flags
 from rlvitals.errors import InputError
 
 __all__ = ["register", "run"]
@@ -40,14 +41,9 @@ DEFAULT_WAIT = 600.0
 """Seconds ``watch`` waits for a path that does not exist yet (a run about to start)."""
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "watch",
-        help=HELP,
-        description=HELP + ".",
-        epilog=EXAMPLE,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def register(p: argparse.ArgumentParser) -> None:
+    from rlvitals.cli.doctor import add_judging_flags
+
     p.add_argument("path", help="a recording directory, or a log file or folder being written")
     p.add_argument("--once", action="store_true", help="one refresh, then exit")
     p.add_argument(
@@ -64,21 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="exit once the input has not changed for this long (the run ended)",
     )
-    p.add_argument(
-        "--fail-on",
-        choices=("info", "warn", "critical", "never"),
-        default=None,
-        help="lowest severity that makes the exit code 1 (default: the config's, else warn)",
-    )
-    p.add_argument(
-        "--allow-unjudged",
-        action="store_true",
-        default=None,
-        help="exit 0 even when the collapse family could not judge the run",
-    )
-    p.add_argument("--input-format", dest="input_format", metavar="FMT", help="force the format")
-    p.add_argument("--run", metavar="NAME", help="which run of a store holding several")
-    p.add_argument("--config", metavar="FILE", help="rlvitals.toml or pyproject.toml to read")
+    add_judging_flags(p, "exit 0 even when the collapse family could not judge the run")
+    add_input_flags(p, "which run of a store holding several", lenient=False)
     p.add_argument(
         "--plain",
         action="store_true",
@@ -130,8 +113,7 @@ def run(args: argparse.Namespace) -> int:
 def _watch(args: argparse.Namespace, alerts) -> int:
     from rich.console import Console
 
-    from rlvitals.cli import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
-    from rlvitals.cli.doctor import config_from_args
+    from rlvitals.cli.doctor import config_from_args, exit_code
     from rlvitals.conditions import get_condition
     from rlvitals.doctor import diagnose
     from rlvitals.doctor.differential import condition_severity
@@ -186,7 +168,7 @@ def _watch(args: argparse.Namespace, alerts) -> int:
         if state["diagnosis"] is None:
             raise follower.error or InputError(args.path, "nothing to read")
         _show_last(console, state, view, args.report_format)
-        return _exit_code(state["diagnosis"], config, EXIT_OK, EXIT_FINDINGS, EXIT_USAGE)
+        return exit_code(state["diagnosis"], config, args.path)
 
     last_change = time.monotonic()
     try:
@@ -217,7 +199,7 @@ def _watch(args: argparse.Namespace, alerts) -> int:
         raise follower.error or InputError(args.path, "nothing to read")
     if args.report_format == "json":
         _show_last(console, state, view, "json")
-    return _exit_code(state["diagnosis"], config, EXIT_OK, EXIT_FINDINGS, EXIT_USAGE)
+    return exit_code(state["diagnosis"], config, args.path)
 
 
 def _show_last(console, state: dict, view, fmt: str) -> None:
@@ -232,14 +214,3 @@ def _show_last(console, state: dict, view, fmt: str) -> None:
 
 def _idle(args: argparse.Namespace, last_change: float) -> bool:
     return args.idle_exit is not None and time.monotonic() - last_change >= args.idle_exit
-
-
-def _exit_code(d, config, ok: int, findings: int, usage: int) -> int:
-    """As ``rlvitals doctor``: 2 for a run not judged (unless allowed), 1 for findings."""
-    unjudged = d.not_judged()
-    if unjudged and not config.allow_unjudged and config.fail_on != "never":
-        from rlvitals.report.common import one_line  # the reasons come from the input
-
-        print(f"rlvitals: not judged: {one_line(unjudged)} (exit 2)", file=sys.stderr)
-        return usage
-    return findings if d.fails(config.fail_on) else ok

@@ -18,13 +18,16 @@ import sys
 import textwrap
 
 from rlvitals.detectors import Detector, catalogue
+from rlvitals.errors import InputError
 from rlvitals.recording.metrics import CANONICAL
 
 __all__ = [
     "SECTIONS",
     "catalogue_page",
+    "catalogue_row",
     "detector_doc",
     "detector_page",
+    "detectors_of",
     "knob_docs",
     "metrics_page",
     "page_problems",
@@ -54,6 +57,32 @@ def summary(cls: type[Detector]) -> str:
     """The first line of the detector's page."""
     doc = detector_doc(cls)
     return doc.splitlines()[0].strip() if doc else ""
+
+
+def detectors_of(family: str | None = None) -> list[type[Detector]]:
+    """The detector catalogue, or its detectors of ``family``; an unknown family raises
+    :class:`InputError` listing the valid ones (``rlvitals detectors --family``, MCP)."""
+    classes = catalogue()
+    if not family:
+        return classes
+    chosen = [c for c in classes if c.family == family.lower()]
+    if not chosen:
+        families = ", ".join(sorted({c.family for c in classes}))
+        raise InputError(None, f"unknown family {family!r}; valid: {families}")
+    return chosen
+
+
+def catalogue_row(cls: type[Detector]) -> dict:
+    """A detector as JSON-ready data: ID, severity, family, key metrics, summary and knobs with
+    their defaults (``rlvitals detectors --json``, the MCP catalogue)."""
+    return {
+        "id": cls.id,
+        "severity": cls.severity.value,
+        "family": cls.family,
+        "key_metrics": list(cls.key_metrics),
+        "summary": summary(cls),
+        "knobs": {f.name: f.default for f in dataclasses.fields(cls.Knobs)},
+    }
 
 
 def knob_docs(cls: type[Detector]) -> dict[str, str]:
