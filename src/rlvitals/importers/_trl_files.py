@@ -18,7 +18,7 @@ from rlvitals.importers._source import is_stream, open_input
 from rlvitals.importers._steps import as_step
 from rlvitals.recording.memory import check_json
 from rlvitals.recording.metrics import is_eval_key
-from rlvitals.recording.run import Manifest
+from rlvitals.recording.run import Event, Manifest
 from rlvitals.trainers import apply_facts
 from rlvitals.trainers import trl as trl_facts
 
@@ -29,7 +29,8 @@ __all__ = [
     "SUMMARY_KEYS",
     "HistoryReader",
     "StateHints",
-    "apply_args",
+    "add_log_row",
+    "apply_args_file",
     "find_args_file",
     "find_state",
     "is_checkpoint_dir",
@@ -184,10 +185,18 @@ def read_args(path: Path) -> dict[str, Any] | None:
     return {k: obj[k] for k in _ARGS_KEYS if k in obj}
 
 
-def apply_args(manifest: Manifest, args: dict[str, Any]) -> None:
-    """Set group size, scaling, KL coefficient and estimator from GRPO arguments (the trainer
-    facts of :mod:`rlvitals.trainers.trl`)."""
-    apply_facts(manifest, trl_facts.facts(args), overwrite=True)
+def apply_args_file(manifest: Manifest, state: Path) -> dict[str, Any]:
+    """The GRPO arguments of the sibling config of ``state`` (:func:`find_args_file`; ``{}``
+    when there is none), recorded in ``manifest.config`` (``args``, ``args_source``) and applied:
+    group size, scaling, KL coefficient and estimator (the trainer facts of
+    :mod:`rlvitals.trainers.trl`)."""
+    found = find_args_file(state)
+    if found is None:
+        return {}
+    manifest.config["args"] = found[1]
+    manifest.config["args_source"] = str(found[0])
+    apply_facts(manifest, trl_facts.facts(found[1]), overwrite=True)
+    return found[1]
 
 
 @record(frozen=True)
@@ -396,22 +405,26 @@ class HistoryReader:
     def fill(self, builder: Any, segment: int) -> None:
         """Add the rows of segment ``segment`` (0-based) to ``builder``; the summary row goes to
         ``manifest.config["summary"]`` and an event, never a step."""
-        from rlvitals.recording.run import Event
-
         for step, row, kind in self.segments[segment]:
-            if kind == "summary":
-                summary = {k: v for k, v in row.items() if isinstance(v, (int, float, str))}
-                builder.manifest.config["summary"] = summary
-                builder.add_event(Event(step, "summary", "end-of-training summary row", summary))
-                rest = {
-                    k: v for k, v in row.items() if k not in SUMMARY_DROP and k not in _NOT_METRICS
-                }
-                if rest:
-                    builder.add_row(step, rest)
-            elif kind == "eval":
-                builder.add_row(step, {k: v for k, v in row.items() if k not in _NOT_METRICS})
-            else:
-                builder.add_row(step, {k: v for k, v in row.items() if k != "step"})
+            add_log_row(builder, step, row, kind)
+
+
+def add_log_row(builder: Any, step: int, row: dict[str, Any], kind: str) -> None:
+    """Add one ``log_history`` row of ``kind`` (``train``, ``eval`` or ``summary``) to
+    ``builder``: an eval row without its ``epoch`` (an eval step is never a gap in the training
+    series); the summary row to ``manifest.config["summary"]`` and a ``summary`` event, never a
+    step, only its other metrics (if any) on its step."""
+    if kind == "summary":
+        summary = {k: v for k, v in row.items() if isinstance(v, (int, float, str))}
+        builder.manifest.config["summary"] = summary
+        builder.add_event(Event(step, "summary", "end-of-training summary row", summary))
+        rest = {k: v for k, v in row.items() if k not in SUMMARY_DROP and k not in _NOT_METRICS}
+        if rest:
+            builder.add_row(step, rest)
+    elif kind == "eval":
+        builder.add_row(step, {k: v for k, v in row.items() if k not in _NOT_METRICS})
+    else:
+        builder.add_row(step, {k: v for k, v in row.items() if k != "step"})
 
 
 def choose_segment(path: Path, reader: HistoryReader, run: str | None, builder: Any) -> int:

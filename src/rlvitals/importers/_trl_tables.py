@@ -242,22 +242,23 @@ def read_table_groups(
 
 
 def attach_groups(
-    folder: Path,
+    files: list[Path],
     builder: RunBuilder,
     hints: StateHints | None = None,
     progress: Progress | None = None,
-) -> None:
-    """Read ``folder``'s completion tables into ``builder.groups`` (and its group size)."""
-    files = table_files(folder)
+) -> bool:
+    """Read completion tables into ``builder.groups`` (and its group size, when every group has
+    the G used); False when none of them holds training completions."""
     table, g = read_table_groups(files, hints, progress, builder.warnings)
     if table is None:
-        return
+        return False
     builder.groups = table
     if builder.manifest.group_size is None:
         sizes = np.unique(table.sizes())
         if g is not None and sizes.size == 1 and int(sizes[0]) == g:
             builder.manifest.group_size = g
     builder.manifest.config["completions_tables"] = len(files)
+    return True
 
 
 def _few(xs: list[int], n: int = 5) -> str:

@@ -13,19 +13,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
-
 from rlvitals.errors import InputError, MissingExtraError
 from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._trl_files import (
-    apply_args,
-    find_args_file,
+    apply_args_file,
     state_hints_near,
 )
 from rlvitals.importers._trl_tables import (
     PARQUET_MAGIC,
+    attach_groups,
     pyarrow_parquet,
-    read_table_groups,
     table_files,
 )
 from rlvitals.recording.run import Manifest, Run, RunBuilder
@@ -72,21 +69,11 @@ def load_trl_completions(path: Path, progress: Progress | None = None) -> Run:
     if near is not None:
         state_path, hints = near
         manifest.config["trainer_state"] = str(state_path)
-        found = find_args_file(state_path)
-        if found is not None:
-            manifest.config["args"] = found[1]
-            manifest.config["args_source"] = str(found[0])
-            apply_args(manifest, found[1])
+        apply_args_file(manifest, state_path)
     builder = RunBuilder(manifest)
-    table, g = read_table_groups(files, hints, progress, builder.warnings)
-    if table is None:
+    if not attach_groups(files, builder, hints, progress):
         why = " (every table holds eval completions)" if hints is not None else ""
         raise InputError(path, f"no training completions in these tables{why}")
-    builder.groups = table
-    sizes = np.unique(table.sizes())
-    if manifest.group_size is None and g is not None and sizes.size == 1 and int(sizes[0]) == g:
-        manifest.group_size = g
-    manifest.config["completions_tables"] = len(files)
     return builder.build()
 
 

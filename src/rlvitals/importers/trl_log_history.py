@@ -38,6 +38,7 @@ from rlvitals.importers._trl_files import (
     PHASE_KEY,
     SUMMARY_KEYS,
     HistoryReader,
+    add_log_row,
     choose_segment,
     phase_fields,
 )
@@ -142,7 +143,8 @@ _DROP = {"train": frozenset({"step"}), "eval": frozenset({"step", "epoch"})}
 def _fill(rows: list[tuple[int, Any, str]], builder: RunBuilder) -> None:
     """``HistoryReader.fill`` of one segment, column by column for its compact rows: runs of
     them go to the builder at once (:func:`~rlvitals.importers._rows.add_rows`), the few rows
-    kept whole (the summary row) through ``HistoryReader.fill`` itself, in file order."""
+    kept whole (the summary row) one by one (:func:`~rlvitals.importers._trl_files.add_log_row`),
+    in file order."""
     batch: list[tuple[int, Row, frozenset[str]]] = []
     for step, row, kind in rows:
         if isinstance(row, Row) and kind in _DROP:
@@ -150,9 +152,7 @@ def _fill(rows: list[tuple[int, Any, str]], builder: RunBuilder) -> None:
             continue
         add_rows(builder, batch)
         batch = []
-        one = HistoryReader()
-        one.segments = [[(step, row, kind)]]
-        one.fill(builder, 0)
+        add_log_row(builder, step, row, kind)
     add_rows(builder, batch)
 
 

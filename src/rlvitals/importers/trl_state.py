@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from rlvitals.errors import InputError, MissingExtraError
 from rlvitals.importers import Importer, Precheck, Progress, register
@@ -34,22 +33,20 @@ from rlvitals.importers._steps import as_step
 from rlvitals.importers._trl_files import (
     MAX_STATE_BYTES,
     STATE_NAME,
-    SUMMARY_DROP,
     SUMMARY_KEYS,
     StateHints,
-    apply_args,
-    find_args_file,
+    add_log_row,
+    apply_args_file,
     find_state,
     is_checkpoint_dir,
     is_eval_row,
     read_json,
 )
 from rlvitals.importers._trl_tables import attach_groups, table_files
-from rlvitals.recording.run import Event, Manifest, Run, RunBuilder
+from rlvitals.recording.run import Manifest, Run, RunBuilder
 
 __all__ = ["load_trl_state"]
 
-_SUMMARY_DROP = SUMMARY_DROP
 _STATE_SKIP = frozenset(
     {
         "log_history",
@@ -59,7 +56,6 @@ _STATE_SKIP = frozenset(
         "is_hyper_param_search",
     }
 )
-_NOT_METRICS = frozenset({"step", "epoch"})
 
 
 def _sniff(path: Path, head: bytes) -> float:
@@ -99,7 +95,6 @@ def load_trl_state(path: Path, progress: Progress | None = None) -> Run:
     if ls is not None and ls > 0:
         manifest.logging_steps = ls
     builder = RunBuilder(manifest, ignore=("step",))
-    add_row = builder.add_row
     bad_steps = 0
     for i, row in enumerate(history):
         if not isinstance(row, dict):
@@ -109,19 +104,10 @@ def load_trl_state(path: Path, progress: Progress | None = None) -> Run:
             bad_steps += 1
             continue
         if SUMMARY_KEYS.intersection(row):
-            summary = {k: v for k, v in row.items() if isinstance(v, (int, float, str))}
-            manifest.config["summary"] = summary
-            builder.add_event(Event(step, "summary", "end-of-training summary row", summary))
-            rest = {
-                k: v for k, v in row.items() if k not in _SUMMARY_DROP and k not in _NOT_METRICS
-            }
-            if rest:  # anything else in that row is still a step's metric
-                add_row(step, rest)
-            continue
-        if is_eval_row(row):
-            add_row(step, {k: v for k, v in row.items() if k not in _NOT_METRICS})
+            kind = "summary"
         else:
-            add_row(step, row)  # the builder ignores "step"
+            kind = "eval" if is_eval_row(row) else "train"
+        add_log_row(builder, step, row, kind)
         if progress is not None and i % 4096 == 0:
             progress(total * i // max(len(history), 1), total)
     if bad_steps:
@@ -131,13 +117,7 @@ def load_trl_state(path: Path, progress: Progress | None = None) -> Run:
     if builder.skipped_values:
         builder.warn(f"{state_path}: {builder.skipped_values} non-numeric values ignored")
 
-    found = find_args_file(state_path)
-    args: dict[str, Any] = {}
-    if found is not None:
-        args_file, args = found
-        manifest.config["args"] = args
-        manifest.config["args_source"] = str(args_file)
-        apply_args(manifest, args)
+    args = apply_args_file(manifest, state_path)
     _attach_completions(state_path, builder, lambda: StateHints.from_state(state, args))
     if progress is not None:
         progress(total, total)
@@ -156,10 +136,11 @@ def _attach_completions(
     if is_checkpoint_dir(root) and not (root / "completions").is_dir():
         root = root.parent
     comp = root / "completions"
-    if not comp.is_dir() or not table_files(comp):
+    files = table_files(comp) if comp.is_dir() else []
+    if not files:
         return
     try:
-        attach_groups(comp, builder, hints())
+        attach_groups(files, builder, hints())
     except MissingExtraError as e:
         builder.warn(f"{comp}: completion tables not read: {e}")
 
