@@ -18,6 +18,7 @@ import dataclasses
 import math
 import numbers
 import struct
+import typing
 from array import array
 from dataclasses import field
 from typing import Any
@@ -123,25 +124,12 @@ class Manifest:
 
 
 MANIFEST_FIELDS: dict[str, type] = {
-    "source": str,
-    "format": str,
-    "trainer": str,
-    "group_size": int,
-    "scale_rewards": str,
-    "reward_min": float,
-    "reward_max": float,
-    "estimator": str,
-    "adv_scale": str,
-    "kl_coef": float,
-    "filters_zero_var": bool,
-    "logging_steps": int,
-    "step_key": str,
-    "trainer_version": str,
-    "reward_std_kind": str,
-    "schema": int,
+    name: (typing.get_args(hint) or (hint,))[0]  # ``str | None`` holds a str
+    for name, hint in typing.get_type_hints(Manifest).items()
+    if name != "config"
 }
 """The type each :class:`Manifest` field holds (besides ``config``, a dict), for the recording's
-writer and reader alike."""
+writer and reader alike: read from the field annotations, the one declaration."""
 
 
 @record
