@@ -18,7 +18,6 @@ from typing import Any
 
 from rlvitals.guard.checks import MonitorCheck
 from rlvitals.guard.containment import quiet
-from rlvitals.guard.inputs import unwire
 
 __all__ = ["DEFAULT_FLUSH_SECONDS", "BackgroundChecks"]
 
@@ -205,22 +204,11 @@ class BackgroundChecks:
                 out = self.guard.run("running the doctor", self._check_here, *redo)
                 redo = None
             for m in messages:
-                self.guard.run(
-                    "reading the groups" if m[0] == "groups" else "reading the scalars",
-                    self._refill,
-                    m,
-                )
+                self.guard.run(f"reading the {m[0]}", self._window.take, m)
         if redo is not None:
             out = self.guard.run("running the doctor", self._check_here, *redo)
         self._owed_here = owed
         return out
-
-    def _refill(self, message: tuple) -> None:
-        if message[0] == "groups":
-            _, step, r, g, prompts, adv = message
-            self._window.add_groups(step, unwire(r), unwire(g), prompts, unwire(adv))
-        else:
-            self._window.add_scalars(message[1], message[2])
 
     def poll(self) -> MonitorCheck | None:
         """Background mode: judge the checks the helper answered since the last call (alerts,

@@ -340,10 +340,9 @@ class _Helper:
         from rlvitals import doctor
         from rlvitals.detectors import load_all
         from rlvitals.guard import window
-        from rlvitals.guard.inputs import unwire
 
         load_all()
-        self.doctor, self.w, self.unwire = doctor, window, unwire
+        self.doctor, self.w = doctor, window
         self.window: Any = None
         self.manifest: Any = None
         self.configs: dict[Any, tuple[Any, Any]] = {}
@@ -364,16 +363,11 @@ class _Helper:
             _, key, config = message
             self.configs[key] = (config, self.doctor.prepare(config))
         elif kind in ("groups", "scalars"):
-            site = "reading the groups" if kind == "groups" else "reading the scalars"
             try:
-                if kind == "groups":
-                    _, step, r, g, prompts, adv = message
-                    unwire = self.unwire
-                    self.window.add_groups(step, unwire(r), unwire(g), prompts, unwire(adv))
-                else:
-                    self.window.add_scalars(*message[1:])
+                self.window.take(message)
             except Exception as e:
-                return -1, (site, RuntimeError(f"{type(e).__name__}: {e} (in the helper)"))
+                error = RuntimeError(f"{type(e).__name__}: {e} (in the helper)")
+                return -1, (f"reading the {kind}", error)
         elif kind == "ask":
             _, req, what, key = message
             try:

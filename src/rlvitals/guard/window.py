@@ -27,7 +27,7 @@ import numpy as np
 
 from rlvitals._median import median
 from rlvitals.guard.columns import MAX_COLUMNS, Columns, pack
-from rlvitals.guard.inputs import number, prompt_list
+from rlvitals.guard.inputs import number, prompt_list, unwire
 from rlvitals.recording.metrics import canonical_key
 from rlvitals.recording.run import Run
 from rlvitals.signal import DEFAULT_TAU, advantage_stats, advantages_from_stats, group_stats
@@ -159,6 +159,16 @@ class StepWindow:
         pend["parts"].append((rewards, group_ids, prompts, advantages))
         pend["row"] = self._train_slot(step)
         self._reduce(pend)
+
+    def take(self, message: tuple) -> None:
+        """A step's ``("groups", ...)`` or ``("scalars", ...)`` message as the monitor sends it to
+        its helper process (arrays as :func:`~rlvitals.guard.inputs.wire` bytes): the helper's
+        window takes it, and the monitor's own when it refills after the helper went away."""
+        if message[0] == "groups":
+            _, step, r, g, prompts, adv = message
+            self.add_groups(step, unwire(r), unwire(g), prompts, unwire(adv))
+        else:
+            self.add_scalars(message[1], message[2])
 
     def close_step(self) -> None:
         """The current step's groups are complete: remember its prompts' pass rates."""
