@@ -81,17 +81,13 @@ def step_groups(rewards: Any, group_ids: Any, advantages: Any, lengths: Any) -> 
         g = host_array(group_ids, "group_ids").reshape(-1)
         if g.shape != r.shape:
             raise ValueError(f"rewards {r.shape} and group_ids {g.shape} differ")
-    adv = None
-    if advantages is not None:
-        adv = host_array(advantages, "advantages").reshape(-1)
-        if adv.shape != r.shape:
-            raise ValueError(f"advantages {adv.shape} and rewards {r.shape} differ")
-    lens = None
-    if lengths is not None:
-        lens = host_array(lengths, "lengths").reshape(-1)
-        if lens.shape != r.shape:
-            raise ValueError(f"lengths {lens.shape} and rewards {r.shape} differ")
-    return r, g, adv, lens
+    rows = []
+    for name, x in (("advantages", advantages), ("lengths", lengths)):
+        a = None if x is None else host_array(x, name).reshape(-1)
+        if a is not None and a.shape != r.shape:
+            raise ValueError(f"{name} {a.shape} and rewards {r.shape} differ")
+        rows.append(a)
+    return r, g, *rows
 
 
 def plain_recorder(rec: Any) -> bool:
