@@ -373,13 +373,7 @@ class SinkRunner:
         now = time.monotonic()
         for w in self.workers:
             ctx = contextvars.copy_context()  # one per sink: a context is entered by one thread
-            busy = w.busy_since
-            if busy is not None and now - busy > self.timeout:
-                self._problem(
-                    w.name,
-                    "hang",
-                    f"did not return within {self.timeout:g} s (alerts wait in its queue)",
-                )
+            self._hang_check(w, now)
             try:
                 w.queue.put_nowait((ctx, alert))
             except queue.Full:
@@ -406,6 +400,13 @@ class SinkRunner:
                     w.busy_since = None
             finally:
                 w.queue.task_done()
+
+    def _hang_check(self, w: _Worker, now: float) -> None:
+        """Report ``w`` as hung when its delivery in progress started over the timeout ago."""
+        busy = w.busy_since
+        if busy is not None and now - busy > self.timeout:
+            what = f"did not return within {self.timeout:g} s (alerts wait in its queue)"
+            self._problem(w.name, "hang", what)
 
     def _problem(self, name: str, kind: str, what: str) -> None:
         with self._lock:
@@ -439,14 +440,8 @@ class SinkRunner:
         while self.pending():
             if time.monotonic() >= deadline:
                 for w in self.workers:
-                    if w.queue.unfinished_tasks and w.busy_since is not None:
-                        waited = time.monotonic() - w.busy_since
-                        if waited > self.timeout:
-                            self._problem(
-                                w.name,
-                                "hang",
-                                f"did not return within {self.timeout:g} s (alerts wait in its queue)",
-                            )
+                    if w.queue.unfinished_tasks:
+                        self._hang_check(w, time.monotonic())
                 return False
             time.sleep(0.005)
         return True
