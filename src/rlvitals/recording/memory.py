@@ -119,18 +119,12 @@ def _mib(n: float) -> str:
 
 def json_cost(text: bytes | str) -> int:
     """Estimated bytes of the objects ``json.loads(text)`` makes (an upper bound, roughly)."""
-    if isinstance(text, str):
-        containers = text.count("{") + text.count("[")
-        return (
-            _COST_CONTAINER * containers
-            + _COST_ENTRY * text.count(":")
-            + _COST_ITEM * text.count(",")
-        )
-    containers = text.count(b"{") + text.count(b"[")
+    marks = ("{", "[", ":", ",") if isinstance(text, str) else (b"{", b"[", b":", b",")
+    brace, bracket, colon, comma = marks
     return (
-        _COST_CONTAINER * containers
-        + _COST_ENTRY * text.count(b":")
-        + _COST_ITEM * text.count(b",")
+        _COST_CONTAINER * (text.count(brace) + text.count(bracket))
+        + _COST_ENTRY * text.count(colon)
+        + _COST_ITEM * text.count(comma)
     )
 
 

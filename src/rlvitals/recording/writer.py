@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from rlvitals._array import is_torch
 from rlvitals.recording import layout as fmt
 from rlvitals.recording._streams import StreamWriter
 from rlvitals.recording.run import Manifest
@@ -269,7 +270,7 @@ def _check_int(v: Any, name: str, lo: int) -> int:
 
 
 def _check_step(step: Any) -> int:
-    if _is_torch(step) and getattr(step, "ndim", 1) == 0 and not step.is_floating_point():
+    if is_torch(step) and getattr(step, "ndim", 1) == 0 and not step.is_floating_point():
         step = int(step)
     if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
         raise TypeError(f"step must be an integer, got {step!r}")
@@ -295,13 +296,9 @@ def _to_float(v: Any) -> float | None:
         return None
 
 
-def _is_torch(x: Any) -> bool:
-    return type(x).__module__.startswith("torch")
-
-
 def _host_array(x: Any, name: str) -> np.ndarray:
     """A numpy view or copy of ``x`` on the host; torch tensors are detached and copied."""
-    if _is_torch(x):
+    if is_torch(x):
         t = x.detach().cpu()
         try:
             a = t.numpy()
@@ -372,7 +369,7 @@ def _layout(g: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
 
 def _prompt_ids(x: Any) -> list | np.ndarray:
     """Per-group prompt ids as a 1-D numpy array (kept for fast encoding) or a list."""
-    if _is_torch(x):
+    if is_torch(x):
         x = x.detach().cpu().numpy()
     if isinstance(x, np.ndarray):
         if x.ndim != 1:
