@@ -20,7 +20,14 @@ import sys
 import time
 from typing import IO, Any
 
-__all__ = ["ENV_VAR", "REDRAW_EVERY_S", "SHOW_AFTER_S", "ProgressBar", "progress_enabled"]
+__all__ = [
+    "ENV_VAR",
+    "REDRAW_EVERY_S",
+    "SHOW_AFTER_S",
+    "LiveLine",
+    "ProgressBar",
+    "progress_enabled",
+]
 
 SHOW_AFTER_S = 1.0
 """Inputs read faster than this never show a bar."""
@@ -46,7 +53,55 @@ def progress_enabled(force: bool | None = None, stream: IO[str] | None = None) -
         return False
 
 
-class ProgressBar:
+class LiveLine:
+    """One line of rich progress columns on ``stream`` (stderr by default), drawn from callbacks
+    (never a thread): :meth:`_open` starts it, :meth:`_draw` redraws it, :meth:`close` removes
+    it. ``enabled`` is :func:`progress_enabled`'s answer; ``force`` also makes rich draw on a
+    stream that is not a terminal. Shared by :class:`ProgressBar` and the scan's counter."""
+
+    def __init__(self, *, force: bool | None = None, stream: IO[str] | None = None):
+        self.stream = sys.stderr if stream is None else stream
+        self.enabled = progress_enabled(force, self.stream)
+        self.force = force
+        self._last_draw = 0.0
+        self._progress: Any = None
+        self._task: Any = None
+        self._shown = False
+
+    @property
+    def shown(self) -> bool:
+        """True once the line has been drawn (stays True after :meth:`close`)."""
+        return self._shown
+
+    def _open(self, columns: tuple, description: str, total: int | None) -> None:
+        from rich.console import Console
+        from rich.progress import Progress
+
+        console = Console(file=self.stream, force_terminal=bool(self.force) or None)
+        self._progress = Progress(*columns, console=console, auto_refresh=False, transient=True)
+        self._progress.start()
+        self._shown = True
+        self._task = self._progress.add_task(description, total=total)
+
+    def _draw(self, **update: Any) -> None:
+        self._last_draw = time.monotonic()
+        self._progress.update(self._task, **update)
+        self._progress.refresh()
+
+    def close(self) -> None:
+        """Remove the line (idempotent)."""
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ProgressBar(LiveLine):
     """``progress(done, total)`` callback drawing a rich bar on ``stream`` (stderr by default).
 
     Args:
@@ -66,73 +121,36 @@ class ProgressBar:
         stream: IO[str] | None = None,
         show_after: float | None = None,
     ):
+        super().__init__(force=force, stream=stream)
         self.label = label
-        self.stream = sys.stderr if stream is None else stream
-        self.enabled = progress_enabled(force, self.stream)
-        self.force = force
         self.show_after = SHOW_AFTER_S if show_after is None else show_after
         self.calls = 0
         self._start = time.monotonic()
-        self._last_draw = 0.0
-        self._progress: Any = None
-        self._task: Any = None
-        self._shown = False
-
-    @property
-    def shown(self) -> bool:
-        """True once the bar has been drawn (stays True after :meth:`close`)."""
-        return self._shown
 
     def __call__(self, done: int, total: int) -> None:
         self.calls += 1
         if not self.enabled:
             return
-        now = time.monotonic()
         if self._progress is None:
-            if now - self._start < self.show_after or (total and done >= total):
+            if time.monotonic() - self._start < self.show_after or (total and done >= total):
                 return
-            self._open(total)
-        elif now - self._last_draw < REDRAW_EVERY_S and done < total:
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                TextColumn,
+                TimeRemainingColumn,
+            )
+
+            columns = (
+                TextColumn("reading {task.description}"),
+                BarColumn(),
+                DownloadColumn(),
+                TimeRemainingColumn(),
+            )
+            self._open(columns, _short(self.label), max(total, 1))
+        elif time.monotonic() - self._last_draw < REDRAW_EVERY_S and done < total:
             return
-        self._last_draw = now
-        self._progress.update(self._task, completed=done, total=max(total, done, 1))
-        self._progress.refresh()
-
-    def _open(self, total: int) -> None:
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            DownloadColumn,
-            Progress,
-            TextColumn,
-            TimeRemainingColumn,
-        )
-
-        console = Console(file=self.stream, force_terminal=bool(self.force) or None)
-        self._progress = Progress(
-            TextColumn("reading {task.description}"),
-            BarColumn(),
-            DownloadColumn(),
-            TimeRemainingColumn(),
-            console=console,
-            auto_refresh=False,
-            transient=True,
-        )
-        self._progress.start()
-        self._shown = True
-        self._task = self._progress.add_task(_short(self.label), total=max(total, 1))
-
-    def close(self) -> None:
-        """Remove the bar (idempotent)."""
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
-
-    def __enter__(self) -> ProgressBar:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        self._draw(completed=done, total=max(total, done, 1))
 
 
 def _short(label: str, width: int = 40) -> str:

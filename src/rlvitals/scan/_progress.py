@@ -13,76 +13,41 @@ False
 
 from __future__ import annotations
 
-import sys
 import time
-from typing import IO, Any
+from typing import Any
 
-from rlvitals.progress import REDRAW_EVERY_S, progress_enabled
+from rlvitals.progress import REDRAW_EVERY_S, LiveLine
 
 __all__ = ["Counter"]
 
 
-class Counter:
+class Counter(LiveLine):
     """``finding(entries, targets)`` and ``reading(done, total)`` callbacks drawing one line."""
 
-    def __init__(self, *, force: bool | None = None, stream: IO[str] | None = None):
-        self.stream = sys.stderr if stream is None else stream
-        self.enabled = progress_enabled(force, self.stream)
-        self.force = force
-        self._progress: Any = None
-        self._task: Any = None
-        self._last = 0.0
-        self.shown = False
-
-    def _open(self) -> None:
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeRemainingColumn,
-        )
-
-        console = Console(file=self.stream, force_terminal=bool(self.force) or None)
-        self._progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=console,
-            auto_refresh=False,
-            transient=True,
-        )
-        self._progress.start()
-        self._task = self._progress.add_task("finding runs", total=None)
-        self.shown = True
-
-    def _draw(self, final: bool, **update: Any) -> None:
+    def _show(self, final: bool, **update: Any) -> None:
         if not self.enabled:
             return
-        now = time.monotonic()
         if self._progress is None:
-            self._open()
-        elif now - self._last < REDRAW_EVERY_S and not final:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                TextColumn,
+                TimeRemainingColumn,
+            )
+
+            columns = (
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+            )
+            self._open(columns, "finding runs", None)
+        elif time.monotonic() - self._last_draw < REDRAW_EVERY_S and not final:
             return
-        self._last = now
-        self._progress.update(self._task, **update)
-        self._progress.refresh()
+        self._draw(**update)
 
     def finding(self, entries: int, targets: int) -> None:
-        self._draw(False, description=f"finding runs: {targets} in {entries} entries")
+        self._show(False, description=f"finding runs: {targets} in {entries} entries")
 
     def reading(self, done: int, total: int) -> None:
-        self._draw(done >= total, description="reading runs", completed=done, total=total)
-
-    def close(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
-
-    def __enter__(self) -> Counter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        self._show(done >= total, description="reading runs", completed=done, total=total)
