@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from rlvitals.errors import InputError
-
 HELP = "train GRPO until it collapses, diagnose it, retrain with AVSPO (about 2 min on CPU)"
 EXAMPLE = "example: rlvitals demo --out rlvitals-demo"
 
@@ -20,12 +18,12 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlvitals.cli.lab import _require
+    from rlvitals.cli.lab import _require, lab_errors
 
     _require()
     from rlvitals.lab.demo import demo
 
-    try:
+    with lab_errors():
         demo(
             args.out,
             preset=args.preset,
@@ -33,6 +31,4 @@ def run(args: argparse.Namespace) -> int:
             device=args.device,
             show=False if args.no_progress else None,
         )
-    except (ValueError, FileNotFoundError) as err:
-        raise InputError(None, str(err)) from err
     return 0

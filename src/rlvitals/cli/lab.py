@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 
 from rlvitals.errors import InputError, MissingExtraError
 
@@ -128,8 +130,37 @@ def _require() -> None:
             raise MissingExtraError("the lab", "lab", module) from err
 
 
-def _show(args: argparse.Namespace) -> bool | None:
-    return False if args.no_progress else None
+@contextlib.contextmanager
+def lab_errors() -> Iterator[None]:
+    """What the lab refuses (a ValueError or FileNotFoundError: a bad preset value, a model
+    folder that is not there) is bad input: one line, exit 2. Shared with ``rlvitals demo``."""
+    try:
+        yield
+    except (ValueError, FileNotFoundError) as err:
+        raise InputError(None, str(err)) from err
+
+
+def _setup(args: argparse.Namespace, **more):
+    """The lab's :class:`~rlvitals.lab.experiments.Setup` from the flags of :func:`_common`."""
+    from rlvitals.lab.experiments import Setup
+
+    return Setup(
+        task=args.task,
+        model=args.model,
+        device=args.device,
+        cache_dir=args.cache,
+        show=False if args.no_progress else None,
+        **more,
+    )
+
+
+def _preset(name: str):
+    """The lab run preset ``name``; an unknown one is bad input listing the valid ones."""
+    from rlvitals.lab.train import PRESETS
+
+    if name not in PRESETS:
+        raise InputError(None, f"unknown preset {name!r}; valid: {', '.join(PRESETS)}")
+    return PRESETS[name]
 
 
 def run_experiment(args: argparse.Namespace) -> int:
@@ -137,21 +168,10 @@ def run_experiment(args: argparse.Namespace) -> int:
     from rlvitals.lab import experiments
 
     fn = getattr(experiments, args.experiment)
-    try:
-        setup = experiments.Setup(
-            out=args.out,
-            workers=args.workers,
-            task=args.task,
-            model=args.model,
-            device=args.device,
-            cache_dir=args.cache,
-            seeds=args.seeds,
-            show=_show(args),
-        )
+    with lab_errors():
+        setup = _setup(args, out=args.out, workers=args.workers, seeds=args.seeds)
         _check_setup(args)
         doc = fn(args.preset, setup)
-    except (ValueError, FileNotFoundError) as err:
-        raise InputError(None, str(err)) from err
     with open(doc["files"]["markdown"], encoding="utf-8") as f:
         sys.stdout.write(f.read())
     print(f"\nwritten: {', '.join(_files(doc['files']))}")
@@ -174,25 +194,11 @@ def _files(files: dict) -> list[str]:
 
 def run_base(args: argparse.Namespace) -> int:
     _require()
-    from rlvitals.lab.experiments import Setup, _base
-    from rlvitals.lab.train import PRESETS
+    from rlvitals.lab.experiments import _base
 
-    if args.preset not in PRESETS:
-        raise InputError(None, f"unknown preset {args.preset!r}; valid: {', '.join(PRESETS)}")
-    try:
-        base = _base(
-            Setup(
-                out=".",
-                task=args.task,
-                model=args.model,
-                device=args.device,
-                cache_dir=args.cache,
-                show=_show(args),
-            ),
-            PRESETS[args.preset],
-        )
-    except (ValueError, FileNotFoundError) as err:
-        raise InputError(None, str(err)) from err
+    preset = _preset(args.preset)
+    with lab_errors():
+        base = _base(_setup(args, out="."), preset)
     if args.json:
         json.dump(base.to_dict(), sys.stdout, indent=1)
         print()
@@ -216,10 +222,8 @@ def run_train(args: argparse.Namespace) -> int:
     _require()
     import dataclasses
 
-    from rlvitals.lab.train import PRESETS, train
+    from rlvitals.lab.train import train
 
-    if args.preset not in PRESETS:
-        raise InputError(None, f"unknown preset {args.preset!r}; valid: {', '.join(PRESETS)}")
     fields = {
         "level": args.level,
         "seed": args.seed,
@@ -230,7 +234,7 @@ def run_train(args: argparse.Namespace) -> int:
         "reward": args.reward,
     }
     run = dataclasses.replace(
-        PRESETS[args.preset],
+        _preset(args.preset),
         name=args.method,
         method=args.method,
         out=args.out,
@@ -240,10 +244,8 @@ def run_train(args: argparse.Namespace) -> int:
         cache_dir=args.cache,
         **{k: v for k, v in fields.items() if v is not None},
     )
-    try:
+    with lab_errors():
         result = train(run)
-    except (ValueError, FileNotFoundError) as err:
-        raise InputError(None, str(err)) from err
     json.dump(result["summary"], sys.stdout, indent=1)
     print(f"\nrecording: {result['recording']}  (rlvitals doctor {result['recording']})")
     return 0
@@ -277,7 +279,7 @@ def run_zoo(args: argparse.Namespace) -> int:
         if show:
             print(f"\rzoo: {done}/{total} runs ({run.name})\033[K", end="", file=sys.stderr)
 
-    try:
+    with lab_errors():
         truths = zoo_mod.zoo(
             preset,
             args.out,
@@ -287,8 +289,6 @@ def run_zoo(args: argparse.Namespace) -> int:
             cache_dir=args.cache,
             progress=progress,
         )
-    except (ValueError, FileNotFoundError) as err:
-        raise InputError(None, str(err)) from err
     if show:
         print(file=sys.stderr)
     print(f"{'run':<28} {'injected':<22} {'at':>3}  the doctor names first (recording)")
