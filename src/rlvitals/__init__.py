@@ -20,8 +20,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlvitals._version import __version__
-from rlvitals.errors import InputError, MissingExtraError, RlvitalsError
+from rlvitals._version import __version__ as __version__
+from rlvitals.errors import InputError as InputError
+from rlvitals.errors import MissingExtraError as MissingExtraError
+from rlvitals.errors import RlvitalsError as RlvitalsError
 from rlvitals.registry import import_module
 
 _LAZY: dict[str, str] = {
@@ -65,47 +67,9 @@ _LAZY: dict[str, str] = {
     "windowed_acr": "rlvitals.signal",
 }
 
-__all__ = [
-    "CollapseSplit",
-    "Diagnosis",
-    "DoctorConfig",
-    "Event",
-    "GroupStats",
-    "GroupTable",
-    "InputError",
-    "Manifest",
-    "MissingExtraError",
-    "Monitor",
-    "Recorder",
-    "RlvitalsError",
-    "Run",
-    "RunBuilder",
-    "Vitals",
-    "__version__",
-    "acr_100",
-    "acr_volatility",
-    "advantage_stats",
-    "advantages",
-    "advantages_from_stats",
-    "collapse_mask",
-    "collapse_rate",
-    "collapse_split",
-    "compute_vitals",
-    "cumulative_acr",
-    "describe",
-    "diagnose",
-    "diagnose_path",
-    "estimate",
-    "excess_collapse",
-    "expected_acr",
-    "expected_collapse",
-    "group_stats",
-    "load",
-    "load_config",
-    "render",
-    "stall_spans",
-    "windowed_acr",
-]
+__all__ = sorted([*_LAZY, "InputError", "MissingExtraError", "RlvitalsError", "__version__"])
+"""Every public name: the lazily imported ones and those imported above (the redundant ``as``
+marks them as re-exported)."""
 
 
 def __getattr__(name: str) -> Any:
