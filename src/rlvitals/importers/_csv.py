@@ -22,7 +22,7 @@ import numpy as np
 
 from rlvitals.errors import InputError
 from rlvitals.importers._lines import MAX_BLANK_RUN, MAX_LINE_BYTES, blank_run_error
-from rlvitals.importers._source import input_size, open_input
+from rlvitals.importers._source import RawReader, input_size, open_input
 from rlvitals.importers._steps import as_step
 from rlvitals.recording.run import RunBuilder
 
@@ -94,7 +94,7 @@ def _set_cap(cap: list, width: int) -> None:
     cap[0], cap[1] = 4 * max(width, 1) + _EXTRA_CELLS, width
 
 
-class _Counting(io.RawIOBase):
+class _Counting(RawReader):
     """Passes bytes through, counting them (progress) and remembering the last one."""
 
     def __init__(self, f, progress, total: int) -> None:
@@ -104,9 +104,6 @@ class _Counting(io.RawIOBase):
         self.done = 0
         self.last = b""
         self._next = _PROGRESS_EVERY
-
-    def readable(self) -> bool:
-        return True
 
     def readinto(self, b) -> int:  # type: ignore[override]
         n = self._f.readinto(b) or 0

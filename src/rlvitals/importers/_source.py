@@ -41,9 +41,11 @@ __all__ = [
     "FIFO_WAIT_S",
     "STDIN",
     "STDIN_NAME",
+    "RawReader",
     "StreamInput",
     "compression_of",
     "decompress_errors",
+    "file_mode",
     "input_bytes",
     "input_context",
     "input_size",
@@ -102,7 +104,14 @@ def _zstd_reader(raw: BinaryIO, path: Path) -> BinaryIO:
     return io.BufferedReader(reader, buffer_size=_CHUNK)  # type: ignore[arg-type]
 
 
-class _GzipLikeGunzip(io.RawIOBase):
+class RawReader(io.RawIOBase):
+    """A raw byte source that says it is readable (what ``io.BufferedReader`` asks of one)."""
+
+    def readable(self) -> bool:
+        return True
+
+
+class _GzipLikeGunzip(RawReader):
     """A gzip reader that ends where ``gzip -d`` ends, with a note instead of an error:
 
     - **trailing garbage** after complete members (a log with bytes appended, a padded
@@ -119,9 +128,6 @@ class _GzipLikeGunzip(io.RawIOBase):
         self._path = path
         self._out = 0
         self._ended = False
-
-    def readable(self) -> bool:
-        return True
 
     def readinto(self, b) -> int:  # type: ignore[override]
         if self._ended:
@@ -209,20 +215,24 @@ def decompress_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
+def file_mode(path: str | os.PathLike, follow: bool = True) -> int:
+    """``st_mode`` of ``path`` (of the link itself unless ``follow``), or 0 when it cannot be
+    looked at: an unreadable directory (a ``lost+found``, another user's run) is then skipped
+    by the walkers, never a PermissionError."""
+    try:
+        return (os.stat if follow else os.lstat)(path).st_mode
+    except (OSError, ValueError):
+        return 0
+
+
 def is_regular(path: str | os.PathLike) -> bool:
     """True for a regular file (not a FIFO, a socket or a device); never opens it."""
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except (OSError, ValueError):
-        return False
+    return stat.S_ISREG(file_mode(path))
 
 
 def _is_nonregular_file(path: Path) -> bool:
-    try:
-        mode = os.stat(path).st_mode
-    except (OSError, ValueError):
-        return False
-    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+    mode = file_mode(path)
+    return bool(mode) and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
 def _open_fifo(path: Path) -> BinaryIO:
@@ -273,15 +283,12 @@ def _open_fifo(path: Path) -> BinaryIO:
     return _Prefixed(first, f) if first else f  # type: ignore[return-value]
 
 
-class _Prefixed(io.RawIOBase):
+class _Prefixed(RawReader):
     """Bytes already read, then the rest of a file object."""
 
     def __init__(self, first: bytes, rest: BinaryIO):
         self._first = memoryview(first)
         self._rest = rest
-
-    def readable(self) -> bool:
-        return True
 
     def readinto(self, b) -> int:  # type: ignore[override]
         if self._first:
@@ -310,7 +317,6 @@ class StreamInput:
         self._buf = bytearray()
         self._eof = False
         self.consumed = False
-        self.bytes_read = 0
 
     def prefix(self, n: int) -> bytes:
         """The first ``min(n, MAX_REPLAY_BYTES)`` bytes of the stream (fewer at its end)."""
@@ -335,13 +341,10 @@ class StreamInput:
             self._src.close()
 
 
-class _Replay(io.RawIOBase):
+class _Replay(RawReader):
     def __init__(self, stream: StreamInput):
         self._s = stream
         self._pos = 0
-
-    def readable(self) -> bool:
-        return True
 
     def readinto(self, b) -> int:  # type: ignore[override]
         s = self._s
@@ -350,16 +353,13 @@ class _Replay(io.RawIOBase):
             n = min(len(b), len(buf) - self._pos)
             b[:n] = buf[self._pos : self._pos + n]
             self._pos += n
-            s.bytes_read += n
             return n
         if s._eof:
             return 0
         if not s.consumed:
             s.consumed = True
             buf.clear()  # the importer is past the prefix: free it
-        n = s._src.readinto(b)  # type: ignore[attr-defined]
-        s.bytes_read += n or 0
-        return n or 0
+        return s._src.readinto(b) or 0  # type: ignore[attr-defined]
 
 
 def _registered(path: str | os.PathLike) -> StreamInput | None:

@@ -35,7 +35,7 @@ import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["ERRORS", "connect", "pending_log", "problem", "uri"]
+__all__ = ["ERRORS", "connect", "problem", "uri"]
 
 BUSY_TIMEOUT_S = 5.0
 ERRORS = (sqlite3.Error, UnicodeDecodeError)
@@ -61,12 +61,6 @@ def _logs(db: str | os.PathLike) -> dict[str, int]:
         if stat.S_ISREG(st.st_mode) and st.st_size > 0:
             out[suffix] = st.st_size
     return out
-
-
-def pending_log(db: str | os.PathLike) -> bool:
-    """True when a non-empty regular ``-wal`` or ``-journal`` lies beside ``db``: committed
-    data not yet in the main file."""
-    return bool(_logs(db))
 
 
 def _quoted(db: str | os.PathLike) -> str:

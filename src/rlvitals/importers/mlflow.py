@@ -36,7 +36,7 @@ from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, Progress, _sqlite, is_url, register
 from rlvitals.importers._lines import iter_lines
 from rlvitals.importers._mlflow_runs import STEP_MAX, STEP_MIN, RunInfo, add_sorted_rows, choose
-from rlvitals.importers._source import is_regular
+from rlvitals.importers._source import file_mode, is_regular
 from rlvitals.recording.run import Event, Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts, facts_from_config
 
@@ -45,7 +45,6 @@ __all__ = ["find_mlflow_store", "list_mlflow_runs", "load_mlflow"]
 SQLITE_MAGIC = b"SQLite format 3\x00"
 DB_NAME = "mlflow.db"
 _REQUIRED_TABLES = frozenset({"metrics", "runs"})
-_BUSY_TIMEOUT_S = 5.0
 _MAX_PARAM_BYTES = 1 << 20
 _MAX_WALK = 200_000
 _SNIFF_MAX_WALK = 2_000
@@ -162,17 +161,8 @@ def _read_meta(path: Path) -> dict[str, str]:
     return out
 
 
-def _mode(p: Path, follow: bool = True) -> int:
-    """``st_mode`` of ``p``, or 0 when it cannot be looked at: an unreadable directory (a
-    ``lost+found``, another user's run) is skipped, never a PermissionError."""
-    try:
-        return (os.stat if follow else os.lstat)(p).st_mode
-    except (OSError, ValueError):
-        return 0
-
-
 def _is_dir(p: Path) -> bool:
-    return stat.S_ISDIR(_mode(p))
+    return stat.S_ISDIR(file_mode(p))
 
 
 def _is_run_dir(p: Path) -> bool:
@@ -197,7 +187,7 @@ def _file_store_runs(root: Path, max_entries: int) -> list[Path]:
             if seen > max_entries:
                 return
             # a real directory (no symlink), not hidden; unreadable ones are skipped
-            if not c.name.startswith(".") and stat.S_ISDIR(_mode(c, follow=False)):
+            if not c.name.startswith(".") and stat.S_ISDIR(file_mode(c, follow=False)):
                 yield c
 
     if is_regular(root / "meta.yaml"):  # an experiment
