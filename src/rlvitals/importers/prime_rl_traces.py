@@ -224,24 +224,12 @@ def load_prime_rl_traces(path: Path, progress: Progress | None = None) -> Run:
 
 
 def _table(steps: dict[int, dict[Any, tuple[list[float], list[float | None]]]]) -> GroupTable:
-    gstep, sizes, rewards, advs = [], [], [], []
-    has_adv = True
-    for step in sorted(steps):
-        for rs, ad in steps[step].values():
-            gstep.append(step)
-            sizes.append(len(rs))
-            rewards += rs
-            if any(a is None for a in ad):
-                has_adv = False
-            advs += [math.nan if a is None else a for a in ad]
-    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    return GroupTable(
-        step=np.asarray(gstep, dtype=np.int64),
-        offsets=offsets,
-        rewards=np.asarray(rewards, dtype=np.float64),
-        advantages=np.asarray(advs, dtype=np.float64) if has_adv else None,
-    )
+    """One group per episode group, in step order; advantages only when every episode has one."""
+    groups = [g for step in sorted(steps) for g in steps[step].values()]
+    gstep = [step for step in sorted(steps) for _ in steps[step]]
+    has_adv = all(a is not None for _, ad in groups for a in ad)
+    advs = [ad for _, ad in groups] if has_adv else None
+    return GroupTable.from_lists(gstep, [rs for rs, _ in groups], advantages=advs)
 
 
 register(
