@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from rlvitals.scan._row import ScanRow
@@ -13,7 +14,7 @@ from rlvitals.scan._row import ScanRow
 if TYPE_CHECKING:
     from rlvitals.scan._stats import Correlation
 
-__all__ = ["COLUMNS", "NUMBERS", "correlation_text", "left_out_lines"]
+__all__ = ["COLUMNS", "correlation_text", "left_out_lines"]
 
 
 def _num(x: Any, digits: int = 3) -> str:
@@ -58,36 +59,31 @@ def _formats(r: ScanRow) -> str:
     return "+".join([r.format or "-", *others])
 
 
-COLUMNS: tuple[tuple[str, str, Callable[[ScanRow], str]], ...] = (
-    ("run", "l", _run),
-    ("format", "l", _formats),
-    ("trainer", "l", lambda r: r.trainer or "-"),
-    ("steps", "r", lambda r: _num(r.steps)),
-    ("G", "r", lambda r: _num(r.group_size)),
-    ("ACR_100", "r", _acr100),
-    ("ACR mean", "r", lambda r: _num(r.acr_mean)),
-    ("ACR last", "r", lambda r: _num(r.acr_last)),
-    ("wasted", "r", lambda r: _num(r.wasted)),
-    ("reward", "r", lambda r: _num(r.reward_final)),
-    ("eval", "r", lambda r: _num(r.eval_final)),
-    ("condition", "l", _condition),
-    ("worst incident", "l", _incident),
-    ("status", "l", lambda r: r.status),
-)
-"""Header, alignment and cell of every column of the table (text, Markdown, HTML); an
-estimated ACR_100 is marked ``≈``; a run found in several formats names the others."""
+def _number(field: str) -> tuple[str, Callable[[ScanRow], str], Callable[[ScanRow], Any]]:
+    """A numeric column of the row's ``field``: right-aligned, its cell rounded, its value."""
+    get = attrgetter(field)
+    return "r", lambda r: _num(get(r)), get
 
-NUMBERS: dict[str, Callable[[ScanRow], Any]] = {
-    "steps": lambda r: r.steps,
-    "G": lambda r: r.group_size,
-    "ACR_100": lambda r: r.acr_100,
-    "ACR mean": lambda r: r.acr_mean,
-    "ACR last": lambda r: r.acr_last,
-    "wasted": lambda r: r.wasted,
-    "reward": lambda r: r.reward_final,
-    "eval": lambda r: r.eval_final,
-}
-"""The value a numeric column sorts by on the page (the cell's text may be rounded)."""
+
+COLUMNS: tuple[tuple[str, str, Callable[[ScanRow], str], Callable[[ScanRow], Any] | None], ...] = (
+    ("run", "l", _run, None),
+    ("format", "l", _formats, None),
+    ("trainer", "l", lambda r: r.trainer or "-", None),
+    ("steps", *_number("steps")),
+    ("G", *_number("group_size")),
+    ("ACR_100", "r", _acr100, attrgetter("acr_100")),
+    ("ACR mean", *_number("acr_mean")),
+    ("ACR last", *_number("acr_last")),
+    ("wasted", *_number("wasted")),
+    ("reward", *_number("reward_final")),
+    ("eval", *_number("eval_final")),
+    ("condition", "l", _condition, None),
+    ("worst incident", "l", _incident, None),
+    ("status", "l", lambda r: r.status, None),
+)
+"""Header, alignment, cell and value (what a numeric column sorts by on the page, the cell's
+text may be rounded; None for a text column) of every column of the table (text, Markdown,
+HTML); an estimated ACR_100 is marked ``≈``; a run found in several formats names the others."""
 
 
 def correlation_text(c: Correlation | None, rows: Sequence[ScanRow]) -> str:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from rlvitals._version import __version__
 from rlvitals.report import web
 from rlvitals.report.svg import COLORS, axis_range, nice_ticks
-from rlvitals.scan._cells import COLUMNS, NUMBERS, correlation_text, left_out_lines
+from rlvitals.scan._cells import COLUMNS, correlation_text, left_out_lines
 from rlvitals.scan._row import ScanRow
 
 if TYPE_CHECKING:
@@ -37,7 +37,6 @@ STATUS_COLOURS = {
     "not judged": "#6b7280",
     "error": "#111827",
 }
-OLS_COLOUR, PAPER_COLOUR = "#334155", "#9333ea"
 
 CSS = """
 :root { --fg:#1f2937; --muted:#6b7280; --line:#e5e7eb; --bg:#f8fafc; }
@@ -142,13 +141,12 @@ def scatter(c: Correlation, statuses: Sequence[str] = ()) -> str:
 
 
 def _cell(col: tuple, r: ScanRow) -> str:
-    name, align, get = col
+    name, align, get, value = col
     text = escape(get(r))
     if name == "run" and r.report:
         from urllib.parse import quote
 
         text = f'<a href="{escape(quote(r.report))}">{text}</a>'
-    value = NUMBERS.get(name)
     data = ""
     if value is not None:
         v = value(r)
