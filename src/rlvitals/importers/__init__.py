@@ -58,6 +58,7 @@ __all__ = [
     "runs_of",
     "sniff",
     "walk_tree",
+    "warn_skipped",
 ]
 
 
@@ -211,6 +212,13 @@ def note_runs(builder, runs: list[dict]) -> None:
         builder.add_event(
             Event(None, "runs", f"{len(runs)} runs here; read {read}", {"runs": runs})
         )
+
+
+def warn_skipped(builder, path: object) -> None:
+    """Say in one warning of the run being built how many values read from ``path`` were
+    left out for not being numbers (``builder.skipped_values``), when any were."""
+    if builder.skipped_values:
+        builder.warn(f"{path}: {builder.skipped_values} non-numeric values ignored")
 
 
 def runs_of(run: Run) -> list[dict]:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Precheck, Progress, register
+from rlvitals.importers import Importer, Precheck, Progress, register, warn_skipped
 from rlvitals.importers._lines import iter_json_lines, iter_lines
 from rlvitals.importers._source import is_stream, read_prefix
 from rlvitals.recording.run import Manifest, Run, RunBuilder
@@ -264,8 +264,7 @@ def _finish_warnings(builder: RunBuilder, path: Path, no_step: int, deep: int) -
             f"{path}: {deep} rows nest deeper than {MAX_DEPTH} levels; the deeper "
             "values were ignored"
         )
-    if builder.skipped_values:
-        builder.warn(f"{path}: {builder.skipped_values} non-numeric values ignored")
+    warn_skipped(builder, path)
 
 
 # ------------------------------------------------------------------------------------------ CSV

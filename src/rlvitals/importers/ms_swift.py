@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Precheck, Progress, register
+from rlvitals.importers import Importer, Precheck, Progress, register, warn_skipped
 from rlvitals.importers._lines import iter_json_lines
 from rlvitals.importers._source import is_stream
 from rlvitals.importers._swift import args_near, read_completions, split_step
@@ -132,8 +132,7 @@ def load_ms_swift(path: Path, progress: Progress | None = None) -> Run:
             builder.manifest.group_size = builder.manifest.group_size or g
             if uneven:
                 builder.warn(f"{comp}: {uneven} runs of one prompt are not a multiple of G={g}")
-    if builder.skipped_values:
-        builder.warn(f"{path}: {builder.skipped_values} non-numeric values ignored")
+    warn_skipped(builder, path)
     return builder.build()
 
 

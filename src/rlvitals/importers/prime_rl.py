@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Precheck, Progress, register
+from rlvitals.importers import Importer, Precheck, Progress, register, warn_skipped
 from rlvitals.importers._lines import iter_json_lines
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts
@@ -79,8 +79,7 @@ def read_metric_rows(builder: RunBuilder, path: Path, progress: Progress | None 
         builder.warn(f'{path}: {untimed} rows with "step": null (time-keyed metrics) were skipped')
     if producers:
         builder.manifest.config["producers"] = list(producers)
-    if builder.skipped_values:
-        builder.warn(f"{path}: {builder.skipped_values} non-numeric values ignored")
+    warn_skipped(builder, path)
     return n
 
 

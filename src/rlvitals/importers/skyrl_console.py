@@ -32,7 +32,7 @@ import re
 from pathlib import Path
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Precheck, Progress, register
+from rlvitals.importers import Importer, Precheck, Progress, register, warn_skipped
 from rlvitals.importers._console import (
     check_step,
     number_or_none,
@@ -132,8 +132,7 @@ def load_skyrl_console(path: Path, progress: Progress | None = None) -> Run:
     if g is not None:
         builder.manifest.group_size = g
         builder.manifest.config["group_size_source"] = "the name of reward/avg_pass_at_{n}"
-    if builder.skipped_values:
-        builder.warn(f"{path}: {builder.skipped_values} non-numeric values ignored")
+    warn_skipped(builder, path)
     return builder.build()
 
 

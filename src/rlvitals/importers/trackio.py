@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Precheck, Progress, _sqlite, note_runs, register
+from rlvitals.importers import Importer, Precheck, Progress, note_runs, register, warn_skipped
 from rlvitals.importers._source import is_regular
+from rlvitals.importers._sqlite import connect
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts, facts_from_config
 
@@ -53,7 +54,7 @@ def is_trackio_db(db: Path) -> bool:
         with open(db, "rb") as f:
             if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
                 return False
-        with _sqlite.connect(db, copy=False) as con:  # the schema is in the main file
+        with connect(db, copy=False) as con:  # the schema is in the main file
             cols = {r[1] for r in con.execute("PRAGMA table_info(metrics)")}
             tables = {
                 r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
@@ -82,7 +83,7 @@ def _sniff(path: Path, head: bytes) -> float:
 def _runs(dbs: list[Path]) -> list[dict[str, Any]]:
     out = []
     for db in dbs:
-        with _sqlite.connect(db) as con:
+        with connect(db) as con:
             rows = con.execute(
                 "SELECT run_id, run_name, MIN(id), MIN(timestamp), COUNT(*) FROM metrics "
                 "GROUP BY run_id ORDER BY MIN(id)"
@@ -186,14 +187,13 @@ def load_trackio(path: Path, progress: Progress | None = None, *, run: str | Non
         "name": chosen["name"],
         "project": chosen["project"],
     }
-    if builder.skipped_values:
-        builder.warn(f"{path}: {builder.skipped_values} non-numeric values ignored")
+    warn_skipped(builder, path)
     return builder.build()
 
 
 def _read(chosen: dict[str, Any], builder: RunBuilder, progress: Progress | None) -> None:
     db: Path = chosen["db"]
-    with _sqlite.connect(db) as con:
+    with connect(db) as con:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if "configs" in tables:
             row = con.execute(

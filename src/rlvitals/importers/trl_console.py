@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Precheck, Progress, register
+from rlvitals.importers import Importer, Precheck, Progress, register, warn_skipped
 from rlvitals.importers._console import (
     number_or_none,
     parse_dict_values,
@@ -238,8 +238,7 @@ def load_trl_console(
         cfg["trl_version"] = scan.version
     apply_facts(manifest, trl_facts.facts(cfg), overwrite=True)
     manifest.logging_steps = step_every
-    if builder.skipped_values:
-        builder.warn(f"{path}: {builder.skipped_values} non-numeric values ignored")
+    warn_skipped(builder, path)
     return builder.build()
 
 

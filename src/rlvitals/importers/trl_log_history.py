@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Precheck, Progress, register
+from rlvitals.importers import Importer, Precheck, Progress, register, warn_skipped
 from rlvitals.importers._lines import iter_json_array
 from rlvitals.importers._rows import Row, RowStore, add_rows
 from rlvitals.importers._steps import as_step
@@ -108,8 +108,7 @@ def load_trl_log_history(
     _fill(reader.segments[seg], builder)
     if bad:
         builder.warn(f"{path}: {bad} entries without an integer 'step' were skipped")
-    if builder.skipped_values:
-        builder.warn(f"{path}: {builder.skipped_values} non-numeric values ignored")
+    warn_skipped(builder, path)
     return builder.build()
 
 

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rlvitals.errors import InputError, MissingExtraError
-from rlvitals.importers import Importer, Precheck, Progress, register
+from rlvitals.importers import Importer, Precheck, Progress, register, warn_skipped
 from rlvitals.importers._source import input_size, is_stream
 from rlvitals.importers._steps import as_step
 from rlvitals.importers._trl_files import (
@@ -114,8 +114,7 @@ def load_trl_state(path: Path, progress: Progress | None = None) -> Run:
         builder.warn(
             f"{state_path}: {bad_steps} log_history entries without an integer 'step' were skipped"
         )
-    if builder.skipped_values:
-        builder.warn(f"{state_path}: {builder.skipped_values} non-numeric values ignored")
+    warn_skipped(builder, state_path)
 
     args = apply_args_file(manifest, state_path)
     _attach_completions(state_path, builder, lambda: StateHints.from_state(state, args))

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from rlvitals.errors import InputError
-from rlvitals.importers import Importer, Precheck, Progress, note_runs, register
+from rlvitals.importers import Importer, Precheck, Progress, note_runs, register, warn_skipped
 from rlvitals.importers._csv import (
     NO_STEP,
     checked_rows,
@@ -96,8 +96,7 @@ def load_wandb_chart(
             f"{path}: {counts[0]} points are W&B chart buckets (__MIN/__MAX differ from the value): "
             "the chart was sampled, not every logged step is here"
         )
-    if builder.skipped_values:
-        builder.warn(f"{path}: {builder.skipped_values} non-numeric values ignored")
+    warn_skipped(builder, path)
     return builder.build()
 
 

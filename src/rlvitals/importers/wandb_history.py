@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from rlvitals.errors import InputError, MissingExtraError
-from rlvitals.importers import Importer, Precheck, Progress, register
+from rlvitals.importers import Importer, Precheck, Progress, register, warn_skipped
 from rlvitals.importers._csv import (
     NO_STEP,
     checked_rows,
@@ -226,8 +226,7 @@ def load_wandb_history(path: Path, progress: Progress | None = None) -> Run:
     key = made[0].key
     builder.manifest.step_key = key or "_step (wandb.log call count; no trainer step column)"
     builder.manifest.trainer = trainer_from_keys(made[0].header)
-    if builder.skipped_values:
-        builder.warn(f"{path}: {builder.skipped_values} non-numeric values ignored")
+    warn_skipped(builder, path)
     return builder.build()
 
 
