@@ -21,9 +21,11 @@ __all__ = [
     "SEVERITY_ORDER",
     "SKIP_CLASSES",
     "counts",
+    "end_text",
     "header_facts",
     "incident_span",
     "marks_text",
+    "notes",
     "number",
     "one_line",
     "skip_groups",
@@ -54,6 +56,22 @@ def counts(findings: list[dict]) -> dict[str, int]:
     for f in findings:
         out[f["severity"]] = out.get(f["severity"], 0) + 1
     return out
+
+
+def end_text(f: dict) -> str:
+    """A finding's end step for a table: ``ongoing`` while it lasts (an onset, no end).
+
+    >>> end_text({"onset_step": 5, "end_step": None}), end_text({"onset_step": 5, "end_step": 9})
+    ('ongoing', '9')
+    """
+    if f["end_step"] is None and f["onset_step"] is not None:
+        return "ongoing"
+    return number(f["end_step"])
+
+
+def notes(d: dict) -> list:
+    """The notes a report ends with: the vitals' notes, then the run's warnings."""
+    return [*(d.get("vitals", {}).get("notes") or []), *(d["run"].get("warnings") or [])]
 
 
 def named_conditions(d: dict) -> bool:

@@ -24,11 +24,13 @@ from rlvitals.report import Renderer, RenderOptions, register, web
 from rlvitals.report._plots import Figure, available, finding_plots, overview, prompt_heat_map
 from rlvitals.report.common import (
     INCIDENT_ACTIONS,
+    end_text,
     header_facts,
     incident_span,
     lead,
     marks_text,
     named_conditions,
+    notes,
     number,
     skip_groups,
     verdict,
@@ -187,12 +189,6 @@ def render_html(diagnosis: Diagnosis, options: RenderOptions) -> str:
     return "\n".join(out) + "\n"
 
 
-def _end(f: dict) -> str:
-    if f["end_step"] is None and f["onset_step"] is not None:
-        return "ongoing"
-    return number(f["end_step"])
-
-
 def _summary_table(findings: list[dict]) -> str:
     rows = []
     for i, f in enumerate(findings):
@@ -201,7 +197,7 @@ def _summary_table(findings: list[dict]) -> str:
             f"{escape(f['severity'].upper())}</span></td>"
             f'<td><a class="id" href="#finding-{i}">{escape(f["id"])}</a></td>'
             f'<td class="num">{escape(number(f["onset_step"]))}</td>'
-            f'<td class="num">{escape(_end(f))}</td><td>{escape(f["message"])}</td></tr>'
+            f'<td class="num">{escape(end_text(f))}</td><td>{escape(f["message"])}</td></tr>'
         )
     return (
         '<div class="scroll"><table class="findings"><thead><tr><th>severity</th><th>ID</th>'
@@ -311,8 +307,7 @@ def _skipped(d: dict) -> str:
 
 
 def _notes(d: dict, skipped: bool = True) -> str:
-    items = [escape(str(n)) for n in (d.get("vitals", {}).get("notes") or [])]
-    items += [escape(str(w)) for w in (d["run"].get("warnings") or [])]
+    items = [escape(str(n)) for n in notes(d)]
     items += [
         f'detector error: <span class="id">{escape(k)}</span> {escape(str(v))}'
         for k, v in sorted((d.get("errors") or {}).items())

@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING
 from rlvitals.report import Renderer, RenderOptions, register
 from rlvitals.report.common import (
     INCIDENT_ACTIONS,
+    end_text,
     header_facts,
     incident_span,
     lead,
     marks_text,
     named_conditions,
+    notes,
     number,
     one_line,
     skip_groups,
@@ -112,14 +114,9 @@ def render_markdown(diagnosis: Diagnosis, options: RenderOptions) -> str:
         out += ["### Findings", ""]
         out += ["| | ID | onset | end | finding |", "|---|---|--:|--:|---|"]
         for f in findings:
-            end = (
-                "ongoing"
-                if f["end_step"] is None and f["onset_step"] is not None
-                else number(f["end_step"])
-            )
             out.append(
                 f"| {ICON.get(f['severity'], '')} {md_escape(f['severity'])} | {md_code(f['id'])} "
-                f"| {number(f['onset_step'])} | {end} | {md_escape(f['message'])} |"
+                f"| {number(f['onset_step'])} | {end_text(f)} | {md_escape(f['message'])} |"
             )
         out.append("")
         for f in findings:
@@ -175,9 +172,8 @@ def _section(f: dict) -> list[str]:
 
 def _footer(d: dict) -> list[str]:
     lines: list[str] = []
-    notes = list(d.get("vitals", {}).get("notes") or []) + list(d["run"].get("warnings") or [])
-    if notes:
-        lines += [f"> note: {md_escape(n)}" for n in notes]
+    if notes(d):
+        lines += [f"> note: {md_escape(n)}" for n in notes(d)]
         lines.append("")
     skipped = d.get("skipped") or {}
     if skipped:

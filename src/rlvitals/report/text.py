@@ -25,11 +25,13 @@ from rich.text import Text
 from rlvitals.report import Renderer, RenderOptions, register
 from rlvitals.report.common import (
     INCIDENT_ACTIONS,
+    end_text,
     header_facts,
     incident_span,
     lead,
     marks_text,
     named_conditions,
+    notes,
     number,
     skip_groups,
     terminal_strings,
@@ -103,14 +105,22 @@ def _conditions(console: Console, conditions: list[dict]) -> None:
     if not first:
         return
     console.print(Text(first, style="bold"))
-    for c in conditions:
-        for action in (c.get("actions") or [])[:2] if c is conditions[0] else []:
-            t = Text("try: ", style="green")
-            t.append(str(action))
-            console.print(Padding(t, (0, 0, 0, INDENT)))
-        for against in (c.get("against") or [])[:1] if c is conditions[0] else []:
-            console.print(Padding(Text(f"but: {against}", style="dim"), (0, 0, 0, INDENT)))
+    _tries(console, (conditions[0].get("actions") or [])[:2])
+    for against in (conditions[0].get("against") or [])[:1]:
+        console.print(_indent(Text(f"but: {against}", style="dim")))
     console.print()
+
+
+def _indent(text: Text, levels: int = 1) -> Padding:
+    return Padding(text, (0, 0, 0, levels * INDENT))
+
+
+def _tries(console: Console, actions) -> None:
+    """One indented ``try:`` line per action."""
+    for action in actions:
+        t = Text("try: ", style="green")
+        t.append(str(action))
+        console.print(_indent(t))
 
 
 def _incident(console: Console, inc: dict, findings: list[dict]) -> None:
@@ -121,7 +131,7 @@ def _incident(console: Console, inc: dict, findings: list[dict]) -> None:
     line.append(str(inc["title"]), style="bold")
     line.append(f"  {incident_span(inc, findings)}", style="dim")
     console.print(line)
-    console.print(Padding(Text(str(inc["cause"])), (0, 0, 0, INDENT)))
+    console.print(_indent(Text(str(inc["cause"]))))
     ids = [str(i) for i in inc.get("detectors") or []]
     members = Text("root ", style="dim")
     members.append(str(inc["root"]), style="bold")
@@ -129,17 +139,12 @@ def _incident(console: Console, inc: dict, findings: list[dict]) -> None:
     if rest:
         members.append(" · with ", style="dim")
         members.append(", ".join(rest))
-    console.print(Padding(members, (0, 0, 0, INDENT)))
+    console.print(_indent(members))
     actions = list(inc.get("actions") or [])
-    for action in actions[:INCIDENT_ACTIONS]:
-        t = Text("try: ", style="green")
-        t.append(str(action))
-        console.print(Padding(t, (0, 0, 0, INDENT)))
+    _tries(console, actions[:INCIDENT_ACTIONS])
     if len(actions) > INCIDENT_ACTIONS:
         more = len(actions) - INCIDENT_ACTIONS
-        console.print(
-            Padding(Text(f"(+{more} more under the findings below)", style="dim"), (0, 0, 0, 2))
-        )
+        console.print(_indent(Text(f"(+{more} more under the findings below)", style="dim")))
     console.print()
 
 
@@ -156,11 +161,7 @@ def _table(findings: list[dict]) -> Table:
             Text(LABEL.get(sev, sev), style=STYLE.get(sev, "")),
             Text(f["id"], style="bold"),
             Text(number(f["onset_step"])),
-            Text(
-                "ongoing"
-                if f["end_step"] is None and f["onset_step"] is not None
-                else number(f["end_step"])
-            ),
+            Text(end_text(f)),
             Text(f["message"]),
         )
     return table
@@ -175,33 +176,28 @@ def _details(console: Console, f: dict) -> None:
     line.append(f"  {marks_text(f)} · confidence {f['confidence']:.2f} · evidence ", "dim")
     line.append(str(f["evidence"]), style="dim")
     console.print(line)
-    console.print(Padding(Text(f["message"]), (0, 0, 0, INDENT)))
+    console.print(_indent(Text(f["message"])))
     metrics = f.get("metrics") or {}
     if metrics:
         text = Text(" · ".join(f"{k} {number(v)}" for k, v in metrics.items()), style="dim")
-        console.print(Padding(text, (0, 0, 0, INDENT)))
-    for action in f.get("actions") or []:
-        t = Text("try: ", style="green")
-        t.append(str(action), style="")
-        console.print(Padding(t, (0, 0, 0, INDENT)))
+        console.print(_indent(text))
+    _tries(console, f.get("actions") or [])
     console.print()
 
 
 def _footer(console: Console, d: dict) -> None:
-    notes = list(d.get("vitals", {}).get("notes") or []) + list(d["run"].get("warnings") or [])
-    for note in notes:
+    for note in notes(d):
         console.print(Text("note: " + str(note), style="dim"))
     skipped = d.get("skipped") or {}
     if skipped:
         loud = bool(d.get("not_judged"))
         console.print(Text(f"not judged ({len(skipped)}):", style=UNJUDGED if loud else "dim"))
         for cls, reasons in skip_groups(skipped):
-            head = Text(f"{cls}:", style="bold" if loud else "dim")
-            console.print(Padding(head, (0, 0, 0, INDENT)))
+            console.print(_indent(Text(f"{cls}:", style="bold" if loud else "dim")))
             for why, ids in reasons:
                 t = Text(", ".join(ids), style="")
                 t.append(f": {why}", style="dim")
-                console.print(Padding(t, (0, 0, 0, 2 * INDENT)))
+                console.print(_indent(t, 2))
     for det_id, err in sorted((d.get("errors") or {}).items()):
         console.print(Text(f"detector error: {det_id}: {err}", style="red"))
 
