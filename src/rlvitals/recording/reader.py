@@ -275,44 +275,34 @@ def _iter_jsonl(
             lineno += 1
             where = f"line {lineno} (byte {offset})"
             offset += len(line)
+            if line.endswith(b"\n") and not line.strip():
+                continue  # a blank line tells nothing about the bad one held
+            if pending:  # a record follows the bad one held: that one was in the middle
+                _corrupt(f, *pending, strict, False, warnings)
+                pending = None
             if not line.endswith(b"\n"):
                 if len(line) > MAX_LINE_BYTES:
-                    why = f"record longer than {MAX_LINE_BYTES} bytes"
-                    if pending:
-                        _corrupt(f, *pending, strict, False, warnings)
-                    pending = (where, why)
+                    pending = (where, f"record longer than {MAX_LINE_BYTES} bytes")
                     while line and not line.endswith(b"\n"):  # skip the rest, in bounded reads
                         line = fh.readline(MAX_LINE_BYTES)
                         offset += len(line)
                     continue
-                if pending:
-                    _corrupt(f, *pending, strict, False, warnings)
-                    pending = None
                 warnings.append(
                     f"{f}:{where}: torn last record ignored ({len(line)} bytes; "
                     "writer killed, or still writing?)"
                 )
                 break
-            if not line.strip():
-                continue
             try:
                 if len(line) >= _memory.JSON_CHECK_BYTES:
                     _memory.check_json(f, line, where)  # [{},{},...] would be 25x its size
                 rec = parse(json.loads(line))
             except InputError as e:
-                if pending:
-                    _corrupt(f, *pending, strict, False, warnings)
                 pending = (where, e.problem)
                 continue
             except (ValueError, UnicodeDecodeError, RecursionError) as e:
                 why = e.msg if isinstance(e, json.JSONDecodeError) else str(e) or type(e).__name__
-                if pending:
-                    _corrupt(f, *pending, strict, False, warnings)
                 pending = (where, why)
                 continue
-            if pending:
-                _corrupt(f, *pending, strict, False, warnings)
-                pending = None
             yield rec
     if pending:
         _corrupt(f, *pending, strict, True, warnings)
