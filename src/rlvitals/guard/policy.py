@@ -20,6 +20,7 @@ Rules from text (configuration files, the veRL adapter): comma-separated, each
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,7 @@ __all__ = [
     "HaltRule",
     "RlvitalsHalt",
     "resume_checkpoint",
+    "step_folders",
 ]
 
 DEFAULT_THEME_SEVERITY = "warn"
@@ -191,6 +193,19 @@ def resume_checkpoint(last_healthy_step: int | None, checkpoints: Iterable[tuple
         if s <= last_healthy_step and (best is None or s > best[0]):
             best = (s, where)
     return None if best is None else best[1]
+
+
+def step_folders(root: str | None, prefix: str) -> list[tuple[int, str]]:
+    """``(step, path)`` of each folder ``<prefix><step>`` in ``root``, a trainer's checkpoints
+    (TRL's ``checkpoint-N``, veRL's ``global_step_N``) for :func:`resume_checkpoint`; ``[]``
+    when ``root`` is None or not a directory."""
+    out = []
+    if root and os.path.isdir(root):
+        for name in os.listdir(root):
+            tail = name[len(prefix) :]
+            if name.startswith(prefix) and tail.isascii() and tail.isdigit():
+                out.append((int(tail), os.path.join(root, name)))
+    return out
 
 
 def _halt(inc: Any, rule: HaltRule, step: int, checkpoints: Any) -> Halt:

@@ -372,6 +372,7 @@ GUARD_KEYS = (
 )
 """Keys of ``algorithm.rlvitals.guard``."""
 _CHECKPOINT_PREFIX = "global_step_"
+"""veRL's checkpoints under ``trainer.default_local_dir`` are ``global_step_N`` folders."""
 
 
 def _manifest(method: str, knobs: dict, ids: Any) -> Any:
@@ -407,6 +408,7 @@ def _guard_options(raw: Any) -> dict[str, Any]:
 def _new_monitor(rs: _RunState, options: dict, method: str, knobs: dict, ids: Any) -> Any:
     from rlvitals.guard import SlackSink, WebhookSink, default_sinks
     from rlvitals.guard.monitor import DEFAULT_CHECK_EVERY, DEFAULT_MONITOR_WINDOW, Monitor
+    from rlvitals.guard.policy import step_folders
 
     opts = _guard_options(options.get("guard"))
     sinks = default_sinks()
@@ -424,7 +426,7 @@ def _new_monitor(rs: _RunState, options: dict, method: str, knobs: dict, ids: An
         alert_on=str(opts.get("alert_on", "warn")),
         sinks=sinks,
         name=opts.get("name"),
-        checkpoints=None if not ckpt else (lambda: _verl_checkpoints(str(ckpt))),
+        checkpoints=None if not ckpt else (lambda: step_folders(str(ckpt), _CHECKPOINT_PREFIX)),
     )
 
 
@@ -441,17 +443,6 @@ def _watch(rs: _RunState, options: dict, method: str, knobs: dict, scores, ids, 
         halt = mon.halted
         mon.close()
         raise RlvitalsHalt(halt)
-
-
-def _verl_checkpoints(root: str) -> list[tuple[int, str]]:
-    """veRL's checkpoints under ``trainer.default_local_dir``: ``global_step_N`` folders."""
-    out = []
-    if os.path.isdir(root):
-        for name in os.listdir(root):
-            tail = name[len(_CHECKPOINT_PREFIX) :]
-            if name.startswith(_CHECKPOINT_PREFIX) and tail.isascii() and tail.isdigit():
-                out.append((int(tail), os.path.join(root, name)))
-    return out
 
 
 def _as_list(x: Any) -> list:

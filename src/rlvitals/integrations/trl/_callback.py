@@ -38,8 +38,6 @@ exception in the trainer).
 from __future__ import annotations
 
 import logging
-import os
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -53,6 +51,7 @@ from rlvitals.guard.monitor import (
     DEFAULT_MONITOR_WINDOW,
     Monitor,
 )
+from rlvitals.guard.policy import step_folders
 from rlvitals.integrations.trl._batch import GroupBatch
 from rlvitals.integrations.trl._tap import install_tap
 
@@ -66,7 +65,6 @@ RECORDING_SUBDIR = "rlvitals"
 """Default recording directory, under the trainer's ``output_dir``."""
 _SUMMARY_KEYS = ("train_runtime", "train_samples_per_second")
 """TRL's final summary row (averaged ``train_loss`` etc.) is not a step row; it is skipped."""
-_CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 _FACT_ARGS = (
     "num_generations",
     "scale_rewards",
@@ -400,13 +398,7 @@ class RlvitalsCallback(TrainerCallback):
             self._take(self.monitor.check())
 
     def _checkpoints(self) -> list[tuple[int, str]]:
-        out = []
-        if self._output_dir and os.path.isdir(self._output_dir):
-            for name in os.listdir(self._output_dir):
-                m = _CHECKPOINT_RE.match(name)
-                if m:
-                    out.append((int(m.group(1)), os.path.join(self._output_dir, name)))
-        return out
+        return step_folders(self._output_dir, "checkpoint-")
 
     def _end(self, state: Any) -> None:
         self.monitor.close()
