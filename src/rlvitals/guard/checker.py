@@ -126,9 +126,7 @@ class Checker:
             )
         except (OSError, ValueError, subprocess.SubprocessError) as e:
             self.broken = f"cannot start the helper process: {e}"
-            for fd in (*(to_child or ()), *(from_child or ())):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+            _close_fds(*(to_child or ()), *(from_child or ()))
             return False
         os.close(to_child[0])
         os.close(from_child[1])

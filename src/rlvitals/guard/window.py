@@ -372,10 +372,6 @@ class StepWindow:
     def n_steps(self) -> int:
         return self.train.n
 
-    @property
-    def first_step(self) -> int | None:
-        return int(self.train.steps[self.train.head]) if self.train.n else None
-
     def typical_group_size(self) -> int | None:
         """The median group size of the window's steps with groups, or None."""
         if not self.groups:
