@@ -27,11 +27,12 @@ import contextlib
 import contextvars
 import io
 import os
+import re
 import select
 import stat
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -53,6 +54,7 @@ __all__ = [
     "is_regular",
     "is_stream",
     "lenient_reading",
+    "numbered_entries",
     "open_input",
     "read_notes",
     "read_prefix",
@@ -506,6 +508,21 @@ def walk_tree(
             return
         if depth < max_depth:
             stack.extend((os.path.join(top, d), depth + 1) for d in reversed(dirs))
+
+
+def numbered_entries(
+    folder: Path, pattern: re.Pattern[str], keep: Callable[[Path], bool]
+) -> list[tuple[int, Path]]:
+    """``(N, path)`` of the entries of ``folder`` whose whole name ``pattern`` matches (its group
+    1 the digits of N: ``step_12``, ``12.jsonl``, ``checkpoint-12``) and that ``keep`` accepts,
+    in order of N. OSError when ``folder`` cannot be listed."""
+    out = []
+    with os.scandir(folder) as it:
+        for e in it:
+            m = pattern.fullmatch(e.name)
+            if m is not None and keep(Path(e.path)):
+                out.append((int(m.group(1)), Path(e.path)))
+    return sorted(out)
 
 
 def input_bytes(path: str | os.PathLike) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 
 from rlvitals._record import record
 from rlvitals.errors import InputError
-from rlvitals.importers._source import is_stream, open_input
+from rlvitals.importers._source import is_stream, numbered_entries, open_input
 from rlvitals.importers._steps import as_step
 from rlvitals.recording.memory import check_json
 from rlvitals.recording.metrics import is_eval_key
@@ -79,12 +79,8 @@ def is_checkpoint_dir(path: Path) -> bool:
 
 
 def _checkpoints(d: Path) -> list[Path]:
-    found = []
-    for c in d.iterdir():
-        m = _CHECKPOINT_RE.match(c.name)
-        if m and (c / STATE_NAME).is_file():
-            found.append((int(m.group(1)), c))
-    return [c for _, c in sorted(found)]
+    found = numbered_entries(d, _CHECKPOINT_RE, lambda c: (c / STATE_NAME).is_file())
+    return [c for _, c in found]
 
 
 def find_state(path: Path) -> Path | None:

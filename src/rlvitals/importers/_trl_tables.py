@@ -35,6 +35,7 @@ import numpy as np
 
 from rlvitals.errors import InputError, MissingExtraError
 from rlvitals.importers import Progress
+from rlvitals.importers._source import numbered_entries
 from rlvitals.importers._trl_files import StateHints
 from rlvitals.recording.run import GroupTable, RunBuilder
 
@@ -61,15 +62,10 @@ def pyarrow_parquet() -> Any:
 
 def table_files(folder: Path) -> list[Path]:
     """``completions_<step>.parquet`` files of ``folder``, in step order."""
-    found = []
     try:
-        for p in folder.iterdir():
-            m = _NAME_RE.match(p.name)
-            if m and p.is_file():
-                found.append((int(m.group(1)), p))
+        return [p for _, p in numbered_entries(folder, _NAME_RE, Path.is_file)]
     except OSError:
         return []
-    return [p for _, p in sorted(found)]
 
 
 def _arrow_errors() -> tuple[type[BaseException], ...]:

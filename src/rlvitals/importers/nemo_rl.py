@@ -47,7 +47,7 @@ from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, Progress, note_runs, register
 from rlvitals.importers._groups import Samples
 from rlvitals.importers._lines import iter_json_lines, json_float
-from rlvitals.importers._source import is_regular, is_stream
+from rlvitals.importers._source import is_regular, is_stream, numbered_entries
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts
 from rlvitals.trainers import nemo_rl as nemo_facts
@@ -82,21 +82,13 @@ def _sniff_dir(path: Path) -> float:
 
 
 def _step_files(d: Path) -> list[tuple[int, Path]]:
-    if not d.is_dir():
-        return []
-    out = []
-    for p in d.iterdir():
-        m = _NAME.match(p.name)
-        if m and is_regular(p):
-            out.append((int(m.group(1)), p))
-    return sorted(out)
+    return numbered_entries(d, _NAME, is_regular) if d.is_dir() else []
 
 
 def _exp_dirs(d: Path) -> list[Path]:
     if not d.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in d.iterdir() if (m := _EXP.match(p.name)) and p.is_dir()]
-    return [p for _, p in sorted(found) if _step_files(p)]
+    return [p for _, p in numbered_entries(d, _EXP, Path.is_dir) if _step_files(p)]
 
 
 def _first(v: Any) -> Any:

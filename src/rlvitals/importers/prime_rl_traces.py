@@ -46,7 +46,7 @@ import numpy as np
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._lines import iter_json_lines, json_float
-from rlvitals.importers._source import is_regular, is_stream
+from rlvitals.importers._source import is_regular, is_stream, numbered_entries
 from rlvitals.importers.prime_rl import read_metric_rows
 from rlvitals.recording.run import GroupTable, Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts
@@ -77,13 +77,7 @@ def _sniff(path: Path, head: bytes) -> float:
 
 
 def _step_dirs(root: Path) -> list[tuple[int, Path]]:
-    out = []
-    with os.scandir(root) as it:
-        for e in it:
-            m = _STEP_DIR.match(e.name)
-            if m and e.is_dir(follow_symlinks=False):
-                out.append((int(m.group(1)), Path(e.path)))
-    return sorted(out)
+    return numbered_entries(root, _STEP_DIR, lambda p: p.is_dir() and not p.is_symlink())
 
 
 def _files_under(d: Path, depth: int, first: bool) -> list[Path]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import re
 from array import array
 from pathlib import Path
@@ -22,7 +21,7 @@ from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._console import parse_number
 from rlvitals.importers._lines import iter_json_lines, json_step
-from rlvitals.importers._source import input_size, is_stream
+from rlvitals.importers._source import input_size, is_stream, numbered_entries
 from rlvitals.recording.run import GroupTable, Manifest, Run, RunBuilder
 
 __all__ = ["load_verl_rollouts"]
@@ -37,14 +36,7 @@ _ROLLOUT_NAME = re.compile(r"(\d{1,18})\.jsonl")
 
 
 def _rollout_files(path: Path) -> list[tuple[int, Path]]:
-    out = []
-    with os.scandir(path) as it:
-        for entry in it:
-            m = _ROLLOUT_NAME.fullmatch(entry.name)
-            if m is not None and entry.is_file():
-                out.append((int(m.group(1)), Path(entry.path)))
-    out.sort()
-    return out
+    return numbered_entries(path, _ROLLOUT_NAME, Path.is_file)
 
 
 def _prompt_digest(text: str) -> bytes:
