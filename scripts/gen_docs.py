@@ -30,7 +30,7 @@ from rlvitals.report.pages import (
     metrics_page,
     page_problems,
 )
-from rlvitals.report.svg import Marker, line_plot
+from rlvitals.report.svg import Layer, Marker, plot
 from rlvitals.vitals import compute_vitals
 from rlvitals_corpus.fixtures import PAIRS
 
@@ -81,7 +81,8 @@ def bad_run_picture(cls: type[Detector]) -> str | None:
         )
         for f in findings
     ]
-    svg = line_plot(f"{name} in the bad test run", steps, values, markers)
+    title = f"{name} in the bad test run"
+    svg = plot(title, [Layer(title, steps, values)], markers)
     return svg.replace(
         '<svg class="plot"', '<svg xmlns="http://www.w3.org/2000/svg" class="plot"', 1
     ).replace(">", ">" + _STYLE, 1)

@@ -24,7 +24,7 @@ from rlvitals.doctor.incidents import group_findings
 from rlvitals.recording.run import GroupTable, Manifest, RunBuilder
 from rlvitals.report import RenderOptions, render
 from rlvitals.report._heatmap import heat_map
-from rlvitals.report.svg import Layer, Marker, axis_range, line_plot, nice_ticks, plot
+from rlvitals.report.svg import Layer, Marker, axis_range, nice_ticks, plot
 from rlvitals.vitals import compute_vitals
 
 FORMATS = ("text", "md", "json", "html")
@@ -151,7 +151,7 @@ def test_plot_draws_any_values(name, threshold):
         marks=(1, 2, 10**15),
     )
     with _time_limit(RENDER_SECONDS):
-        svg = line_plot(name, steps, values, [marker])
+        svg = plot(name, [Layer(name, steps, values)], [marker])
         stacked = plot(
             name,
             [
@@ -172,7 +172,7 @@ def test_plot_draws_any_values(name, threshold):
 @pytest.mark.parametrize("steps", [[0], [5, 5], [10**18, 10**18 + 1], [-3, 7]])
 def test_plot_draws_any_steps(steps):
     x = np.array(steps, dtype=np.int64)
-    svg = line_plot("s", x, np.linspace(0, 1, x.size), [Marker(0, None, "info", "m")])
+    svg = plot("s", [Layer("s", x, np.linspace(0, 1, x.size))], [Marker(0, None, "info", "m")])
     assert svg.startswith("<svg") and _svg_numbers_finite(svg)
 
 

@@ -33,16 +33,6 @@ __all__ = [
 ]
 
 
-class ReportFormat(str, enum.Enum):
-    """The built-in report formats."""
-
-    TEXT = "text"
-    JSON = "json"
-    MD = "md"
-    HTML = "html"
-    GITHUB = "github"
-
-
 @record(frozen=True)
 class RenderOptions:
     """How to render.
@@ -84,6 +74,8 @@ _BUILTIN = {
 }
 """Built-in format → (module, file suffix): rendering one format imports only its module (a
 JSON report never loads rich or the HTML renderer)."""
+ReportFormat = enum.Enum("ReportFormat", {name.upper(): name for name in _BUILTIN}, type=str)
+"""The built-in report formats (a ``str`` Enum of the names above)."""
 _ensure_loaded = Plugins(__name__, tuple(m for m, _ in _BUILTIN.values())).load
 
 

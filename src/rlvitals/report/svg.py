@@ -24,7 +24,7 @@ from html import escape
 
 import numpy as np
 
-__all__ = ["Layer", "Marker", "axis_range", "line_plot", "nice_ticks", "plot"]
+__all__ = ["Layer", "Marker", "axis_range", "nice_ticks", "plot"]
 
 WIDTH, HEIGHT = 520, 170
 WIDE = 1064
@@ -329,29 +329,6 @@ def plot(
     parts += _marks(fr, markers, lines[0] if lines else None)
     parts.append("</svg>")
     return "".join(parts)
-
-
-def line_plot(
-    name: str,
-    steps: np.ndarray,
-    values: np.ndarray,
-    markers: Sequence[Marker] = (),
-    width: int = WIDTH,
-    height: int = HEIGHT,
-    interactive: bool = False,
-) -> str:
-    """An ``<svg>`` element plotting ``values`` (``(n,)``, NaN = gap) against ``steps`` (``(n,)``).
-
-    Returns an empty string when the series has no finite value.
-    """
-    return plot(
-        name,
-        [Layer(name, steps, values)],
-        markers,
-        width=width,
-        height=height,
-        interactive=interactive,
-    )
 
 
 def _axes(fr: _Frame, height: int) -> list[str]:
