@@ -96,7 +96,7 @@ class StreamWriter:
         self.manifest = Manifest()
         if manifest is not None:
             for key in _MANIFEST_FIELDS:
-                setattr(self.manifest, key, check_manifest_field(key, getattr(manifest, key)))
+                setattr(self.manifest, key, Manifest.check_field(key, getattr(manifest, key)))
             self.manifest.config = dict(manifest.config)  # ours to update, not the caller's
         self.claim: Claim | None = Claim(path, rank)
         try:
@@ -106,7 +106,6 @@ class StreamWriter:
             raise _refused(e.args[0]) from None
         except OSError as e:
             self.claim = None
-            self.counts["errors"] += 1
             self._io_error(f"cannot claim rank {rank} in {path}: {_why(e)}")
         if self.claim is not None and self.claim.replaced is not None:
             self._warn(
@@ -126,14 +125,12 @@ class StreamWriter:
                     f"{e.args[0]}: rank {rank} is locked (flock) by another process"
                 ) from None
             except OSError as e:
-                self.counts["errors"] += 1
                 self._io_error(f"cannot open {fmt.stream_name(kind, rank)} in {path}: {_why(e)}")
         try:  # the rank is ours now: only now may the manifest be touched
             if manifest is None:
                 self._adopt_existing_manifest()
             self._write_manifest()
         except OSError as e:
-            self.counts["errors"] += 1
             self._io_error(f"cannot write the manifest of {path}: {_why(e)}")
         self.queue: queue.Queue | None = None
         self.thread: threading.Thread | None = None
@@ -240,7 +237,6 @@ class StreamWriter:
         try:
             _files.write_all(st.fd, data)
         except OSError as e:
-            self.counts["errors"] += 1
             try:  # cut a partial write so the next record starts on a clean boundary
                 os.ftruncate(st.fd, st.size)
             except OSError:
@@ -305,7 +301,6 @@ class StreamWriter:
         try:
             os.fsync(st.fd)
         except OSError as e:
-            self.counts["errors"] += 1
             self._io_error(f"cannot fsync {st.path}: {_why(e)}")
 
     def _sync_dir(self) -> None:
@@ -372,6 +367,8 @@ class StreamWriter:
         self._warn("skip", f"rlvitals recorder: skipping non-numeric scalar {key!r} (counted)")
 
     def _io_error(self, message: str) -> None:
+        """Count an I/O error; report it once per distinct ``message``."""
+        self.counts["errors"] += 1
         self._warn(
             f"io:{message}",  # once per distinct problem (a path and a reason: a bounded set)
             f"rlvitals recorder: {message}; recording continues, losses are counted",
@@ -400,7 +397,7 @@ class StreamWriter:
                         raise TypeError(f"config must be a dict, got {type(value).__name__}")
                     m.config.update(value)
                 elif key in _MANIFEST_FIELDS:
-                    setattr(m, key, check_manifest_field(key, value))
+                    setattr(m, key, Manifest.check_field(key, value))
                 else:
                     m.config[key] = value
             if self.stopped is not None:
@@ -408,7 +405,6 @@ class StreamWriter:
             try:
                 self._write_manifest()
             except OSError as e:
-                self.counts["errors"] += 1
                 self._io_error(f"cannot write {self.path / fmt.MANIFEST_NAME}: {_why(e)}")
 
     def _write_manifest(self) -> None:
@@ -485,11 +481,6 @@ class StreamWriter:
                 out[f"dropped_{k}"] = v
             out["pending"] = 0 if self.queue is None else self.queue.qsize()
             return out
-
-
-def check_manifest_field(key: str, value: Any) -> Any:
-    """``value`` as the type the reader requires for manifest field ``key`` (TypeError if not)."""
-    return Manifest.check_field(key, value)
 
 
 class _Locked(Exception):
