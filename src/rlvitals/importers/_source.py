@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import io
+import json
 import os
 import re
 import select
@@ -34,7 +35,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from rlvitals.errors import InputError, MissingExtraError
 
@@ -56,6 +57,7 @@ __all__ = [
     "lenient_reading",
     "numbered_entries",
     "open_input",
+    "read_config",
     "read_notes",
     "read_prefix",
     "walk_tree",
@@ -547,6 +549,31 @@ def input_bytes(path: str | os.PathLike) -> int:
             if stat.S_ISREG(lst.st_mode):
                 total += lst.st_size
     return total
+
+
+def read_config(path: Path, limit: int, needle: str | None = None) -> dict[str, Any] | None:
+    """The mapping a small JSON or YAML file holds (YAML unless its name ends in ``.json``;
+    ``pyyaml`` is then needed), or None: a file over ``limit`` bytes, unreadable, not UTF-8,
+    without ``needle`` in its text (a cheap test before parsing every sibling), not parsed, or
+    not a mapping. Never a pickle, never evaluated."""
+    try:
+        if path.stat().st_size > limit:
+            return None
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if needle is not None and needle not in text:
+        return None
+    try:
+        if path.suffix.lower() == ".json":
+            obj = json.loads(text)
+        else:
+            import yaml
+
+            obj = yaml.safe_load(text)
+    except Exception:  # any parse error, or no pyyaml: not a config we can use
+        return None
+    return obj if isinstance(obj, dict) else None
 
 
 _LENIENT: contextvars.ContextVar[bool] = contextvars.ContextVar("rlvitals_lenient", default=False)

@@ -20,7 +20,7 @@ import numpy as np
 from rlvitals.errors import InputError
 from rlvitals.importers._groups import Samples
 from rlvitals.importers._lines import iter_json_lines
-from rlvitals.importers._source import is_stream
+from rlvitals.importers._source import is_stream, read_config
 
 __all__ = ["NOT_REWARDS", "args_near", "read_completions", "split_step"]
 
@@ -53,13 +53,7 @@ def args_near(path: Path) -> dict[str, Any] | None:
     if is_stream(path):
         return None
     p = path.parent / ARGS_NAME
-    try:
-        if not p.is_file() or p.stat().st_size > MAX_ARGS_BYTES:
-            return None
-        obj = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    return obj if isinstance(obj, dict) else None
+    return read_config(p, MAX_ARGS_BYTES) if p.is_file() else None
 
 
 def _weights(args: dict[str, Any] | None, n: int) -> list[float] | None:

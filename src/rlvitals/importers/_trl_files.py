@@ -14,7 +14,7 @@ from typing import Any
 
 from rlvitals._record import record
 from rlvitals.errors import InputError
-from rlvitals.importers._source import is_stream, numbered_entries, open_input
+from rlvitals.importers._source import is_stream, numbered_entries, open_input, read_config
 from rlvitals.importers._steps import as_step
 from rlvitals.recording.memory import check_json
 from rlvitals.recording.metrics import is_eval_key
@@ -154,29 +154,8 @@ def read_args(path: Path) -> dict[str, Any] | None:
 
     A file qualifies when its top level is a mapping holding ``num_generations``.
     """
-    try:
-        if path.stat().st_size > MAX_ARGS_BYTES:
-            return None
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError):
-        return None
-    if "num_generations" not in text:  # cheap test before parsing every sibling
-        return None
-    if path.suffix.lower() == ".json":
-        try:
-            obj = json.loads(text)
-        except (ValueError, RecursionError):
-            return None
-    else:
-        try:
-            import yaml
-        except ImportError:
-            return None
-        try:
-            obj = yaml.safe_load(text)
-        except Exception:  # any YAML error: not a config we can use
-            return None
-    if not isinstance(obj, dict) or "num_generations" not in obj:
+    obj = read_config(path, MAX_ARGS_BYTES, "num_generations")
+    if obj is None or "num_generations" not in obj:
         return None
     return {k: obj[k] for k in _ARGS_KEYS if k in obj}
 

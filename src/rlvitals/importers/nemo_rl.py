@@ -35,7 +35,6 @@ a bare row number ``idx`` last::
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 from pathlib import Path
@@ -47,7 +46,7 @@ from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, Progress, note_runs, register
 from rlvitals.importers._groups import Samples
 from rlvitals.importers._lines import iter_json_lines, json_float
-from rlvitals.importers._source import is_regular, is_stream, numbered_entries
+from rlvitals.importers._source import is_regular, is_stream, numbered_entries, read_config
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts
 from rlvitals.trainers import nemo_rl as nemo_facts
@@ -140,34 +139,13 @@ def _config_near(start: Path) -> dict[str, Any] | None:
         except OSError:
             files = []
         for p in files:
-            cfg = _read_config(p)
+            cfg = read_config(p, _MAX_CONFIG_BYTES, "num_generations_per_prompt")
             if cfg is not None and nemo_facts.recognise(cfg):
                 return cfg
         if d.parent == d:
             break
         d = d.parent
     return None
-
-
-def _read_config(p: Path) -> dict[str, Any] | None:
-    try:
-        if p.stat().st_size > _MAX_CONFIG_BYTES:
-            return None
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-    if "num_generations_per_prompt" not in text:
-        return None
-    try:
-        if p.suffix.lower() == ".json":
-            obj = json.loads(text)
-        else:
-            import yaml
-
-            obj = yaml.safe_load(text)
-    except Exception:  # any parse error: not a config we can use
-        return None
-    return obj if isinstance(obj, dict) else None
 
 
 def _choose_run(path: Path, run: str | None, builder: RunBuilder) -> Path:
