@@ -26,16 +26,14 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import io
-import json
 import os
-import re
 import select
 import stat
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from rlvitals.errors import InputError, MissingExtraError
 
@@ -55,9 +53,7 @@ __all__ = [
     "is_regular",
     "is_stream",
     "lenient_reading",
-    "numbered_entries",
     "open_input",
-    "read_config",
     "read_notes",
     "read_prefix",
     "walk_tree",
@@ -512,21 +508,6 @@ def walk_tree(
             stack.extend((os.path.join(top, d), depth + 1) for d in reversed(dirs))
 
 
-def numbered_entries(
-    folder: Path, pattern: re.Pattern[str], keep: Callable[[Path], bool]
-) -> list[tuple[int, Path]]:
-    """``(N, path)`` of the entries of ``folder`` whose whole name ``pattern`` matches (its group
-    1 the digits of N: ``step_12``, ``12.jsonl``, ``checkpoint-12``) and that ``keep`` accepts,
-    in order of N. OSError when ``folder`` cannot be listed."""
-    out = []
-    with os.scandir(folder) as it:
-        for e in it:
-            m = pattern.fullmatch(e.name)
-            if m is not None and keep(Path(e.path)):
-                out.append((int(m.group(1)), Path(e.path)))
-    return sorted(out)
-
-
 def input_bytes(path: str | os.PathLike) -> int:
     """Size of what reading ``path`` may read, for the memory budget
     (:mod:`rlvitals.recording.memory`): a file's size, the regular files under a directory
@@ -549,31 +530,6 @@ def input_bytes(path: str | os.PathLike) -> int:
             if stat.S_ISREG(lst.st_mode):
                 total += lst.st_size
     return total
-
-
-def read_config(path: Path, limit: int, needle: str | None = None) -> dict[str, Any] | None:
-    """The mapping a small JSON or YAML file holds (YAML unless its name ends in ``.json``;
-    ``pyyaml`` is then needed), or None: a file over ``limit`` bytes, unreadable, not UTF-8,
-    without ``needle`` in its text (a cheap test before parsing every sibling), not parsed, or
-    not a mapping. Never a pickle, never evaluated."""
-    try:
-        if path.stat().st_size > limit:
-            return None
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError):
-        return None
-    if needle is not None and needle not in text:
-        return None
-    try:
-        if path.suffix.lower() == ".json":
-            obj = json.loads(text)
-        else:
-            import yaml
-
-            obj = yaml.safe_load(text)
-    except Exception:  # any parse error, or no pyyaml: not a config we can use
-        return None
-    return obj if isinstance(obj, dict) else None
 
 
 _LENIENT: contextvars.ContextVar[bool] = contextvars.ContextVar("rlvitals_lenient", default=False)

@@ -20,7 +20,8 @@ import numpy as np
 from rlvitals.errors import InputError
 from rlvitals.importers._groups import Samples
 from rlvitals.importers._lines import iter_json_lines
-from rlvitals.importers._source import is_stream, read_config
+from rlvitals.importers._siblings import read_config
+from rlvitals.importers._source import is_stream
 
 __all__ = ["NOT_REWARDS", "args_near", "read_completions", "split_step"]
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from rlvitals._record import record
 from rlvitals.errors import InputError
-from rlvitals.importers._source import is_stream, numbered_entries, open_input, read_config
+from rlvitals.importers._siblings import numbered_entries, read_config
+from rlvitals.importers._source import is_stream, open_input
 from rlvitals.importers._steps import as_step
 from rlvitals.recording.memory import check_json
 from rlvitals.recording.metrics import is_eval_key

@@ -35,7 +35,7 @@ import numpy as np
 
 from rlvitals.errors import InputError, MissingExtraError
 from rlvitals.importers import Progress
-from rlvitals.importers._source import numbered_entries
+from rlvitals.importers._siblings import numbered_entries
 from rlvitals.importers._trl_files import StateHints
 from rlvitals.recording.run import GroupTable, RunBuilder
 

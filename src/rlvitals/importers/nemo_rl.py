@@ -46,7 +46,8 @@ from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, Progress, note_runs, register
 from rlvitals.importers._groups import Samples
 from rlvitals.importers._lines import iter_json_lines, json_float
-from rlvitals.importers._source import is_regular, is_stream, numbered_entries, read_config
+from rlvitals.importers._siblings import numbered_entries, read_config
+from rlvitals.importers._source import is_regular, is_stream
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts
 from rlvitals.trainers import nemo_rl as nemo_facts

@@ -46,7 +46,8 @@ import numpy as np
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._lines import iter_json_lines, json_float
-from rlvitals.importers._source import is_regular, is_stream, numbered_entries
+from rlvitals.importers._siblings import numbered_entries
+from rlvitals.importers._source import is_regular, is_stream
 from rlvitals.importers.prime_rl import read_metric_rows
 from rlvitals.recording.run import GroupTable, Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts

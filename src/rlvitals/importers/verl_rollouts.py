@@ -21,7 +21,8 @@ from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, Progress, register
 from rlvitals.importers._console import parse_number
 from rlvitals.importers._lines import iter_json_lines, json_step
-from rlvitals.importers._source import input_size, is_stream, numbered_entries
+from rlvitals.importers._siblings import numbered_entries
+from rlvitals.importers._source import input_size, is_stream
 from rlvitals.recording.run import GroupTable, Manifest, Run, RunBuilder
 
 __all__ = ["load_verl_rollouts"]
