@@ -16,6 +16,7 @@ or a span reads the same everywhere. Nothing here decides anything.
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 import numpy as np
@@ -24,12 +25,7 @@ __all__ = ["compare", "fmt", "number", "rnd", "span_label", "span_text", "termin
 
 _MAX_DIGITS = 6
 """Most significant digits :func:`compare` uses to make a comparison readable."""
-_OPS = {
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-}
+_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
 def fmt(x: Any, digits: int = 3) -> str:

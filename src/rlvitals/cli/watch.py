@@ -14,6 +14,7 @@ could not judge, unless ``--allow-unjudged``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 
@@ -161,55 +162,45 @@ def _watch(args: argparse.Namespace, alerts) -> int:
             note=note,
         )
 
-    refresh()
-    if args.report_format == "json":
-        live_mode = False
-    if args.once:
+    def show(live) -> None:
+        """The view: redrawn in place (``live``), else printed (text); nothing before a read."""
         if state["diagnosis"] is None:
-            raise follower.error or InputError(args.path, "nothing to read")
-        _show_last(console, state, view, args.report_format)
-        return exit_code(state["diagnosis"], config, args.path)
+            return
+        if live is not None:
+            live.update(view(True), refresh=True)
+        elif args.report_format == "text":
+            console.print(view(False))
 
-    last_change = time.monotonic()
-    try:
-        if live_mode:
+    refresh()
+    if not args.once:
+        last_change = time.monotonic()
+        in_place = contextlib.nullcontext()
+        if live_mode and args.report_format == "text":
             from rich.live import Live
 
-            with Live(console=console, auto_refresh=False, transient=False) as live:
-                while True:
-                    if state["diagnosis"] is not None:
-                        live.update(view(True), refresh=True)
-                    if _idle(args, last_change):
-                        break
+            in_place = Live(console=console, auto_refresh=False, transient=False)
+        try:
+            with in_place as live:
+                show(live)
+                while not _idle(args, last_change):
                     time.sleep(max(args.interval, 3 * follower.read_seconds))
-                    if refresh():
+                    changed = refresh()
+                    if changed:
                         last_change = time.monotonic()
-        else:
-            if state["diagnosis"] is not None and args.report_format == "text":
-                console.print(view(False))
-            while not _idle(args, last_change):
-                time.sleep(max(args.interval, 3 * follower.read_seconds))
-                if refresh():
-                    last_change = time.monotonic()
-                    if args.report_format == "text":
-                        console.print(view(False))
-    except KeyboardInterrupt:
-        print("rlvitals: watch stopped", file=sys.stderr)
+                    if changed or live is not None:
+                        show(live)
+        except KeyboardInterrupt:
+            print("rlvitals: watch stopped", file=sys.stderr)
     if state["diagnosis"] is None:
         raise follower.error or InputError(args.path, "nothing to read")
     if args.report_format == "json":
-        _show_last(console, state, view, "json")
-    return exit_code(state["diagnosis"], config, args.path)
-
-
-def _show_last(console, state: dict, view, fmt: str) -> None:
-    if fmt == "json":
         from rlvitals.report import render
 
         sys.stdout.write(render(state["diagnosis"], "json"))
         sys.stdout.flush()
-    else:
-        console.print(view(False))
+    elif args.once:
+        show(None)
+    return exit_code(state["diagnosis"], config, args.path)
 
 
 def _idle(args: argparse.Namespace, last_change: float) -> bool:

@@ -177,15 +177,8 @@ class Comparison:
 
         def side(d: Diagnosis, label: str) -> dict[str, Any]:
             full = d.to_dict()
-            return {
-                "label": label,
-                "run": full["run"],
-                "vitals": full["vitals"],
-                "worst": full["worst"],
-                "not_judged": full["not_judged"],
-                "conditions": full["conditions"],
-                "incidents": full["incidents"],
-            }
+            keys = ("run", "vitals", "worst", "not_judged", "conditions", "incidents")
+            return {"label": label, **{k: full[k] for k in keys}}
 
         return strict(
             {

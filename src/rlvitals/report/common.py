@@ -29,7 +29,6 @@ __all__ = [
     "number",
     "one_line",
     "skip_groups",
-    "span_text",
     "terminal_strings",
     "verdict",
 ]
@@ -145,7 +144,7 @@ def marks_text(f: dict) -> str:
     """
     marks = [int(m) for m in f.get("marks") or []]
     if not marks:
-        return span_text(f)
+        return span_label(f.get("onset_step"), f.get("end_step"))
     shown = ", ".join(str(m) for m in marks[:MARKS_LISTED])
     more = f" and {len(marks) - MARKS_LISTED} more" if len(marks) > MARKS_LISTED else ""
     return f"at step{'s' if len(marks) > 1 else ''} {shown}{more}"
@@ -163,7 +162,7 @@ def incident_span(inc: dict, findings: list[dict]) -> str:
         f = findings[idx[0]]
         if f.get("marks"):
             return marks_text(f)
-    return span_text(inc)
+    return span_label(inc.get("onset_step"), inc.get("end_step"))
 
 
 def skip_class(why: str) -> str:
@@ -231,15 +230,6 @@ def terminal_strings(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [terminal_strings(v) for v in obj]
     return obj
-
-
-def span_text(f: dict) -> str:
-    """A finding's span as a label (:func:`rlvitals._text.span_label`).
-
-    >>> span_text({"onset_step": 60, "end_step": 139}), span_text({"onset_step": 5, "end_step": None})
-    ('steps 60-139', 'since step 5')
-    """
-    return span_label(f.get("onset_step"), f.get("end_step"))
 
 
 def header_facts(d: dict) -> list[tuple[str, str]]:
