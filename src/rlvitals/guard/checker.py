@@ -337,10 +337,10 @@ class _Helper:
         # what it works with, imported (the catalogue loaded) before the helper says it is up
         from rlvitals import doctor
         from rlvitals.detectors import load_all
-        from rlvitals.guard import window
+        from rlvitals.guard import checks, window
 
         load_all()
-        self.doctor, self.w = doctor, window
+        self.doctor, self.checks, self.w = doctor, checks, window
         self.window: Any = None
         self.manifest: Any = None
         self.configs: dict[Any, tuple[Any, Any]] = {}
@@ -371,12 +371,7 @@ class _Helper:
             try:
                 if what == "packed":
                     return req, self.window.packed(self.manifest)
-                config, prepared = self.configs[key]
-                self.window.close_step()
-                d = self.doctor.diagnose(
-                    self.window.run(self.manifest), config, prepared=prepared, explain=False
-                )
-                return req, (d.findings, d.detectors, d.incidents, d.conditions)
+                return req, self.checks.run_check(self.window, self.manifest, *self.configs[key])
             except Exception as e:  # the monitor contains and reports it, as in-process
                 return req, RuntimeError(f"{type(e).__name__}: {e}")
         return None

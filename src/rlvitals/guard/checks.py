@@ -6,7 +6,7 @@ A :class:`~rlvitals.Monitor` checks the collapse family and the cheap critical d
 fast one (:data:`FAST_EXTRA` besides the collapse family), and while a collapse is open and
 told, the *partial* fast ones that leave out the detectors already part of it
 (:data:`OPEN_BACKOFF`); and the :func:`rlvitals.doctor.prepare` of each. :class:`MonitorCheck`
-is what a check did.
+is what a check did; :func:`run_check` runs one (in the monitor, or in its helper process).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["FAST_EXTRA", "OPEN_BACKOFF", "CheckPlans", "MonitorCheck"]
+__all__ = ["FAST_EXTRA", "OPEN_BACKOFF", "CheckPlans", "MonitorCheck", "run_check"]
 
 FAST_EXTRA = ("GRAD_NONFINITE", "ZERO_GRAD_STEPS")
 """Detectors checked every ``check_every`` steps besides the collapse family: cheap ones whose
@@ -131,3 +131,13 @@ class CheckPlans:
         if part is None:
             part = self._partial[key] = dataclasses.replace(config, select=ids)
         return part, True
+
+
+def run_check(window: Any, manifest: Any, config: Any, prepared: Any) -> tuple:
+    """The doctor over a :class:`~rlvitals.guard.window.StepWindow` with a check's config and
+    its :func:`~rlvitals.doctor.prepare`: ``(findings, detectors, incidents, conditions)``."""
+    from rlvitals.doctor import diagnose
+
+    window.close_step()
+    d = diagnose(window.run(manifest), config, prepared=prepared, explain=False)
+    return d.findings, d.detectors, d.incidents, d.conditions

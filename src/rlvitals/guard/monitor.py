@@ -84,7 +84,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvitals.guard.background import BackgroundChecks
-from rlvitals.guard.checks import CheckPlans, MonitorCheck
+from rlvitals.guard.checks import CheckPlans, MonitorCheck, run_check
 from rlvitals.guard.columns import run_of
 from rlvitals.guard.containment import Guard, quiet
 from rlvitals.guard.delivery import Delivery
@@ -441,18 +441,9 @@ class Monitor(BackgroundChecks, Delivery):
 
     def _check_here(self, config: Any, step: int, partial: bool) -> MonitorCheck:
         """A check over this process's window, judged as of ``step``."""
-        self._window.close_step()
-        from rlvitals.doctor import diagnose
-
         with quiet():
-            diagnosis = diagnose(
-                self._window.run(self.manifest),
-                config,
-                prepared=self.plans.prepared(config),
-                explain=False,
-            )
-        d = diagnosis
-        return self._judged(step, partial, d.findings, d.detectors, d.incidents, d.conditions)
+            found = run_check(self._window, self.manifest, config, self.plans.prepared(config))
+        return self._judged(step, partial, *found)
 
     # -- the end ------------------------------------------------------------------------------
 
