@@ -325,7 +325,7 @@ def compute_advantage(
         if options.get("guard") is not None:
             _watch(rs, options, method, knobs, scores, ids, adv)
         elif options.get("record_dir"):
-            _record(rs, options["record_dir"], method, knobs, scores, ids, adv, metrics)
+            _record(rs, options["record_dir"], method, knobs, scores, ids, adv)
         if state_file:
             save_state(state_file, run)
         out = adv.unsqueeze(-1) * response_mask
@@ -340,7 +340,6 @@ def _record(
     scores: Any,
     ids: Any,
     adv: Any,
-    metrics: dict,
 ) -> None:
     from rlvitals.guard.containment import Guard
 
