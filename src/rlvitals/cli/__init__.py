@@ -120,6 +120,17 @@ def add_input_flags(
         )
 
 
+def add_json_flags(p: argparse.ArgumentParser, json_help: str, flag: str = "--format") -> None:
+    """``--json`` (``json_help``: its help) or ``FLAG text|json`` (``--format``, or
+    ``--output-format`` where ``--format`` names the input format): ``args.output_format``."""
+    out = p.add_mutually_exclusive_group()
+    out.add_argument(
+        "--json", dest="output_format", action="store_const", const="json", help=json_help
+    )
+    out.add_argument(flag, dest="output_format", choices=("text", "json"), help="text or json")
+    p.set_defaults(output_format="text")
+
+
 def add_progress_flags(p: argparse.ArgumentParser, always: str, never: str) -> None:
     """``--progress`` (``always``: its help) and ``--no-progress`` (``never``), exclusive:
     ``args.progress`` is True, False or None (shown only when stderr is a terminal)."""

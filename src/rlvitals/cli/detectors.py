@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from rlvitals.cli import add_json_flags
+
 __all__ = ["register", "run"]
 
 HELP = "list the detector catalogue: ID, severity, family, what each finds"
@@ -18,14 +20,7 @@ examples:
 
 def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--family", metavar="NAME", help="only this family (collapse, entropy, ...)")
-    p.add_argument(
-        "--json",
-        action="store_true",
-        help="print JSON (ID, severity, family, key metrics, knobs with defaults)",
-    )
-    p.add_argument(
-        "--format", dest="report_format", choices=("text", "json"), help="same as --json for json"
-    )
+    add_json_flags(p, "print JSON (ID, severity, family, key metrics, knobs with defaults)")
     p.set_defaults(func=run)
 
 
@@ -33,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     from rlvitals.report.pages import catalogue_row, detectors_of, summary
 
     classes = detectors_of(args.family)
-    if args.json or args.report_format == "json":
+    if args.output_format == "json":
         json.dump([catalogue_row(c) for c in classes], sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rlvitals.cli import add_json_flags
+
 __all__ = ["register", "run"]
 
 HELP = "print a detector's page: what is happening, how it decides, what to try, its knobs"
@@ -18,13 +20,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "id", metavar="ID", help="detector ID (ADV_COLLAPSE) or condition ID (RUNAWAY_LENGTH)"
     )
-    p.add_argument(
-        "--format",
-        dest="report_format",
-        choices=("text", "json"),
-        default="text",
-        help="the page as text (default) or JSON",
-    )
+    add_json_flags(p, "print the page as JSON (its ID, kind and text)")
     p.set_defaults(func=run)
 
 
@@ -50,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
             + "; conditions: "
             + ", ".join(CONDITIONS),
         )
-    if args.report_format == "json":
+    if args.output_format == "json":
         import json
 
         sys.stdout.write(json.dumps({"id": det_id, "kind": kind, "page": page}, indent=1) + "\n")

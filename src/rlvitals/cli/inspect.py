@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Any
 
-from rlvitals.cli import add_input_flags, add_progress_flags
+from rlvitals.cli import add_input_flags, add_json_flags, add_progress_flags
 
 __all__ = ["register", "render_text", "run"]
 
@@ -40,26 +40,15 @@ def register(p: argparse.ArgumentParser) -> None:
         "runs back to back); listed in the output",
         format_alias=True,
     )
-    out = p.add_mutually_exclusive_group()
-    out.add_argument(
-        "--json",
-        dest="output_format",
-        action="store_const",
-        const="json",
-        help="print JSON instead of text (same as --output-format json)",
-    )
-    out.add_argument(
-        "--output-format",
-        dest="output_format",
-        choices=("text", "json"),
-        help="text (default) or json",
+    add_json_flags(
+        p, "print JSON instead of text (same as --output-format json)", "--output-format"
     )
     add_progress_flags(
         p,
         "always show the progress bar on stderr (even when not a terminal)",
         "never show the progress bar",
     )
-    p.set_defaults(func=run, output_format="text")
+    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ import contextlib
 import sys
 import time
 
-from rlvitals.cli import add_input_flags
+from rlvitals.cli import add_input_flags, add_json_flags
 from rlvitals.errors import InputError
 
 __all__ = ["register", "run"]
@@ -76,13 +76,7 @@ def register(p: argparse.ArgumentParser) -> None:
         help=f"wait this long for a path that does not exist yet (default {DEFAULT_WAIT:g}; "
         "0 with --once)",
     )
-    p.add_argument(
-        "--format",
-        dest="report_format",
-        choices=("text", "json"),
-        default="text",
-        help="the live view (text, default) or, at exit, the last diagnosis as the doctor's JSON",
-    )
+    add_json_flags(p, "no live view: at exit, print the last diagnosis as the doctor's JSON")
     p.set_defaults(func=run)
 
 
@@ -168,14 +162,14 @@ def _watch(args: argparse.Namespace, alerts) -> int:
             return
         if live is not None:
             live.update(view(True), refresh=True)
-        elif args.report_format == "text":
+        elif args.output_format == "text":
             console.print(view(False))
 
     refresh()
     if not args.once:
         last_change = time.monotonic()
         in_place = contextlib.nullcontext()
-        if live_mode and args.report_format == "text":
+        if live_mode and args.output_format == "text":
             from rich.live import Live
 
             in_place = Live(console=console, auto_refresh=False, transient=False)
@@ -193,7 +187,7 @@ def _watch(args: argparse.Namespace, alerts) -> int:
             print("rlvitals: watch stopped", file=sys.stderr)
     if state["diagnosis"] is None:
         raise follower.error or InputError(args.path, "nothing to read")
-    if args.report_format == "json":
+    if args.output_format == "json":
         from rlvitals.report import render
 
         sys.stdout.write(render(state["diagnosis"], "json"))
