@@ -41,7 +41,6 @@ CANONICAL: dict[str, Metric] = {
                 "rewards/mean",
                 "critic/score/mean",
                 "score/mean",
-                "reward_mean",
                 "reward/mean",
                 "reward/all/mean",
                 "reward/avg_raw_reward",
@@ -55,7 +54,7 @@ CANONICAL: dict[str, Metric] = {
             "the group or the batch std (by scale_rewards), 0.27 on the std of the whole batch "
             "(trl/trainer/grpo_trainer.py); ms-swift the mean per-group std. The vitals say "
             "which meaning they assumed (reward_std_kind).",
-            ("reward_std", "rewards/std", "critic/score/std", "reward/std", "reward/all/std"),
+            ("rewards/std", "critic/score/std", "reward/std", "reward/all/std"),
         ),
         Metric(
             "group_reward_std_mean",
@@ -74,7 +73,6 @@ CANONICAL: dict[str, Metric] = {
             (
                 "frac_reward_zero_std",
                 "frac_zero_std",
-                "zero_std_frac",
                 "grpo/frac_reward_zero_std",
             ),
         ),
@@ -172,7 +170,7 @@ CANONICAL: dict[str, Metric] = {
             "acr",
             "Advantage Collapse Rate recorded live: fraction of groups with zero "
             "reward variance, before any mitigation.",
-            ("rlvitals/acr", "acr", "acr_raw"),
+            ("rlvitals/acr", "acr_raw"),
         ),
         Metric(
             "acr_solve_all",
@@ -251,34 +249,33 @@ CANONICAL: dict[str, Metric] = {
             ("variance_proxy/expected_a_squared",),
         ),
         # Optimisation
-        Metric("loss", "Training loss as the trainer logs it.", ("loss", "train_loss")),
+        Metric("loss", "Training loss as the trainer logs it.", ("train_loss",)),
         Metric(
             "pg_loss",
             "Policy-gradient loss term.",
-            ("actor/pg_loss", "policy_loss", "policy/policy_loss", "pg_loss"),
+            ("actor/pg_loss", "policy_loss", "policy/policy_loss"),
         ),
         Metric(
             "grad_norm",
             "Gradient norm before clipping.",
-            ("grad_norm", "actor/grad_norm", "gradient_norm", "policy/grad_norm"),
+            ("actor/grad_norm", "gradient_norm", "policy/grad_norm"),
         ),
-        Metric("learning_rate", "Learning rate.", ("learning_rate", "actor/lr", "lr", "actor_lr")),
+        Metric("learning_rate", "Learning rate.", ("actor/lr", "lr", "actor_lr")),
         Metric(
             "kl",
             "KL divergence to the reference policy.",
-            ("kl", "actor/kl_loss", "objective/kl", "kl_div", "kl_loss", "loss/avg_kl"),
+            ("actor/kl_loss", "objective/kl", "kl_div", "kl_loss", "loss/avg_kl"),
         ),
-        Metric("kl_coef", "KL coefficient (beta).", ("actor/kl_coef", "kl_coef", "beta")),
+        Metric("kl_coef", "KL coefficient (beta).", ("actor/kl_coef", "beta")),
         Metric(
             "ppo_kl",
             "KL between the rollout and the updated policy (approximate).",
-            ("actor/ppo_kl", "ppo_kl"),
+            ("actor/ppo_kl",),
         ),
         Metric(
             "entropy",
             "Mean token entropy of the policy.",
             (
-                "entropy",
                 "actor/entropy",
                 "actor/entropy_loss",
                 "entropy_loss",
@@ -357,7 +354,6 @@ CANONICAL: dict[str, Metric] = {
                 "timing_s/step",
                 "perf/time_per_step",
                 "time_per_step",
-                "step_time",
                 "train_step_time",
                 "timing/step_total",
                 "timing/train/total_step_time",
@@ -367,14 +363,14 @@ CANONICAL: dict[str, Metric] = {
         Metric(
             "throughput",
             "Tokens per second.",
-            ("perf/throughput", "tokens/sec/gpu", "tokens_per_sec", "throughput"),
+            ("perf/throughput", "tokens/sec/gpu", "tokens_per_sec"),
         ),
         Metric(
             "num_tokens",
             "Tokens processed so far or in the step, as the trainer logs it.",
-            ("num_tokens", "perf/total_num_tokens", "total_num_tokens"),
+            ("perf/total_num_tokens", "total_num_tokens"),
         ),
-        Metric("epoch", "Epoch (fractional).", ("epoch", "training/epoch")),
+        Metric("epoch", "Epoch (fractional).", ("training/epoch",)),
     ]
 }
 
