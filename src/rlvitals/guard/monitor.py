@@ -214,7 +214,6 @@ class Monitor(BackgroundChecks, Delivery):
         self._last_check: int | None = None
         self._last_full: int | None = None
         self.plans = CheckPlans(config)
-        self._dirty = False
         self._active: set[str] = set()
         self._recorder_errors = 0
         self.closed = False
@@ -357,7 +356,6 @@ class Monitor(BackgroundChecks, Delivery):
                 self._last_check = step
             if self._last_full is not None and self._last_full > step:
                 self._last_full = step
-        self._dirty = True
 
     def _due(self, step: int, last: int | None, every: int) -> bool:
         """A check is due when ``step`` reached the next multiple of ``every`` since ``last``."""
@@ -419,7 +417,6 @@ class Monitor(BackgroundChecks, Delivery):
         self._last_check = step
         if full:
             self._last_full = step
-        self._dirty = False
         if self.n_steps == 0 or step is None:
             return MonitorCheck(step, checked=True)
         config, partial = self.plans.full(), False
