@@ -174,14 +174,13 @@ class Recorder:
         g = _host_array(group_ids, "group_ids")
         if g.shape != (n,):
             raise ValueError(f"group_ids must have shape ({n},) like rewards, got {g.shape}")
-        extra = {}
+        rows = []  # lengths, advantages
         for name, arr in (("lengths", lengths), ("advantages", advantages)):
-            if arr is not None:
-                a = _numeric_rows(_host_array(arr, name))
-                if a.shape != (n,):
-                    raise ValueError(f"{name} must have shape ({n},) like rewards, got {a.shape}")
-                extra[name] = a
-        self._log_host_groups(step, r, g, prompts, extra.get("lengths"), extra.get("advantages"))
+            a = None if arr is None else _numeric_rows(_host_array(arr, name))
+            if a is not None and a.shape != (n,):
+                raise ValueError(f"{name} must have shape ({n},) like rewards, got {a.shape}")
+            rows.append(a)
+        self._log_host_groups(step, r, g, prompts, *rows)
 
     def _log_host_groups(
         self,
@@ -199,15 +198,11 @@ class Recorder:
             return
         if r.dtype.byteorder == ">":
             r = _float_rows(r)
-        extra = {}
-        if lengths is not None:
-            extra["lengths"] = _numeric_rows(lengths)
-        if advantages is not None:
-            extra["advantages"] = _numeric_rows(advantages)
+        rows = [None if a is None else _numeric_rows(a) for a in (lengths, advantages)]
         order, sizes = _layout(g)
         if order is not None:
             r = r[order]
-            extra = {k: v[order] for k, v in extra.items()}
+            rows = [None if a is None else a[order] for a in rows]
         encoded_prompts = None
         if prompts is not None:
             plist = _prompt_ids(prompts)
@@ -217,9 +212,7 @@ class Recorder:
                     f"got {len(plist)}"
                 )
             encoded_prompts = fmt.encode_prompts(plist)
-        payload = fmt.encode_groups(
-            step, sizes, r, extra.get("lengths"), extra.get("advantages"), encoded_prompts
-        )
+        payload = fmt.encode_groups(step, sizes, r, *rows, encoded_prompts)
         self._writer.submit("groups", fmt.encode_frame(payload))
 
     def log_event(self, step: int | None, kind: str, message: str, **data: Any) -> None:
