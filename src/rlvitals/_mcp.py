@@ -218,8 +218,6 @@ def scan(
     with _one_line_errors():
         if not paths:
             raise InputError(None, "paths is empty: give files, folders or globs")
-        if any(p == "-" for p in paths):
-            raise InputError("-", _STDIN_REFUSED)
         if jobs is not None and jobs < 1:
             raise InputError(None, f"jobs must be 1 or more, got {jobs}")
         cfg = _config(fail_on=fail_on)

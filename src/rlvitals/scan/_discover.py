@@ -107,18 +107,6 @@ def _is_glob(p: str) -> bool:
     return any(c in _GLOB_CHARS for c in p) and not os.path.lexists(p)
 
 
-def _is_url(p: str) -> bool:
-    from rlvitals.importers import is_url
-
-    return is_url(p)
-
-
-def _candidate(name: str) -> bool:
-    from rlvitals.importers import candidate_file
-
-    return candidate_file(name)
-
-
 def _claim_dir(d: Path) -> str | None:
     """The format claiming folder ``d`` itself, or None: none does, or the claim is only on
     something inside it (the importer's ``folder_claim`` says which)."""
@@ -221,6 +209,8 @@ class _Walker:
     def walk(self, root: str) -> None:
         """Walk ``root`` top down, in name order, with an explicit stack (no recursion): at
         most :attr:`max_depth` levels below it and :attr:`max_entries` entries in all."""
+        from rlvitals.importers import candidate_file
+
         top = os.path.realpath(root)
         stack: list[tuple[str, int]] = [(root, 0)]
         while stack and not self.stopped:
@@ -253,7 +243,7 @@ class _Walker:
                     is_link = e.is_symlink()
                     mode = e.stat(follow_symlinks=True).st_mode
                 except OSError as err:
-                    if _candidate(e.name) and err.errno not in (errno.ENOENT, None):
+                    if candidate_file(e.name) and err.errno not in (errno.ENOENT, None):
                         self._unreadable(e.path, f"cannot read: {err.strerror or err}", False)
                     else:
                         self._tick()
@@ -261,7 +251,7 @@ class _Walker:
                 if stat.S_ISDIR(mode):
                     if not is_link and not e.name.startswith(".") and e.name != "__pycache__":
                         subdirs.append(e.path)
-                elif stat.S_ISREG(mode) and _candidate(e.name):
+                elif stat.S_ISREG(mode) and candidate_file(e.name):
                     if is_link and not self.follow_links and not _inside(e.path, top):
                         self.out.skipped += 1  # a link out of the folder: --follow-links
                         self.out.links_out += 1
@@ -297,7 +287,9 @@ def _companion_of(fmt: str | None) -> str | None:
 def _dedupe(targets: list[Target]) -> list[Target]:
     """Each target once: same real path, inside a folder target, or a companion file of
     another target (:func:`_companion_of`) counts once."""
-    real = [t.path if _is_url(t.path) else os.path.realpath(t.path) for t in targets]
+    from rlvitals.importers import is_url
+
+    real = [t.path if is_url(t.path) else os.path.realpath(t.path) for t in targets]
     dirs = {r for r, t in zip(real, targets) if t.is_dir and t.fmt}
     claimed = {(os.path.dirname(r), t.fmt) for r, t in zip(real, targets) if not t.is_dir}
     out, seen = [], set()
@@ -344,12 +336,14 @@ def discover(
     Raises:
         InputError: a path that does not exist, a glob that matches nothing, or ``-``.
     """
+    from rlvitals.importers import is_url
+
     w = _Walker([Path(s) for s in skip], on_entry, follow_links, max_depth, max_entries)
     for raw in paths:
         p = os.fspath(raw)
         if p == "-":
             raise InputError("-", "scan reads files and folders; for standard input use doctor")
-        if _is_url(p):  # an MLflow server's runs (mlflow://HOST:PORT/experiments/NAME)
+        if is_url(p):  # an MLflow server's runs (mlflow://HOST:PORT/experiments/NAME)
             w.out.targets.append(Target(p, "mlflow"))
             continue
         if _is_glob(p):

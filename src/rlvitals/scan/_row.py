@@ -21,7 +21,8 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from dataclasses import asdict, dataclass, field, fields
+from collections import Counter
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -344,10 +345,7 @@ def row_from_diagnosis(d: Diagnosis, job: Job) -> ScanRow:
         eval_final, eval_step = _last_finite(run.steps, run.series[key])
     if eval_final is None and job.eval_key is None:
         key = None
-    severities: dict[str, int] = {}
-    for f in d.findings:
-        sev = getattr(f.severity, "value", f.severity)
-        severities[sev] = severities.get(sev, 0) + 1
+    severities = dict(Counter(getattr(f.severity, "value", f.severity) for f in d.findings))
     worst = d.worst()
     inc = d.incidents[0] if d.incidents else None
     return ScanRow(
@@ -418,16 +416,8 @@ def scan_one(job: Job) -> tuple[ScanRow, list[dict] | None]:
         listing = [dict(r) for r in runs_of(d.run)] if len(runs_of(d.run)) > 1 else []
         read = next((r for r in listing if r.get("read")), None)
         if read is not None:
-            job = Job(
-                job.target,
-                listing.index(read),
-                job.path,
-                job.fmt,
-                run=_selector(read),
-                name=str(read.get("name")),
-                config=job.config,
-                eval_key=job.eval_key,
-            )
+            position, name = listing.index(read), str(read.get("name"))
+            job = replace(job, position=position, run=_selector(read), name=name, probe=False)
     return row_from_diagnosis(d, job), listing
 
 
