@@ -86,7 +86,8 @@ def test_control_config_is_checked():
 
 
 def test_sampler_selects_by_the_read_keys_posterior():
-    from rlvitals.lab._trainer import PosteriorSampler, prompt_key
+    from rlvitals.integrations.trl import PosteriorSampler
+    from rlvitals.lab._trainer import prompt_key
 
     prompts = [f"{i}+2=" for i in range(40)]
     keys = [prompt_key(p) for p in prompts]

@@ -179,7 +179,8 @@ def test_config_errors_quote_the_value():
 
 
 def test_posterior_sampler_yields_trl_repeat_order_and_follows_the_state():
-    from rlvitals.lab._trainer import PosteriorSampler, prompt_key
+    from rlvitals.integrations.trl import PosteriorSampler
+    from rlvitals.lab._trainer import prompt_key
 
     prompts = [f"{i}+1=" for i in range(40)]
     keys = [prompt_key(p) for p in prompts]

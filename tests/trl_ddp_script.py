@@ -151,6 +151,10 @@ def _main(out_dir: str, estimator: str) -> None:
                     "state": info["state"],
                     "backend": dist.get_backend() if dist.is_initialized() else None,
                     "world_size": self.accelerator.num_processes,
+                    # keyed estimators: the prompt ids the groups were filed under, and the
+                    # sampler that drew them (pg_grpo: the posterior's)
+                    "keys": list(getattr(self.rlvitals_config, "keys", None) or ()),
+                    "sampler": type(self.rlvitals_sampler).__name__,
                 }
             )
 
@@ -172,10 +176,14 @@ def _main(out_dir: str, estimator: str) -> None:
     Path(out_dir, f"rank{rank}.json").write_text(json.dumps(records))
 
 
-DDP_ESTIMATOR_CONFIG = {"avspo": {"tau_adapt0": 0.1, "r_max": 2.0, "flat": "stratify"}}
+DDP_ESTIMATOR_CONFIG = {
+    "avspo": {"tau_adapt0": 0.1, "r_max": 2.0, "flat": "stratify"},
+    "pg_grpo": {"r_max": 2.0},
+}
 """Estimator config of the torchrun run: AVSPO with the lowest threshold, so it triggers; the
 range of the two 0/1 reward functions TRL sums; groups collapsed at 1 (inside that range)
-augmented too, so a step augments groups whichever value its groups collapse at."""
+augmented too, so a step augments groups whichever value its groups collapse at. PG-GRPO with
+that range, selecting each step's prompt from its posterior."""
 
 
 # -- the plain gloo worker of tests/test_distributed.py -----------------------------------------

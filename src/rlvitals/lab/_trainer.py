@@ -26,7 +26,6 @@ __all__ = [
     "BudgetCallback",
     "EvalCallback",
     "LabMixin",
-    "PosteriorSampler",
     "lab_trainer_class",
     "prompt_key",
 ]
@@ -85,7 +84,6 @@ class LabMixin:
         self.lab_generated = 0
         self.lab_steps: list[dict[str, float]] = []
         self._lab_batches: list[dict[str, Any]] = []
-        self.lab_sampler: PosteriorSampler | None = None
         self._lab_read: dict[str, str] | None = None
         super().__init__(*args, **kwargs)
         self._lab_keys = "keys" in self.rlvitals_estimator.config_fields
@@ -99,25 +97,19 @@ class LabMixin:
 
     # -- which prompts a step draws -----------------------------------------------------------
 
-    def _get_train_sampler(self, dataset=None):
-        """TRL's ``RepeatSampler``, or a :class:`PosteriorSampler` when the estimator selects
-        prompts (``pg_grpo`` with ``select=True``; not with dynamic sampling)."""
-        if not (getattr(self.rlvitals_config, "select", False) and self.lab_dynamic is None):
-            return super()._get_train_sampler(dataset)
-        dataset = self.train_dataset if dataset is None else dataset
-        prompts = [row["prompt"] for row in dataset]
-        read = self._lab_read_map(prompts)
-        self.lab_sampler = PosteriorSampler(
-            prompts,
-            group_size=self.num_generations,
-            batch_size=self.args.generation_batch_size // self.num_generations,
-            repeat_count=self.num_iterations * self.args.steps_per_generation,
-            state_of=lambda: self.rlvitals_state,
-            config_of=lambda: self.rlvitals_config,
-            seed=self.args.seed,
-            read_keys=None if read is None else [read[prompt_key(p)] for p in prompts],
-        )
-        return self.lab_sampler
+    @property
+    def lab_sampler(self) -> Any:
+        """The trainer's posterior sampler (``rlvitals_sampler``), or None with TRL's."""
+        return self.rlvitals_sampler
+
+    def _rlvitals_selects(self) -> bool:
+        """The estimator selects prompts (``pg_grpo`` with ``select=True``), not with dynamic
+        sampling (whose refills draw their own prompts)."""
+        return super()._rlvitals_selects() and self.lab_dynamic is None
+
+    def _rlvitals_read_keys(self, dataset: Any) -> list[str] | None:
+        read = self._lab_read_map([row["prompt"] for row in dataset])
+        return None if read is None else [read[prompt_key(row["prompt"])] for row in dataset]
 
     def _lab_read_map(self, prompts: list[Any] | None = None) -> dict[str, str] | None:
         """The shuffled-keys control's map: each training prompt's key -> the key whose
@@ -156,8 +148,8 @@ class LabMixin:
             read = self._lab_read_map()
             if read is not None:
                 extra["read_keys"] = tuple(read.get(k, k) for k in keys)
-            if getattr(self.rlvitals_config, "importance", False) and self.lab_sampler:
-                extra["weights"] = self.lab_sampler.weights(keys)
+            if getattr(self.rlvitals_config, "importance", False) and self.rlvitals_sampler:
+                extra["weights"] = self.rlvitals_sampler.weights(keys)
             self.rlvitals_config = dataclasses.replace(self.rlvitals_config, **extra)
         before = len(self._lab_batches)
         out = super()._generate_and_score_completions(inputs)
@@ -283,86 +275,6 @@ def _pad(t: torch.Tensor, width: int, fill: int, left: bool) -> torch.Tensor:
         return t
     pad = torch.full((t.shape[0], extra, *t.shape[2:]), fill, dtype=t.dtype, device=t.device)
     return torch.cat([pad, t] if left else [t, pad], dim=1)
-
-
-class PosteriorSampler(torch.utils.data.Sampler):
-    """Draws each step's prompts with probability ``q`` from ``pg_grpo``'s posterior
-    (:func:`rlvitals.estimators.pg_grpo.selection_weights`: ``q ∝ eps + (1 - eps) P(mixed)``),
-    in the order TRL's ``RepeatSampler`` yields them.
-
-    A drop-in for what ``GRPOTrainer._get_train_sampler`` returns in TRL 1.16
-    (``trl/trainer/grpo_trainer.py``; ``RepeatSampler`` in ``trl/trainer/utils.py``): it yields
-    dataset indices, each of a step's ``batch_size`` distinct prompts ``group_size`` times in a
-    row, the block ``repeat_count`` times, and has the same length per epoch. Unlike
-    ``RepeatSampler`` it is lazy: a step's prompts are drawn (without replacement, numpy's
-    ``Generator.choice``) when the dataloader asks for them, from the estimator state of that
-    moment (``state_of()``). The dataloader fetches one batch ahead, so the posterior a step
-    is drawn from lacks the last step's rewards. One process: under data parallelism each rank
-    would need the same state and seed (left for later, issue 26).
-
-    Args:
-        prompts: the dataset's prompts ``(N,)``; keys are :func:`prompt_key` of each.
-        group_size: G. batch_size: prompts per generation batch. repeat_count: TRL's
-            ``num_iterations * steps_per_generation``.
-        state_of, config_of: return the estimator's current state and ``PgGrpoConfig``.
-        seed: seed of the draws (epoch e uses ``seed + e``).
-        read_keys: the key whose posterior each prompt is selected by (the shuffled-keys
-            control); None = its own.
-
-    Attributes:
-        last_q: prompt key -> ``N q`` (1 = uniform) at its last draw.
-    """
-
-    def __init__(
-        self,
-        prompts: list[Any],
-        *,
-        group_size: int,
-        batch_size: int,
-        repeat_count: int,
-        state_of,
-        config_of,
-        seed: int = 0,
-        read_keys: list[str] | None = None,
-    ):
-        self.keys = [prompt_key(p) for p in prompts]
-        if read_keys is not None and len(read_keys) != len(self.keys):
-            raise ValueError(f"read_keys holds {len(read_keys)} keys for {len(self.keys)} prompts")
-        self.read_keys = self.keys if read_keys is None else [str(k) for k in read_keys]
-        self.group_size = int(group_size)
-        self.batch_size = int(batch_size)
-        self.repeat_count = int(repeat_count)
-        self.state_of, self.config_of = state_of, config_of
-        self.seed = int(seed)
-        self.epoch = 0
-        self.last_q: dict[str, float] = {}
-
-    def __len__(self) -> int:
-        n = len(self.keys)
-        return (n // self.batch_size) * self.batch_size * self.group_size * self.repeat_count
-
-    def __iter__(self):
-        from rlvitals.estimators.pg_grpo import selection_weights
-
-        rng = np.random.default_rng(self.seed + self.epoch)
-        self.epoch += 1
-        n = len(self.keys)
-        for _ in range(n // self.batch_size):
-            q = selection_weights(
-                self.state_of(), self.read_keys, self.config_of(), self.group_size
-            )
-            chunk = rng.choice(n, size=self.batch_size, replace=False, p=q)
-            for i in chunk:
-                self.last_q[self.keys[i]] = float(n * q[i])
-            for _ in range(self.repeat_count):
-                for i in chunk:
-                    for _ in range(self.group_size):
-                        yield int(i)
-
-    def weights(self, keys: tuple[str, ...]) -> tuple[float, ...]:
-        """Importance weights ``1 / (N q)`` of a step's groups, normalised to mean 1."""
-        w = np.array([1.0 / self.last_q.get(k, 1.0) for k in keys], dtype=np.float64)
-        return tuple(float(x) for x in w / w.mean())
 
 
 class BudgetCallback(TrainerCallback):

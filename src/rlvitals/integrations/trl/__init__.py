@@ -27,6 +27,7 @@ from rlvitals.integrations.trl._callback import (
     RECORDING_SUBDIR,
     RlvitalsCallback,
 )
+from rlvitals.integrations.trl._sampler import PosteriorSampler
 from rlvitals.integrations.trl._trainer import (
     STATE_FILE,
     RlvitalsGRPOMixin,
@@ -40,6 +41,7 @@ __all__ = [
     "RECORDING_SUBDIR",
     "STATE_FILE",
     "GroupBatch",
+    "PosteriorSampler",
     "RlvitalsCallback",
     "RlvitalsGRPOMixin",
     "RlvitalsGRPOTrainer",

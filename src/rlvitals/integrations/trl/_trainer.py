@@ -102,7 +102,12 @@ class RlvitalsGRPOMixin:
         rlvitals_guard: failure counts (``.errors``, ``.total``).
         rlvitals_seconds, rlvitals_cpu_seconds: wall and CPU (this thread) time spent in the
             estimator so far, host copies included.
+        rlvitals_sampler: PG-GRPO's :class:`~rlvitals.integrations.trl._sampler.PosteriorSampler`
+            when the estimator selects the prompts (``pg_grpo`` with ``select=True``, its
+            default), once training has built its dataloader; None with TRL's sampler.
     """
+
+    rlvitals_sampler: Any = None
 
     def __init__(
         self,
@@ -163,7 +168,27 @@ class RlvitalsGRPOMixin:
         for cb in self.callback_handler.callbacks:
             _bind(cb, self)
 
-    # -- the two overrides --------------------------------------------------------------------
+    # -- the overrides ------------------------------------------------------------------------
+
+    def _get_train_sampler(self, dataset=None):
+        """TRL's ``RepeatSampler``, or, when the estimator selects prompts (``pg_grpo`` with
+        ``select=True``), a sampler drawing each step's prompts from its live posterior."""
+        if not self._rlvitals_selects():
+            return super()._get_train_sampler(dataset)
+        from rlvitals.integrations.trl._sampler import posterior_sampler
+
+        dataset = self.train_dataset if dataset is None else dataset
+        self.rlvitals_sampler = posterior_sampler(self, dataset, self._rlvitals_read_keys(dataset))
+        return self.rlvitals_sampler
+
+    def _rlvitals_selects(self) -> bool:
+        """Whether the estimator draws the training prompts (``pg_grpo``'s ``select``)."""
+        return bool(getattr(self.rlvitals_config, "select", False))
+
+    def _rlvitals_read_keys(self, dataset: Any) -> list[str] | None:
+        """Subclass hook: the key whose posterior each prompt of ``dataset`` is selected by
+        (the lab's shuffled-keys control); None = its own."""
+        return None
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(
@@ -230,7 +255,10 @@ class RlvitalsGRPOMixin:
                 f"holds fewer than the batch's {n_total} prompts"
             )
         self._rlvitals_keys = tuple(keys)
-        self.rlvitals_config = dataclasses.replace(self.rlvitals_config, keys=self._rlvitals_keys)
+        extra: dict[str, Any] = {"keys": self._rlvitals_keys}
+        if getattr(self.rlvitals_config, "importance", False) and self.rlvitals_sampler:
+            extra["weights"] = self.rlvitals_sampler.weights(self._rlvitals_keys)  # 1/(N q)
+        self.rlvitals_config = dataclasses.replace(self.rlvitals_config, **extra)
         return keys
 
     def _rlvitals_apply(self, output: dict[str, Any], n_local: int, mode: str) -> dict[str, Any]:
