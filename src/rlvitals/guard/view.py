@@ -127,11 +127,8 @@ def watch_view(
         parts.append(Text("NOT JUDGED: " + one_line(d["not_judged"]), style="bold magenta"))
 
     vt = Table(title="vitals", title_justify="left", show_edge=False, pad_edge=False)
-    vt.add_column("series")
-    vt.add_column("last", justify="right")
-    vt.add_column("min", justify="right")
-    vt.add_column("max", justify="right")
-    vt.add_column(f"last {SPARK_POINTS} steps")
+    for col in ("series", "last", "min", "max", f"last {SPARK_POINTS} steps"):
+        vt.add_column(col, justify="right" if col in ("last", "min", "max") else "left")
     v = diagnosis.vitals
     for name, label in VITALS:
         s = v.get(name)
