@@ -146,14 +146,10 @@ def _ray(
     if not ray.is_initialized():
         address = address or os.environ.get("RAY_ADDRESS")
         if address:
-            ray.init(address=address, log_to_driver=False, configure_logging=False)
+            where = {"address": address}
         else:
-            ray.init(
-                num_cpus=max(1, jobs),
-                include_dashboard=False,
-                log_to_driver=False,
-                configure_logging=False,
-            )
+            where = {"num_cpus": max(1, jobs), "include_dashboard": False}
+        ray.init(**where, log_to_driver=False, configure_logging=False)
         started = True
     task = ray.remote(num_cpus=1, max_retries=0)(scan_one)
     pending: dict = {}

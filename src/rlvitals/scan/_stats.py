@@ -22,6 +22,7 @@ range most runs share. Every run left out is named with why (:attr:`Correlation.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -203,17 +204,12 @@ def correlate_rows(rows: Sequence[ScanRow], against: str = "auto") -> Correlatio
     if against not in ("auto", "eval", "reward"):
         raise ValueError(f"against must be auto, eval or reward, got {against!r}")
     if against == "auto":
-        keep, _ = candidates(rows, "eval")
-        counts: dict[str, int] = {}
-        for r in keep:
-            counts[str(r.eval_key)] = counts.get(str(r.eval_key), 0) + 1
-        against = "eval" if counts and max(counts.values()) >= MIN_RUNS else "reward"
+        keys = Counter(str(r.eval_key) for r in candidates(rows, "eval")[0])
+        against = "eval" if keys and max(keys.values()) >= MIN_RUNS else "reward"
     keep, left_out = candidates(rows, against)
     scale_of = (lambda r: str(r.eval_key)) if against == "eval" else _range
-    counts = {}
-    for r in keep:
-        counts[scale_of(r)] = counts.get(scale_of(r), 0) + 1
-    scale = max(counts, key=lambda k: counts[k]) if counts else None  # ties: first seen
+    counts = Counter(scale_of(r) for r in keep)
+    scale = max(counts, key=counts.__getitem__) if counts else None  # ties: first seen
     pts = [r for r in keep if scale_of(r) == scale]
     for r in keep:
         if scale_of(r) != scale:
