@@ -67,6 +67,13 @@ class Guard:
             self.report(site, err)
             return default
 
+    def note(self, recorder: Any, step: int | None, who: str) -> None:
+        """Record a ``note`` event saying how often ``who`` failed, per site (none: nothing)."""
+        errors = dict(self.errors)
+        if errors:
+            what = f"{who} failed {sum(errors.values())} times"
+            recorder.log_event(step, "note", what, errors=errors)
+
     def report(self, site: str, err: BaseException) -> None:
         """Count a failure at ``site``; log it with its traceback the first time."""
         self.errors[site] += 1

@@ -202,14 +202,11 @@ class Delivery:
 
     def _close_recording(self) -> None:
         """Close the monitor's own recording, with a note of the failures met, if any."""
-        errors = dict(self.guard.errors)
-        if errors:
-            self.guard.run(
-                "recording the failures",
-                self.recorder.log_event,
-                self.last_step,
-                "note",
-                f"rlvitals monitor failed {sum(errors.values())} times",
-                errors=errors,
-            )
+        self.guard.run(
+            "recording the failures",
+            self.guard.note,
+            self.recorder,
+            self.last_step,
+            "rlvitals monitor",
+        )
         self.guard.run("closing the recording", self.recorder.close)

@@ -404,14 +404,7 @@ class RlvitalsCallback(TrainerCallback):
         self.monitor.close()
         if self.recorder is None:
             return
-        errors = dict(self.guard.errors)
-        if errors:
-            self.recorder.log_event(
-                int(state.global_step),
-                "note",
-                f"rlvitals callback hooks failed {sum(errors.values())} times",
-                errors=errors,
-            )
+        self.guard.note(self.recorder, int(state.global_step), "rlvitals callback hooks")
         self.recorder.update_manifest(config={"rlvitals_callback_seconds": round(self.seconds, 3)})
         self.recorder.close()
 
