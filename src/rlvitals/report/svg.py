@@ -24,7 +24,7 @@ from html import escape
 
 import numpy as np
 
-__all__ = ["Layer", "Marker", "axis_range", "nice_ticks", "plot"]
+__all__ = ["Frame", "Layer", "Marker", "axis_range", "nice_ticks", "plot"]
 
 WIDTH, HEIGHT = 520, 170
 WIDE = 1064
@@ -170,7 +170,7 @@ def _nums(values, spec: str = ".7g") -> str:
     return " ".join(format(float(v), spec) for v in values)
 
 
-def _data(fr: _Frame, **attrs) -> str:
+def _data(fr: Frame, **attrs) -> str:
     """`` data-NAME="..."`` attributes when the plot carries its data, else nothing."""
     if not fr.data:
         return ""
@@ -195,7 +195,7 @@ def _label(v: float) -> str:
     return f"{v:.4g}"
 
 
-class _Frame:
+class Frame:
     """The mapping from data to pixels of one plot area; ``data``: also write each element's
     data coordinates (:func:`plot`'s ``interactive``)."""
 
@@ -292,7 +292,7 @@ def plot(
     x0 = min(float(x.min()) for x in xs_all)
     x1 = max(float(x.max()) for x in xs_all)
     pw, ph = width - PAD_L - PAD_R, height - top - PAD_B
-    fr = _Frame(axis_range(x0, x1, pad=0.0), axis_range(lo, hi), (PAD_L, top, pw, ph))
+    fr = Frame(axis_range(x0, x1, pad=0.0), axis_range(lo, hi), (PAD_L, top, pw, ph))
     fr.data = interactive
     frame = ""
     if interactive:
@@ -331,7 +331,7 @@ def plot(
     return "".join(parts)
 
 
-def _axes(fr: _Frame, height: int) -> list[str]:
+def _axes(fr: Frame, height: int) -> list[str]:
     parts = []
     for t in nice_ticks(fr.y0, fr.y1):
         y = fr.sy(t)
@@ -350,7 +350,7 @@ def _runs(ok: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(edges[::2].tolist(), edges[1::2].tolist()))
 
 
-def _area(fr: _Frame, x: np.ndarray, below: np.ndarray, above: np.ndarray, layer: Layer) -> str:
+def _area(fr: Frame, x: np.ndarray, below: np.ndarray, above: np.ndarray, layer: Layer) -> str:
     pts_up = [f"{fr.sx(a):.1f},{fr.sy(b):.1f}" for a, b in zip(x.tolist(), above.tolist())]
     pts_dn = [f"{fr.sx(a):.1f},{fr.sy(b):.1f}" for a, b in zip(x.tolist(), below.tolist())]
     if len(pts_up) == 1:  # one step: a thin bar
@@ -364,7 +364,7 @@ def _area(fr: _Frame, x: np.ndarray, below: np.ndarray, above: np.ndarray, layer
     )
 
 
-def _line(fr: _Frame, x: np.ndarray, y: np.ndarray, layer: Layer) -> str:
+def _line(fr: Frame, x: np.ndarray, y: np.ndarray, layer: Layer) -> str:
     """The logged points joined in step order (a step that did not log is skipped)."""
     xs, ys = reduce_points(x, y)
     cls = "series dash" if layer.style == "dash" else "series"
@@ -379,7 +379,7 @@ def _line(fr: _Frame, x: np.ndarray, y: np.ndarray, layer: Layer) -> str:
     return f'<polyline points="{pts}" stroke="{layer.color}"{data} class="{cls}">{title}</polyline>'
 
 
-def _markers(fr: _Frame, markers: Sequence[Marker], first) -> list[str]:
+def _markers(fr: Frame, markers: Sequence[Marker], first) -> list[str]:
     parts = []
     for m in markers:
         color = COLORS.get(m.severity, LINE)
@@ -424,7 +424,7 @@ def _markers(fr: _Frame, markers: Sequence[Marker], first) -> list[str]:
     return parts
 
 
-def _marks(fr: _Frame, markers: Sequence[Marker], first) -> list[str]:
+def _marks(fr: Frame, markers: Sequence[Marker], first) -> list[str]:
     """Each marked step as a point on the first series (at its value there)."""
     if first is None:
         return []

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from rlvitals._version import __version__
 from rlvitals.report import web
-from rlvitals.report.svg import COLORS, axis_range, nice_ticks
+from rlvitals.report.svg import COLORS, Frame, axis_range, nice_ticks
 from rlvitals.scan._cells import COLUMNS, correlation_text, left_out_lines
 from rlvitals.scan._row import ScanRow
 
@@ -83,13 +83,8 @@ def scatter(c: Correlation, statuses: Sequence[str] = ()) -> str:
     # the paper's line may leave the data's range: keep the axis on the data (plus the OLS line)
     y0, y1 = axis_range(min(ys + line_y[:2]), max(ys + line_y[:2]))
     pw, ph = W - PAD_L - PAD_R, H - PAD_T - PAD_B
-
-    def sx(x: float) -> float:
-        return PAD_L + (x - x0) / (x1 - x0) * pw
-
-    def sy(y: float) -> float:
-        return PAD_T + (y1 - y) / (y1 - y0) * ph
-
+    frame = Frame((x0, x1), (y0, y1), (PAD_L, PAD_T, pw, ph))  # data to pixels, as the plots
+    sx, sy = frame.sx, frame.sy
     parts = [
         f'<svg class="scatter" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" '
         f'aria-label="ACR_100 against {escape(c.y_label)}">',
