@@ -26,27 +26,6 @@ from typing import Any
 
 from rlvitals.registry import import_module
 
-__all__ = [
-    "Alert",
-    "CallableSink",
-    "ConditionAlerts",
-    "FileSink",
-    "Halt",
-    "HaltPolicy",
-    "HaltRule",
-    "IncidentTracker",
-    "LiveIncident",
-    "LogSink",
-    "RlvitalsHalt",
-    "SinkRunner",
-    "SlackSink",
-    "TrackioSink",
-    "WandbSink",
-    "WebhookSink",
-    "default_sinks",
-    "env_sinks",
-]
-
 _LAZY = {
     "Alert": "rlvitals.guard.alerts",
     "IncidentTracker": "rlvitals.guard.tracker",
@@ -67,6 +46,8 @@ _LAZY = {
     "env_sinks": "rlvitals.guard.sinks",
     "ConditionAlerts": "rlvitals.guard.condition_alerts",
 }
+"""Each public name of the package and the module it is imported from on first use."""
+__all__ = sorted(_LAZY)
 
 
 def __getattr__(name: str) -> Any:
