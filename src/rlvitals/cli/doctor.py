@@ -334,13 +334,10 @@ def _the_one_run(folder: Path, found: list) -> Path:
 
 
 def _reward_range(text: str) -> tuple[float, float]:
-    parts = [x.strip() for x in text.split(",")]
     try:
-        lo, hi = (float(x) for x in parts) if len(parts) == 2 else (None, None)
-    except ValueError:
-        lo = hi = None
-    if lo is None or hi is None:
-        raise InputError(None, f"--reward-range wants MIN,MAX (e.g. 0,1), got {text!r}")
+        lo, hi = (float(x) for x in text.split(","))
+    except ValueError:  # not two numbers
+        raise InputError(None, f"--reward-range wants MIN,MAX (e.g. 0,1), got {text!r}") from None
     return lo, hi
 
 
