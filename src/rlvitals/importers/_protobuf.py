@@ -222,14 +222,12 @@ def _decode(
                 if budget is not None:
                     _spend(budget, _COST_MESSAGE + f.repeated * _COST_SLOT, at)
                 v: Any = _decode(buf, kind, lo, pos, depth + 1, budget)
-            elif kind == "string":
-                if budget is not None:
-                    _spend(budget, _COST_STRING + f.repeated * _COST_SLOT + n, at)
-                v = bytes(buf[lo:pos]).decode("utf-8", "replace")
-            elif kind == "bytes":
+            elif kind in _LEN_KINDS:
                 if budget is not None:
                     _spend(budget, _COST_STRING + f.repeated * _COST_SLOT + n, at)
                 v = bytes(buf[lo:pos])
+                if kind == "string":
+                    v = v.decode("utf-8", "replace")
             elif f.repeated:
                 if budget is not None:
                     size = struct.calcsize(

@@ -18,7 +18,6 @@ CSV: comma- or tab-separated, a header row naming the columns; an empty cell is 
 from __future__ import annotations
 
 import json
-import math
 import re
 from array import array
 from pathlib import Path
@@ -28,6 +27,7 @@ from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, Progress, register, warn_skipped
 from rlvitals.importers._lines import iter_json_lines, iter_lines
 from rlvitals.importers._source import is_stream, read_prefix
+from rlvitals.importers._steps import as_step
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 
 __all__ = ["MAX_DEPTH", "STEP_KEYS", "check_file", "flatten", "load_csv", "load_jsonl"]
@@ -52,22 +52,15 @@ whatever the score."""
 
 def _as_step(v: Any) -> int | None:
     """An integer step from ``v`` (int, integral float or digit string), else None."""
-    t = type(v)
-    if t is int:
-        return v if _INT64[0] <= v < _INT64[1] else None
-    if t is float:
-        if math.isfinite(v) and v == int(v) and abs(v) < 2**63:
-            return int(v)
-        return None
-    if t is str:
+    if type(v) is str:
         s = v.strip()
         if _DIGITS.fullmatch(s):  # ASCII digits only: "²".isdigit() is True, int("²") fails
-            return _as_step(int(s))
+            return as_step(int(s))
         try:
-            return _as_step(float(s))
+            return as_step(float(s))
         except ValueError:
             return None
-    return None
+    return as_step(v) if type(v) in (int, float) else None
 
 
 def check_file(path: Path, fmt: str) -> None:

@@ -19,7 +19,7 @@ import numpy as np
 
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, register
-from rlvitals.importers._lines import iter_json_lines
+from rlvitals.importers._lines import iter_json_lines, json_float
 from rlvitals.importers._source import is_stream, read_prefix
 from rlvitals.recording.run import GroupTable, Manifest, Run, RunBuilder
 
@@ -57,17 +57,10 @@ def _floats(path: Path, lineno: int, key: str, values: Any, out: array) -> int:
     if not isinstance(values, list):
         raise InputError(path, f"'{key}' must be a list", f"line {lineno}")
     for v in values:
-        if v is None:
-            out.append(math.nan)
-        elif isinstance(v, float):
-            out.append(v)
-        elif isinstance(v, int) and not isinstance(v, bool):
-            try:
-                out.append(float(v))
-            except OverflowError:  # an integer beyond float range
-                out.append(math.inf if v > 0 else -math.inf)
-        else:
+        x = math.nan if v is None else json_float(v)  # an int beyond float range is ±inf
+        if x is None:
             raise InputError(path, f"'{key}' holds a non-number: {str(v)[:40]!r}", f"line {lineno}")
+        out.append(x)
     return len(values)
 
 
