@@ -195,8 +195,7 @@ def load_trl_console(
             else:
                 continue  # some other dict someone printed
             own = _own_step(values) if kind == "train" else None
-            row = values if kind == "summary" else store.row(values, number_or_none)
-            segments[-1].append((kind, row, own))
+            segments[-1].append((kind, store.row(values, number_or_none), own))
     segments = [s for s in segments if s]
     if not any(k == "train" for s in segments for k, _, _ in s):
         raise InputError(
@@ -211,12 +210,8 @@ def load_trl_console(
     for i, seg in enumerate(segments):
         k = 0
         step = 0
-        for kind, values, own in seg:
-            if kind == "summary":
-                row = _numbers(values, builder)
-            else:
-                row = values
-                builder.skipped_values += values.skipped
+        for kind, row, own in seg:
+            builder.skipped_values += row.skipped
             if kind == "train":
                 k += 1
                 own = own or (bar_steps[k - 1] if bar_steps and i == len(segments) - 1 else None)
@@ -250,17 +245,6 @@ def _own_step(values: dict[str, Any]) -> int | None:
         if head.isascii() and head.isdigit() and len(head) < 19:
             return int(head)
     return None
-
-
-def _numbers(values: dict[str, Any], builder: RunBuilder) -> dict[str, Any]:
-    row: dict[str, Any] = {}
-    for k, v in values.items():
-        x = number_or_none(v)
-        if x is None:
-            builder.skipped_values += 1
-        else:
-            row[k] = x
-    return row
 
 
 def _logging_steps(
