@@ -10,14 +10,14 @@ import dataclasses
 import json
 import multiprocessing
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
 from rlvitals.lab.train import Args
 
-__all__ = ["run_all"]
+__all__ = ["map_jobs", "read_json", "run_all"]
 
 
 def _job(args_dict: dict[str, Any], base_dict: dict[str, Any] | None) -> dict[str, Any]:
@@ -32,12 +32,8 @@ def _job(args_dict: dict[str, Any], base_dict: dict[str, Any] | None) -> dict[st
 def _cached(args: Args) -> dict[str, Any] | None:
     if args.out is None:
         return None
-    path = Path(args.out) / args.name / "result.json"
-    if not path.is_file():
-        return None
-    try:
-        result = json.loads(path.read_text())
-    except (OSError, ValueError):
+    result = read_json(Path(args.out) / args.name / "result.json")
+    if result is None:
         return None
     want = json.loads(json.dumps(dataclasses.asdict(args)))
     stored = result.get("args")
@@ -47,6 +43,14 @@ def _cached(args: Args) -> dict[str, Any] | None:
     defaults = json.loads(json.dumps(dataclasses.asdict(Args())))
     stored = {**{k: v for k, v in defaults.items() if k not in stored}, **stored}
     return result if stored == want else None
+
+
+def read_json(path: Path) -> Any:
+    """The JSON document in ``path``; None when it is missing or unreadable (a run to redo)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def run_all(
@@ -68,8 +72,6 @@ def run_all(
         show: draw the progress bar (None: when stderr is a terminal, or RLVITALS_PROGRESS=1).
         on_result: called with each result as it arrives.
     """
-    from rlvitals.progress import progress_enabled
-
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise ValueError("run names must be distinct")
@@ -82,37 +84,53 @@ def run_all(
         else:
             todo.append(i)
     base_dict = base.to_dict() if base is not None else None
-    with _Bar(label, len(runs), len(runs) - len(todo), progress_enabled(show)) as bar:
-        if workers <= 1 or len(todo) <= 1:
-            for i in todo:
-                results[i] = _job(dataclasses.asdict(runs[i]), base_dict)
-                bar.advance(runs[i].name)
-                if on_result:
-                    on_result(results[i])
-        else:
-            ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-                futures = {
-                    pool.submit(_job, dataclasses.asdict(runs[i]), base_dict): i for i in todo
-                }
-                for fut in as_completed(futures):
-                    i = futures[fut]
-                    results[i] = fut.result()
-                    bar.advance(runs[i].name)
-                    if on_result:
-                        on_result(results[i])
+    jobs = {i: (dataclasses.asdict(runs[i]), base_dict) for i in todo}
+    done = len(runs) - len(todo)
+    with PhaseBar("", show, timed=True) as bar:
+        bar.update(label, done, len(runs))
+        for i, result in map_jobs(_job, jobs, workers):
+            results[i] = result
+            done += 1
+            bar.update(label, done, len(runs), last=runs[i].name)
+            if on_result:
+                on_result(result)
     return [r for r in results if r is not None]
 
 
-class _Bar:
-    """A rich progress bar over runs on stderr (a no-op when not shown)."""
+def map_jobs(
+    job: Callable[..., dict[str, Any]], jobs: dict[int, tuple], workers: int
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(i, job(*jobs[i]))`` for every job, as each finishes: in this process when ``workers``
+    <= 1 or there is one job, else in ``workers`` spawned processes (``job`` and its arguments
+    must pickle). The lab's runs and the failure zoo's share it."""
+    if workers <= 1 or len(jobs) <= 1:
+        for i, job_args in jobs.items():
+            yield i, job(*job_args)
+        return
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        futures = {pool.submit(job, *job_args): i for i, job_args in jobs.items()}
+        for fut in as_completed(futures):
+            yield futures[fut], fut.result()
 
-    def __init__(self, label: str, total: int, done: int, show: bool):
-        self.show = show
-        self.label, self.total, self.done = label, total, done
-        self._progress: Any = None
 
-    def __enter__(self) -> _Bar:
+class PhaseBar:
+    """Progress of one or more phases on stderr, one bar per phase (``update(phase, done,
+    total)``): the base policy's preparation (warm start, measurement), a run's completions,
+    and (``timed``: with the time elapsed and left and the ``last`` item done) an experiment's
+    runs. Drawn when ``show``, or when None and stderr is a terminal (or RLVITALS_PROGRESS=1)."""
+
+    def __init__(self, label: str, show: bool | None, transient: bool = False, timed: bool = False):
+        from rlvitals.progress import progress_enabled
+
+        self.show = progress_enabled(show)
+        self.label = label
+        self.transient = transient
+        self.timed = timed
+        self._p: Any = None
+        self._tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> PhaseBar:
         if self.show:
             from rich.console import Console
             from rich.progress import (
@@ -124,66 +142,24 @@ class _Bar:
                 TimeRemainingColumn,
             )
 
-            self._progress = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                TimeRemainingColumn(),
-                TextColumn("{task.fields[last]}"),
-                console=Console(file=sys.stderr),
-                transient=False,
-            )
-            self._progress.start()
-            self._task = self._progress.add_task(
-                self.label, total=self.total, completed=self.done, last=""
-            )
-        return self
-
-    def advance(self, name: str) -> None:
-        self.done += 1
-        if self._progress is not None:
-            self._progress.update(self._task, advance=1, last=name)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-
-
-class PhaseBar:
-    """Progress of one or more phases on stderr, one bar per phase (``update(phase, done,
-    total)``): the base policy's preparation (warm start, measurement), a run's completions."""
-
-    def __init__(self, label: str, show: bool | None, transient: bool = False):
-        from rlvitals.progress import progress_enabled
-
-        self.show = progress_enabled(show)
-        self.label = label
-        self.transient = transient
-        self._p: Any = None
-        self._tasks: dict[str, Any] = {}
-
-    def __enter__(self) -> PhaseBar:
-        if self.show:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
+            timing = (TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[last]}"))
             self._p = Progress(
-                TextColumn(f"{self.label}: " + "{task.description}"),
+                TextColumn((f"{self.label}: " if self.label else "") + "{task.description}"),
                 BarColumn(),
                 MofNCompleteColumn(),
+                *(timing if self.timed else ()),
                 console=Console(file=sys.stderr),
                 transient=self.transient,
             )
             self._p.start()
         return self
 
-    def update(self, phase: str, done: int, total: int) -> None:
+    def update(self, phase: str, done: int, total: int, last: str = "") -> None:
         if self._p is None:
             return
         if phase not in self._tasks:
-            self._tasks[phase] = self._p.add_task(phase, total=total)
-        self._p.update(self._tasks[phase], completed=done)
+            self._tasks[phase] = self._p.add_task(phase, total=total, last=last)
+        self._p.update(self._tasks[phase], completed=done, last=last)
 
     def __exit__(self, *exc: object) -> None:
         if self._p is not None:

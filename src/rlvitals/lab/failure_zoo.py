@@ -57,7 +57,6 @@ import contextlib
 import dataclasses
 import io
 import json
-import math
 import os
 import time
 import warnings
@@ -381,11 +380,11 @@ def _run_one(spec: ZooRun, run_dir: Path, base: Any, base_kw: dict) -> dict:
     import torch
     import transformers
     from datasets import Dataset
-    from trl import GRPOConfig
 
     from rlvitals.integrations.trl import RlvitalsCallback, RlvitalsGRPOTrainer
     from rlvitals.lab.policy import load_policy, prepare_base
     from rlvitals.lab.tasks import get_task, make_prompts
+    from rlvitals.lab.train import _jsonable, grpo_config
 
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
@@ -411,28 +410,20 @@ def _run_one(spec: ZooRun, run_dir: Path, base: Any, base_kw: dict) -> dict:
     # -- the trainer: every writer a user would have -----------------------------------------
     os.environ["TENSORBOARD_LOGGING_DIR"] = str(run_dir / "tensorboard")
     per_step = spec.prompts_per_step * spec.group_size
-    config = GRPOConfig(
-        output_dir=str(run_dir / "trl"),
+    # TRL prints each log row (PrinterCallback, no tqdm): the console writer
+    config = grpo_config(
+        run_dir,
+        spec.seed,
+        base_kw.get("device", "cpu"),
         max_steps=spec.steps,
         per_device_train_batch_size=per_step,
         num_generations=spec.group_size,
         max_completion_length=spec.max_length,
         temperature=1.0,
-        top_k=0,
-        top_p=1.0,
         learning_rate=spec.learning_rate,
         lr_scheduler_type="constant",
         beta=spec.beta,
-        logging_steps=1,
         report_to=["tensorboard"],
-        save_strategy="no",
-        bf16=False,
-        use_cpu=base_kw.get("device", "cpu") == "cpu",
-        activation_checkpointing=False,
-        dataloader_num_workers=0,
-        seed=spec.seed,
-        data_seed=spec.seed,
-        disable_tqdm=True,  # TRL prints each log row (PrinterCallback): the console writer
     )
     injector = _injector(spec, state)
     held_out = _evaluator(eval_set, state)
@@ -467,16 +458,8 @@ def _run_one(spec: ZooRun, run_dir: Path, base: Any, base_kw: dict) -> dict:
         "seconds": round(time.perf_counter() - started, 2),
         "steps": truth.steps,
     }
-    (run_dir / "truth.json").write_text(json.dumps(_finite(doc), indent=1), encoding="utf-8")
+    (run_dir / "truth.json").write_text(json.dumps(_jsonable(doc), indent=1), encoding="utf-8")
     return doc
-
-
-def _finite(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_finite(v) for v in x]
-    return None if isinstance(x, float) and not math.isfinite(x) else x
 
 
 # --------------------------------------------------------------------------------------------
@@ -495,13 +478,11 @@ def _job(spec_dict: dict, out: str, base_dict: dict | None, base_kw: dict) -> di
 
 def _done(spec: ZooRun, out: Path) -> dict | None:
     """The truth of a finished run with the same settings (a zoo is resumable)."""
-    path = out / spec.name / "truth.json"
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+    from rlvitals.lab._runner import read_json
+
+    doc = read_json(out / spec.name / "truth.json")
     want = json.loads(json.dumps(dataclasses.asdict(spec)))
-    return doc if doc.get("run") == want else None
+    return doc if isinstance(doc, dict) and doc.get("run") == want else None
 
 
 def zoo(
@@ -525,8 +506,7 @@ def zoo(
         cache_dir: cache of base policies (default ``~/.cache/rlvitals/lab``).
         progress: called with ``(run, done, total)`` after each run.
     """
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
+    from rlvitals.lab._runner import map_jobs
     from rlvitals.lab.policy import prepare_base
 
     if isinstance(preset, str):
@@ -551,27 +531,12 @@ def zoo(
     if progress:
         for i in results:
             progress(runs[i], finished, len(runs))
-    if workers <= 1 or len(todo) <= 1:
-        for i in todo:
-            results[i] = run_one(runs[i], out, base=base, **base_kw)
-            finished += 1
-            if progress:
-                progress(runs[i], finished, len(runs))
-    else:
-        import multiprocessing
-
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            futures = {
-                pool.submit(_job, dataclasses.asdict(runs[i]), str(out), base.to_dict(), base_kw): i
-                for i in todo
-            }
-            for fut in as_completed(futures):
-                i = futures[fut]
-                results[i] = fut.result()
-                finished += 1
-                if progress:
-                    progress(runs[i], finished, len(runs))
+    jobs = {i: (dataclasses.asdict(runs[i]), str(out), base.to_dict(), base_kw) for i in todo}
+    for i, result in map_jobs(_job, jobs, workers):
+        results[i] = result
+        finished += 1
+        if progress:
+            progress(runs[i], finished, len(runs))
     index = [{"name": runs[i].name, **_summary(results[i])} for i in range(len(runs))]
     (out / "zoo.json").write_text(json.dumps({"runs": index}, indent=1), encoding="utf-8")
     return [results[i] for i in range(len(runs))]

@@ -254,7 +254,6 @@ def _train(args: Args, run_dir: Path, started: tuple, progress, base, persist: b
     import transformers
     from datasets import Dataset
     from transformers import PrinterCallback
-    from trl import GRPOConfig
 
     from rlvitals.integrations.trl import RlvitalsCallback
     from rlvitals.lab._trainer import BudgetCallback, EvalCallback, lab_trainer_class
@@ -316,31 +315,22 @@ def _train(args: Args, run_dir: Path, started: tuple, progress, base, persist: b
     # -- the trainer: TRL's GRPO loop with the method's estimator ------------------------------
     method = method_of(args.method)
     per_step = args.prompts_per_step * args.group_size
-    config = GRPOConfig(
-        output_dir=str(run_dir / "trl"),
+    config = grpo_config(
+        run_dir,
+        args.seed,
+        args.device,
         max_steps=math.ceil(args.budget / per_step),
         per_device_train_batch_size=per_step,
         num_generations=args.group_size,
         max_completion_length=max_len,
         temperature=args.temperature,
-        top_k=0,
-        top_p=1.0,
         learning_rate=args.learning_rate,
         lr_scheduler_type="constant_with_warmup",
         warmup_steps=args.warmup_steps,
         beta=args.beta,
         epsilon=args.epsilon,
         loss_type=args.loss_type,
-        logging_steps=1,
         report_to="none",
-        save_strategy="no",
-        bf16=False,
-        use_cpu=args.device == "cpu",
-        activation_checkpointing=False,
-        dataloader_num_workers=0,
-        seed=args.seed,
-        data_seed=args.seed,
-        disable_tqdm=True,
     )
     recorder = RlvitalsCallback(run_dir / "rlvitals", doctor_every=0)
     evaluator = EvalCallback(evaluate, args.budget, args.evals, lambda: recorder.recorder)
@@ -425,6 +415,30 @@ def _train(args: Args, run_dir: Path, started: tuple, progress, base, persist: b
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "result.json").write_text(json.dumps(_jsonable(result), indent=1))
     return _jsonable(result)
+
+
+def grpo_config(run_dir: Path, seed: int, device: str, **settings: Any) -> Any:
+    """TRL's ``GRPOConfig`` of a lab or zoo run: the run's own ``settings`` over what every such
+    run shares: plain sampling (no top-k, top-p), a log row every step, nothing saved, fp32 on
+    ``device``, no dataloader workers, no tqdm, seeded by ``seed``, TRL's folder in
+    ``run_dir/trl``."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(run_dir / "trl"),
+        top_k=0,
+        top_p=1.0,
+        logging_steps=1,
+        save_strategy="no",
+        bf16=False,
+        use_cpu=device == "cpu",
+        activation_checkpointing=False,
+        dataloader_num_workers=0,
+        seed=seed,
+        data_seed=seed,
+        disable_tqdm=True,
+        **settings,
+    )
 
 
 def _ProgressCallback(trainer: Any, progress: Progress) -> Any:
