@@ -136,12 +136,12 @@ def safe_call(
         rewards = _float32(rewards)
     if ranged:
         check_reward_range(rewards, config.r_min, config.r_max, name)
-    if _is_float32(rewards) and _max_abs(rewards) > F32_SAFE:
+    if _is(rewards, "float32") and _max_abs(rewards) > F32_SAFE:
         # Squared deviations would overflow float32 (std -> inf, advantages silently 0).
         rewards, narrow = _float64(rewards), True
     with np.errstate(all="ignore"):  # masked-out lanes (an all-NaN group) may divide by 0
         adv, metrics, new_state = fn(rewards, group_ids, config, state)
-        if not _all_finite(adv) and not _is_float64(rewards):
+        if not _all_finite(adv) and not _is(rewards, "float64"):
             rewards, narrow = _float64(rewards), True
             adv, metrics, new_state = fn(rewards, group_ids, config, state)
     if narrow:
@@ -159,20 +159,13 @@ F32_SAFE = 1e15
 the float32 maximum 3.4e38); past it the step is computed in float64."""
 
 
-def _is_float32(x: Any) -> bool:
+def _is(x: Any, dtype: str) -> bool:
+    """``x`` (numpy or torch) holds ``dtype`` (``"float32"``, ``"float64"``)."""
     if is_torch(x):
         import torch
 
-        return x.dtype == torch.float32
-    return getattr(x, "dtype", None) == np.float32
-
-
-def _is_float64(x: Any) -> bool:
-    if is_torch(x):
-        import torch
-
-        return x.dtype == torch.float64
-    return getattr(x, "dtype", None) == np.float64
+        return x.dtype == getattr(torch, dtype)
+    return getattr(x, "dtype", None) == np.dtype(dtype)
 
 
 def _max_abs(x: Any) -> float:

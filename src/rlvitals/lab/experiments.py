@@ -140,10 +140,12 @@ def _machine() -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "torch": torch.__version__,
         "argv": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
-        "load_average": [round(x, 2) for x in os.getloadavg()]
-        if hasattr(os, "getloadavg")
-        else None,
+        "load_average": _load_average(),
     }
+
+
+def _load_average() -> list[float] | None:
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
 
 
 def _execute(name: str, setup: Setup, runs: list[Args], base: Any) -> list:
@@ -174,9 +176,7 @@ def _finish(
         "workers": setup.workers,
         "run_cpu_seconds": round(cpu, 1),
         "base_seconds": base.meta.get("seconds"),
-        "load_average_end": [round(x, 2) for x in os.getloadavg()]
-        if hasattr(os, "getloadavg")
-        else None,
+        "load_average_end": _load_average(),
     }
     if computed == len(results) or not timing_file.is_file():
         # the first invocation that trained every run is the one whose wall time counts

@@ -93,17 +93,10 @@ def _fig_compare(doc, results, plt) -> dict:
     a = doc["analysis"]
     fig1, ax = plt.subplots(figsize=(6.4, 4.2))
     for m, arm in a["arms"].items():
-        c = arm["curve"]
-        x = [p["generated"] for p in c]
-        y = [p["accuracy"]["mean"] for p in c]
-        lo = [
-            p["accuracy"]["lo"] if p["accuracy"]["lo"] is not None else p["accuracy"]["mean"]
-            for p in c
-        ]
-        hi = [
-            p["accuracy"]["hi"] if p["accuracy"]["hi"] is not None else p["accuracy"]["mean"]
-            for p in c
-        ]
+        x = [p["generated"] for p in arm["curve"]]
+        acc = [p["accuracy"] for p in arm["curve"]]
+        y = [ci["mean"] for ci in acc]
+        lo, hi = ([ci[k] if ci[k] is not None else ci["mean"] for ci in acc] for k in ("lo", "hi"))
         line = ax.plot(x, y, marker="o", ms=3, lw=1.2, label=m)[0]
         ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.12)
     ax.set_xlabel("completions generated")
@@ -138,19 +131,10 @@ def _fig_ablate(doc, results, plt) -> dict:
     a = doc["analysis"]
     names = [v["name"] for v in a["variants"]]
     fig, ax = plt.subplots(figsize=(7.0, 3.8))
-    means = [a["arms"][m]["final_accuracy"]["mean"] or 0 for m in names]
-    los = [
-        (a["arms"][m]["final_accuracy"]["mean"] or 0) - (a["arms"][m]["final_accuracy"]["lo"] or 0)
-        if a["arms"][m]["final_accuracy"]["lo"] is not None
-        else 0
-        for m in names
-    ]
-    his = [
-        (a["arms"][m]["final_accuracy"]["hi"] or 0) - (a["arms"][m]["final_accuracy"]["mean"] or 0)
-        if a["arms"][m]["final_accuracy"]["hi"] is not None
-        else 0
-        for m in names
-    ]
+    acc = [a["arms"][m]["final_accuracy"] for m in names]
+    means = [ci["mean"] or 0 for ci in acc]
+    los = [(ci["mean"] or 0) - (ci["lo"] or 0) if ci["lo"] is not None else 0 for ci in acc]
+    his = [(ci["hi"] or 0) - (ci["mean"] or 0) if ci["hi"] is not None else 0 for ci in acc]
     colors = {
         "reference": "grey",
         "default": "tab:red",

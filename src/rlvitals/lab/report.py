@@ -337,7 +337,7 @@ def _compare_md(doc: dict[str, Any]) -> list[str]:
     names = list(a["arms"])
     settings = doc["preset_settings"]
     run = settings["run"]
-    n_seeds = len({r["seed"] for r in _points(doc)})
+    n_seeds = len(_seeds(doc))
     out = _header(doc)
     out += [
         f"Every method trains level {_level_text(settings['level'])} "
@@ -373,23 +373,19 @@ def _compare_md(doc: dict[str, Any]) -> list[str]:
     return out
 
 
+def _seeds(doc: dict[str, Any]) -> list[int]:
+    """The seeds of the runs (a run's name ends ``-s<seed>``)."""
+    return sorted({int(r["name"].rsplit("-s", 1)[1]) for r in doc["runs"]})
+
+
 def _seed_list(doc: dict[str, Any]) -> str:
-    seeds = sorted({p["seed"] for p in _points(doc)})
-    return ", ".join(map(str, seeds))
+    return ", ".join(map(str, _seeds(doc)))
 
 
 def _signed(v: dict[str, Any], sign: int) -> dict[str, Any]:
     if sign == 1:
         return v
     return {**v, "diff": -v["diff"], "lo": -v["hi"], "hi": -v["lo"]} if v["diff"] is not None else v
-
-
-def _points(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    out = []
-    for r in doc["runs"]:
-        name = r["name"]
-        out.append({"name": name, "seed": int(name.rsplit("-s", 1)[1])})
-    return out
 
 
 def _claims(a: dict[str, Any]) -> list[str]:
@@ -400,16 +396,8 @@ def _claims(a: dict[str, Any]) -> list[str]:
     paper = PAPER["compare"]
     raw_v = verdict(raw, "ACR falls", "ACR rises")
     acc_v = acc.get("decision") or verdict(acc, "AVSPO higher", "AVSPO lower")
-    in_range = (
-        raw.get("lo") is not None
-        and raw["lo"] <= paper["acr_reduction"][1]
-        and (raw["hi"] >= paper["acr_reduction"][0])
-    )
-    acc_range = (
-        acc.get("lo") is not None
-        and acc["lo"] <= paper["accuracy_gain_points"][1]
-        and (acc["hi"] >= paper["accuracy_gain_points"][0])
-    )
+    in_range = _overlaps(raw, paper["acr_reduction"])
+    acc_range = _overlaps(acc, paper["accuracy_gain_points"])
     return [
         "## The paper's claims beside ours",
         "",
@@ -429,6 +417,11 @@ def _claims(a: dict[str, Any]) -> list[str]:
         f"smallest detectable {_n(acc.get('mde'), 2)}) | {acc_v}; the paper's range is "
         f"{'inside' if acc_range else 'outside'} our interval |",
     ]
+
+
+def _overlaps(ci: dict[str, Any], span: list[float]) -> bool:
+    """The interval ``ci`` (``lo``, ``hi``) and the paper's range ``span`` overlap."""
+    return ci.get("lo") is not None and ci["lo"] <= span[1] and ci["hi"] >= span[0]
 
 
 def _ablate_md(doc: dict[str, Any]) -> list[str]:
