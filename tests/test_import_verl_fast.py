@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rlvitals.errors import InputError
-from rlvitals.importers import _console, verl_console
-from rlvitals.importers._console import ANSI, scan_file, strip_ansi
+from rlvitals.importers import _console_lines, verl_console
+from rlvitals.importers._console_lines import ANSI, scan_file, strip_ansi
 from rlvitals.recording.run import RunBuilder
 
 RAY = "\x1b[36m(TaskRunner pid=678203)\x1b[0m "
@@ -219,8 +219,8 @@ def test_strip_ansi_is_the_regex_substitution(text):
 
 
 def test_messages_of_a_line_with_and_without_carriage_returns():
-    assert list(_console.messages(RAY + "step:1 - a:1", "step:")) == ["step:1 - a:1"]
-    got = list(_console.messages("x\rstep:1 - a:1 \r (p) step:2\rstep\rstep:3", "step:"))
+    assert list(_console_lines.messages(RAY + "step:1 - a:1", "step:")) == ["step:1 - a:1"]
+    got = list(_console_lines.messages("x\rstep:1 - a:1 \r (p) step:2\rstep\rstep:3", "step:"))
     assert got == ["step:1 - a:1", "step:2", "step:3"]
 
 

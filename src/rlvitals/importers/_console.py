@@ -1,6 +1,6 @@
 """What every console-log importer shares: reading the numbers and dicts trainers print, and
 the launch command at the top of a log (cleaning a printed line of colour codes and Ray
-prefixes is :mod:`rlvitals.importers._console_lines`; its helpers are re-exported here).
+prefixes is :mod:`rlvitals.importers._console_lines`).
 
 A console log is whatever a training job printed: colour codes, tqdm bars redrawn with ``\\r``,
 Ray's ``(TaskRunner pid=...)`` prefixes and ``[repeated 2x across cluster]`` suffixes, warnings.
@@ -19,23 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from rlvitals.errors import InputError
-from rlvitals.importers._console_lines import (
-    ANSI,
-    RAY_PREFIX,
-    SCAN_BYTES,
-    messages,
-    scan_file,
-    strip_ansi,
-    strip_ray_repeat,
-)
+from rlvitals.importers._console_lines import RAY_PREFIX, strip_ansi
 
 __all__ = [
-    "ANSI",
-    "SCAN_BYTES",
     "CommandCatcher",
     "PrintedDict",
     "check_step",
-    "messages",
     "number_or_none",
     "parse_cli_flags",
     "parse_dict_repr",
@@ -43,9 +32,6 @@ __all__ = [
     "parse_hydra_overrides",
     "parse_literal",
     "parse_number",
-    "scan_file",
-    "strip_ansi",
-    "strip_ray_repeat",
 ]
 
 MAX_STEP = 2**63 - 1

@@ -23,15 +23,8 @@ from pathlib import Path
 
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, Progress, register
-from rlvitals.importers._console import (
-    CommandCatcher,
-    check_step,
-    parse_cli_flags,
-    parse_dict_repr,
-    strip_ansi,
-    strip_ray_repeat,
-)
-from rlvitals.importers._console_lines import ESC, sniff_log
+from rlvitals.importers._console import CommandCatcher, check_step, parse_cli_flags, parse_dict_repr
+from rlvitals.importers._console_lines import ESC, sniff_log, strip_ansi, strip_ray_repeat
 from rlvitals.importers._lines import iter_lines
 from rlvitals.recording.metrics import is_eval_key
 from rlvitals.recording.run import Manifest, Run, RunBuilder

@@ -33,13 +33,14 @@ from pathlib import Path
 
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, Progress, register, warn_skipped
-from rlvitals.importers._console import (
-    check_step,
-    number_or_none,
-    parse_dict_values,
+from rlvitals.importers._console import check_step, number_or_none, parse_dict_values
+from rlvitals.importers._console_lines import (
+    ESC,
+    sniff_log,
+    split_ray_prefix,
     strip_ansi,
+    strip_ray_repeat,
 )
-from rlvitals.importers._console_lines import ESC, sniff_log, split_ray_prefix, strip_ray_repeat
 from rlvitals.importers._lines import iter_lines
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 

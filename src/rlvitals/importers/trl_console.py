@@ -50,12 +50,8 @@ from typing import Any
 
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, Progress, register, warn_skipped
-from rlvitals.importers._console import (
-    number_or_none,
-    parse_dict_values,
-    strip_ansi,
-)
-from rlvitals.importers._console_lines import ESC, sniff_log, strip_ray_repeat
+from rlvitals.importers._console import number_or_none, parse_dict_values
+from rlvitals.importers._console_lines import ESC, sniff_log, strip_ansi, strip_ray_repeat
 from rlvitals.importers._lines import iter_lines
 from rlvitals.importers._rows import RowStore
 from rlvitals.importers._trl_files import HistoryReader, choose_segment

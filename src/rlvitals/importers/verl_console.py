@@ -26,12 +26,11 @@ from rlvitals.importers._console import (
     CommandCatcher,
     PrintedDict,
     check_step,
-    messages,
     parse_hydra_overrides,
     parse_literal,
     parse_number,
 )
-from rlvitals.importers._console_lines import ESC, sniff_log
+from rlvitals.importers._console_lines import ESC, messages, sniff_log
 from rlvitals.importers._lines import iter_lines
 from rlvitals.recording.memory import JSON_CHECK_BYTES, check_fields
 from rlvitals.recording.metrics import is_eval_key
