@@ -2,7 +2,8 @@
 
 Trainers write a step's completions prompt by prompt (TRL's and ms-swift's ``RepeatSampler``,
 NeMo-RL's ``repeat_interleave``): the G completions of a prompt are consecutive rows. Shared by
-the importers of per-sample logs (ms-swift ``completions.jsonl``, NeMo-RL dumps).
+the importers of per-sample logs (ms-swift ``completions.jsonl``, NeMo-RL dumps, TRL's
+completions tables).
 
 Memory: rows are kept as numpy arrays (8 bytes per step, reward and advantage), prompts only
 where a run of one prompt starts; rows added one at a time wait in a small buffer.
@@ -43,10 +44,12 @@ class Samples:
 
     A new run of one prompt starts where the step or the prompt key changes from the row
     before. ``None`` as a prompt key means "no prompt id": such runs are told apart by the step
-    only, and their groups carry no prompt.
+    only, and their groups carry no prompt. ``digest``: keep a prompt longer than
+    :data:`MAX_KEY_CHARS` as its digest (False: as it is).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, digest: bool = True) -> None:
+        self._key = _key if digest else lambda prompt: prompt
         self._steps: list[np.ndarray] = []
         self._rewards: list[np.ndarray] = []
         self._adv: list[np.ndarray] = []
@@ -62,7 +65,7 @@ class Samples:
         """One row."""
         if (step, prompt) != self._last or self._n == 0:
             self._buf_starts.append(self._n)
-            self.prompts.append(_key(prompt))
+            self.prompts.append(self._key(prompt))
             self._last = (step, prompt)
         s, r, a = self._buf
         s.append(step)
@@ -96,7 +99,7 @@ class Samples:
             new[1:] |= np.fromiter(map(operator.ne, prompts[1:], prompts[:-1]), bool, n - 1)
         at = np.flatnonzero(new)
         self._starts.append(at + self._n)
-        self.prompts.extend(_key(prompts[i]) for i in at.tolist())
+        self.prompts.extend(self._key(prompts[i]) for i in at.tolist())
         self._steps.append(np.asarray(steps, dtype=np.int64))
         self._rewards.append(np.asarray(rewards, dtype=np.float64))
         if advantages is None:

@@ -25,9 +25,7 @@ reads them alone).
 from __future__ import annotations
 
 import json
-import math
 import re
-from functools import reduce
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +33,7 @@ import numpy as np
 
 from rlvitals.errors import InputError, MissingExtraError
 from rlvitals.importers import Progress
+from rlvitals.importers._groups import Samples
 from rlvitals.importers._siblings import numbered_entries
 from rlvitals.importers._trl_files import StateHints
 from rlvitals.recording.run import GroupTable, RunBuilder
@@ -158,16 +157,6 @@ def _read_one(
     return steps, prompts, rewards, adv
 
 
-def _runs(prompts: list[str]) -> list[tuple[int, int]]:
-    """``[(start, stop), ...]`` of consecutive equal prompts."""
-    out, start = [], 0
-    for i in range(1, len(prompts) + 1):
-        if i == len(prompts) or prompts[i] != prompts[start]:
-            out.append((start, i))
-            start = i
-    return out
-
-
 def read_table_groups(
     files: list[Path],
     hints: StateHints | None = None,
@@ -198,7 +187,7 @@ def read_table_groups(
             skipped_eval.append(int(steps[0]))
             continue
         if steps.size:
-            tables.append((p, steps, prompts, rewards, adv))
+            tables.append((steps, prompts, rewards, adv))
     if skipped_eval:
         warnings.append(
             f"{files[0].parent}: {len(skipped_eval)} tables hold eval completions (steps "
@@ -211,29 +200,14 @@ def read_table_groups(
         )
     if not tables:
         return None, None
-    runs = [_runs(t[2]) for t in tables]
-    g = hints.group_size if hints is not None else None
-    if g is None:
-        g = reduce(math.gcd, (b - a for rs in runs for a, b in rs), 0) or None
-    step_l, rew_l, pr_l, adv_l = [], [], [], []
-    has_adv = all(t[4] is not None for t in tables)
-    uneven = 0
-    for (_p, steps, prompts, rewards, adv), rs in zip(tables, runs):
-        for a, b in rs:
-            if g and (b - a) % g:
-                uneven += 1
-            chunk = g or (b - a)
-            for s in range(a, b, chunk):
-                e = min(s + chunk, b)
-                step_l.append(int(steps[s]))
-                rew_l.append(rewards[s:e])
-                pr_l.append(prompts[s])
-                adv_l.append(adv[s:e] if has_adv else None)
+    samples = Samples(digest=False)  # a group's prompt id is its prompt's text
+    for steps, prompts, rewards, adv in tables:
+        samples.add_block(steps, prompts, rewards, adv)
+    table, g, uneven = samples.table(hints.group_size if hints is not None else None)
     if uneven:
         warnings.append(
             f"{files[0].parent}: {uneven} runs of one prompt are not a multiple of G={g} rows"
         )
-    table = GroupTable.from_lists(step_l, rew_l, pr_l, None, adv_l if has_adv else None)
     return table, g
 
 
