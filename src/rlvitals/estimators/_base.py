@@ -28,7 +28,6 @@ __all__ = [
     "UnknownEstimatorError",
     "estimate",
     "get_estimator",
-    "make_config",
     "register_estimator",
 ]
 
@@ -110,7 +109,14 @@ class Estimator:
 
     def make_config(self, **kwargs: Any) -> Any:
         """Build ``config_cls(**kwargs)``; an unknown key raises ValueError listing valid ones."""
-        return make_config(self.config_cls, self.name, **kwargs)
+        valid = self.config_fields
+        unknown = sorted(set(kwargs) - set(valid))
+        if unknown:
+            raise ValueError(
+                f"unknown config key(s) {', '.join(map(repr, unknown))} for {self.name!r}; "
+                f"valid: {', '.join(valid)}"
+            )
+        return self.config_cls(**kwargs)
 
     @property
     def config_fields(self) -> list[str]:
@@ -195,18 +201,6 @@ def get_estimator(name: str | EstimatorName) -> Estimator:
         valid = ", ".join(ESTIMATORS.names())
         raise UnknownEstimatorError(f"unknown estimator {key!r}; valid: {valid}")
     return ESTIMATORS.get(key)
-
-
-def make_config(config_cls: type, owner: str, **kwargs: Any) -> Any:
-    """``config_cls(**kwargs)``, with unknown keys reported as a ValueError naming valid ones."""
-    valid = [f.name for f in dataclasses.fields(config_cls)]
-    unknown = sorted(set(kwargs) - set(valid))
-    if unknown:
-        raise ValueError(
-            f"unknown config key(s) {', '.join(map(repr, unknown))} for {owner!r}; "
-            f"valid: {', '.join(valid)}"
-        )
-    return config_cls(**kwargs)
 
 
 def estimate(
