@@ -12,6 +12,7 @@ where a run of one prompt starts; rows added one at a time wait in a small buffe
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import operator
 from typing import Any
@@ -20,7 +21,7 @@ import numpy as np
 
 from rlvitals.recording.run import GroupTable
 
-__all__ = ["Samples"]
+__all__ = ["Samples", "prompt_keys"]
 
 _FLUSH = 1 << 16
 """Rows added one by one are moved into numpy arrays every this many rows."""
@@ -37,6 +38,19 @@ def _key(prompt: Any) -> Any:
             + hashlib.blake2b(prompt.encode("utf-8", "replace"), digest_size=8).hexdigest()
         )
     return prompt
+
+
+def prompt_keys(prompts: list[Any]) -> list[Any]:
+    """Prompt cells as comparable keys: strings as they are, chat messages as compact JSON.
+
+    >>> prompt_keys(["a", [{"role": "user", "content": "b"}]])
+    ['a', '[{"content": "b", "role": "user"}]']
+    """
+    if set(map(type, prompts)) == {str}:
+        return prompts
+    return [
+        p if isinstance(p, str) else json.dumps(p, sort_keys=True, default=str) for p in prompts
+    ]
 
 
 class Samples:

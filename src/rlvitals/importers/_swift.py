@@ -10,7 +10,6 @@ line of equal-length lists per log call, ``"step"`` as strings), ``swift/utils/i
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from rlvitals.errors import InputError
-from rlvitals.importers._groups import Samples
+from rlvitals.importers._groups import Samples, prompt_keys
 from rlvitals.importers._lines import iter_json_lines
 from rlvitals.importers._siblings import read_config
 from rlvitals.importers._source import is_stream
@@ -67,15 +66,6 @@ def _weights(args: dict[str, Any] | None, n: int) -> list[float] | None:
 def _numeric(col: list[Any]) -> bool:
     """True when every cell is a number (not a bool) or None."""
     return set(map(type, col)) <= _NUMBER_TYPES
-
-
-def _prompt_keys(prompts: list[Any]) -> list[Any]:
-    """Prompt cells as comparable keys: strings as they are, chat messages as compact JSON."""
-    if set(map(type, prompts)) == {str}:
-        return prompts
-    return [
-        p if isinstance(p, str) else json.dumps(p, sort_keys=True, default=str) for p in prompts
-    ]
 
 
 class _Batch:
@@ -200,7 +190,7 @@ def read_completions(
         else:  # anything but a number is unknown (NaN)
             batch.adv.extend(float(v) if type(v) in _FLOAT_TYPES else None for v in adv)
         prompts = obj.get("prompt")
-        batch.keys.extend(_prompt_keys(prompts) if prompts is not None else [None] * n)
+        batch.keys.extend(prompt_keys(prompts) if prompts is not None else [None] * n)
         if len(batch.steps) >= _BATCH:
             batch.flush()
     if batch is not None:

@@ -24,7 +24,6 @@ reads them alone).
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ import numpy as np
 
 from rlvitals.errors import InputError, MissingExtraError
 from rlvitals.importers import Progress
-from rlvitals.importers._groups import Samples
+from rlvitals.importers._groups import Samples, prompt_keys
 from rlvitals.importers._siblings import numbered_entries
 from rlvitals.importers._trl_files import StateHints
 from rlvitals.recording.run import GroupTable, RunBuilder
@@ -82,12 +81,6 @@ def _arrow_errors() -> tuple[type[BaseException], ...]:
     )
 
 
-def _prompt_key(v: Any) -> str:
-    if isinstance(v, str):
-        return v
-    return json.dumps(v, sort_keys=True, default=str)
-
-
 def _read_one(
     path: Path, hints: Any
 ) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray | None]:
@@ -122,7 +115,7 @@ def _read_one(
     try:
         table = pq.read_table(path, columns=cols)
         steps_raw = table.column("step").to_pylist()
-        prompts = [_prompt_key(v) for v in table.column("prompt").to_pylist()]
+        prompts = prompt_keys(table.column("prompt").to_pylist())
         per_func = [
             np.asarray(table.column(c).to_pylist(), dtype=np.float64).reshape(-1)
             for c in reward_cols
