@@ -65,7 +65,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PRESETS", "ZooRun", "load_zoo", "runs_of", "zoo"]
+__all__ = ["PRESETS", "ZooRun", "runs_of", "zoo"]
 
 STEPS = 80
 """Optimizer steps of a zoo run."""
@@ -544,14 +544,3 @@ def zoo(
 
 def _summary(truth: dict) -> dict:
     return {k: truth[k] for k in ("condition", "injected_step", "split", "seed", "seconds")}
-
-
-def load_zoo(out: str | os.PathLike) -> list[dict]:
-    """The truths of a finished zoo folder (each with ``path``: its run folder)."""
-    out = Path(out)
-    docs = []
-    for path in sorted(out.glob("*/truth.json")):
-        doc = json.loads(path.read_text())
-        doc["path"] = str(path.parent)
-        docs.append(doc)
-    return docs
