@@ -259,18 +259,21 @@ def _get_run(client: Any, where: ServerURL, run_id: str, must: bool = True) -> A
         return None
 
 
+def _paged(search: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
+    """Every item an MLflow ``search_*`` call finds, page after page (:data:`_PAGE` a page)."""
+    token = None
+    while True:
+        page = search(*args, max_results=_PAGE, page_token=token, **kwargs)
+        yield from page
+        token = page.token
+        if not token:
+            return
+
+
 def _experiments(client: Any) -> list[Any]:
     from mlflow.entities import ViewType
 
-    out, token = [], None
-    while True:
-        page = client.search_experiments(
-            view_type=ViewType.ACTIVE_ONLY, max_results=_PAGE, page_token=token
-        )
-        out.extend(page)
-        token = page.token
-        if not token:
-            return out
+    return list(_paged(client.search_experiments, view_type=ViewType.ACTIVE_ONLY))
 
 
 def _experiment_id(client: Any, where: ServerURL) -> str:
@@ -301,22 +304,14 @@ def _run_infos(client: Any, experiment_ids: list[str]) -> list[RunInfo]:
     """Every run of the experiments (deleted ones too, marked not active), oldest first."""
     from mlflow.entities import ViewType
 
-    out, token = [], None
-    while experiment_ids:
-        page = client.search_runs(
-            experiment_ids,
-            run_view_type=ViewType.ALL,
-            max_results=_PAGE,
-            order_by=["attributes.start_time ASC"],
-            page_token=token,
-        )
-        for r in page:
-            i = r.info
-            active = i.lifecycle_stage != "deleted"
-            out.append(RunInfo(i.run_id, i.run_name or None, i.start_time or 0, active, i.run_id))
-        token = page.token
-        if not token:
-            break
+    if not experiment_ids:
+        return []
+    out = []
+    order = ["attributes.start_time ASC"]
+    for r in _paged(client.search_runs, experiment_ids, run_view_type=ViewType.ALL, order_by=order):
+        i = r.info
+        active = i.lifecycle_stage != "deleted"
+        out.append(RunInfo(i.run_id, i.run_name or None, i.start_time or 0, active, i.run_id))
     return out
 
 
