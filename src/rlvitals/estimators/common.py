@@ -96,6 +96,15 @@ def check_shared(config: Any) -> None:
     check_range(config.r_min, config.r_max)
 
 
+def to_like(a: np.ndarray, like: Any) -> Any:
+    """numpy ``a`` in the kind (numpy or torch), dtype and device of ``like``."""
+    if hasattr(like, "detach"):
+        import torch
+
+        return torch.as_tensor(a, dtype=like.dtype, device=like.device)
+    return a.astype(like.dtype)
+
+
 def coerce_state(state: Any, cls: type, owner: str, initial: Any = None) -> Any:
     """An estimator's state from what the caller passed: ``initial`` (default ``cls()``) for
     None, the state itself, or ``cls.from_dict`` of its JSON form; TypeError otherwise."""

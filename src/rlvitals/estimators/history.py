@@ -50,6 +50,7 @@ from rlvitals.estimators.common import (
     check_shared,
     coerce_state,
     common_metrics,
+    to_like,
 )
 from rlvitals.signal import DEFAULT_EPS, DEFAULT_TAU
 
@@ -231,16 +232,8 @@ def history_baseline(
     )
     inv = 1.0 / (np.sqrt(p * (1.0 - p)) + config.eps)
     inv = np.where(count > 0, inv, 0.0)
-    if t:
-        import torch
-
-        like = stats.rewards
-        p_g = torch.as_tensor(p, dtype=like.dtype, device=like.device)
-        inv_g = torch.as_tensor(inv, dtype=like.dtype, device=like.device)
-    else:
-        p_g, inv_g = p.astype(stats.rewards.dtype), inv.astype(stats.rewards.dtype)
     u = (stats.rewards - config.r_min) / span
-    adv = (u - stats.spread(p_g)) * stats.spread(inv_g)
+    adv = (u - stats.spread(to_like(p, stats.rewards))) * stats.spread(to_like(inv, stats.rewards))
     if stats.has_nan:  # unscorable completions get 0
         adv = where(~isnan(stats.rewards, t), adv, 0.0, t)
 

@@ -57,6 +57,7 @@ from rlvitals.estimators.common import (
     check_shared,
     coerce_state,
     common_metrics,
+    to_like,
 )
 from rlvitals.estimators.history import DISCOUNT, group_keys, pool_counts, read_counts
 from rlvitals.signal import DEFAULT_EPS, DEFAULT_TAU
@@ -337,12 +338,7 @@ def pg_grpo(rewards: Any, group_ids: Any, config: PgGrpoConfig, state: Any = Non
         pg_prompts=float(len(counts)),
         pg_capped_frac=float(capped.mean()) if capped.size and config.baseline else 0.0,
     )
-    out: Any = adv
-    if like is not None:
-        import torch
-
-        out = torch.as_tensor(adv, dtype=like.dtype, device=like.device)
-    elif np.asarray(rewards).dtype.kind == "f":
-        out = adv.astype(np.asarray(rewards).dtype)
+    if like is not None or np.asarray(rewards).dtype.kind == "f":  # the rewards' kind and dtype
+        adv = to_like(adv, like if like is not None else np.asarray(rewards))
     new_state = PgGrpoState(counts, recent, g or state.group_size, state.step + 1)
-    return out, metrics, new_state
+    return adv, metrics, new_state

@@ -37,7 +37,7 @@ from rlvitals.estimators import (
     register_estimator,
     stratified_k,
 )
-from rlvitals.estimators.common import check_choice, common_metrics
+from rlvitals.estimators.common import check_choice, common_metrics, to_like
 from rlvitals.estimators.pg_grpo import PgGrpoConfig, to_host
 
 __all__ = ["CONTROL_CHOICES", "VIRTUAL_CHOICES", "AvspoVirtualConfig", "PgControlConfig"]
@@ -168,11 +168,7 @@ def lab_pg_control(rewards: Any, group_ids: Any, config: PgControlConfig, state=
     collapsed = np.asarray(stats.collapsed, dtype=bool)
     rng = np.random.default_rng([config.seed, int(new_state.step)])
     signs = np.where(collapsed & (rng.random(collapsed.size) < 0.5), -1.0, 1.0)
-    rows = stats.spread(signs)
-    if hasattr(adv, "detach"):
-        import torch
-
-        rows = torch.as_tensor(rows, dtype=adv.dtype, device=adv.device)
+    rows = to_like(stats.spread(signs), adv)  # float32 advantages stay float32
     return adv * rows, metrics, new_state
 
 
