@@ -20,6 +20,7 @@ from typing import Any
 
 from rlvitals.errors import InputError
 from rlvitals.importers._console_lines import RAY_PREFIX, strip_ansi
+from rlvitals.importers._lines import MAX_STEP
 
 __all__ = [
     "CommandCatcher",
@@ -34,8 +35,6 @@ __all__ = [
     "parse_number",
 ]
 
-MAX_STEP = 2**63 - 1
-"""Steps are stored as int64; a larger step number is bad input."""
 MAX_STEP_DIGITS = 19
 MAX_COMMAND_CHARS = 256 * 1024
 """A launch command is read up to this many characters (continuation lines included)."""

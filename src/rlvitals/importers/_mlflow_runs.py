@@ -16,12 +16,10 @@ from rlvitals.importers import Progress, note_runs
 from rlvitals.importers._steps import as_step
 from rlvitals.recording.run import RunBuilder
 
-__all__ = ["STEP_MAX", "STEP_MIN", "RunInfo", "add_sorted_rows", "choose"]
+__all__ = ["RunInfo", "add_sorted_rows", "choose"]
 
 _MAX_LISTED_RUNS = 5
 _PROGRESS_ROWS = 100_000
-STEP_MIN, STEP_MAX = -(1 << 63), (1 << 63) - 1
-"""The steps MLflow can store (a signed 64-bit integer)."""
 _MAX_FLOAT = sys.float_info.max
 
 

@@ -21,6 +21,7 @@ from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, register
 from rlvitals.importers._lines import iter_json_lines, json_float
 from rlvitals.importers._source import is_stream, read_prefix
+from rlvitals.importers._steps import as_step
 from rlvitals.recording.run import GroupTable, Manifest, Run, RunBuilder
 
 __all__ = ["load_groups_jsonl"]
@@ -37,9 +38,6 @@ def _sniff(path: Path, head: bytes) -> float:
     if isinstance(obj, dict) and "rewards" in obj and isinstance(obj["rewards"], list):
         return 0.9 if ("step" in obj and ("group" in obj or "prompt" in obj)) else 0.5
     return 0.0
-
-
-_STEP_MIN, _STEP_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def _group_key(path: Path, lineno: int, key: Any) -> str:
@@ -127,7 +125,7 @@ def load_groups_jsonl(path: Path, progress=None) -> Run:
         step = obj.get("step")
         if isinstance(step, bool) or not isinstance(step, int):
             raise InputError(path, f"'step' must be an integer, got {step!r:.40}", f"line {lineno}")
-        if not _STEP_MIN <= step <= _STEP_MAX:
+        if as_step(step) is None:
             raise InputError(path, "'step' is out of the 64-bit range", f"line {lineno}")
         key = obj.get("group", obj.get("prompt"))
         if key is None:

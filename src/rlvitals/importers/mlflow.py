@@ -35,8 +35,9 @@ from typing import Any
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, Progress, _sqlite, is_url, register
 from rlvitals.importers._lines import iter_lines
-from rlvitals.importers._mlflow_runs import STEP_MAX, STEP_MIN, RunInfo, add_sorted_rows, choose
+from rlvitals.importers._mlflow_runs import RunInfo, add_sorted_rows, choose
 from rlvitals.importers._source import file_mode, is_regular
+from rlvitals.importers._steps import as_step
 from rlvitals.recording.run import Event, Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts, facts_from_config
 
@@ -288,7 +289,7 @@ def _read_metric_file(builder: RunBuilder, key: str, path: Path) -> int:
             step = int(parts[2]) if len(parts) == 3 else 0
         except ValueError:
             raise InputError(path, "expected 'timestamp value step'", f"line {lineno}") from None
-        if not STEP_MIN <= step <= STEP_MAX:
+        if as_step(step) is None:  # MLflow stores a signed 64-bit step
             raise InputError(path, f"step {step} out of range", f"line {lineno}")
         builder.add_row(step, {key: value})
         n += 1

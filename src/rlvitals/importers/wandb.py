@@ -43,7 +43,6 @@ rules for torn and corrupted blocks explain each other; the protobuf decoder liv
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import struct
@@ -54,6 +53,7 @@ from typing import Any
 
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, Progress, note_runs, register
+from rlvitals.importers._lines import json_float
 from rlvitals.importers._protobuf import Field, Message, ProtobufError, decode
 from rlvitals.importers._steps import SIDE_AXES, TRAINER_STEP_KEYS, as_step, pick_step
 from rlvitals.recording.memory import protobuf_bytes
@@ -273,20 +273,13 @@ def _item_value(item: dict[str, Any]) -> Any:
             return _SKIP
         if v is None or isinstance(v, float):
             return v
-        if isinstance(v, int):
-            return _int_to_float(v)
+        if isinstance(v, int):  # true / false as 1 / 0; beyond float range ±inf
+            return json_float(int(v))
         return _SKIP
     for name in ("number", "integer", "boolean"):
         if name in item:
             return item[name]
     return None if "none" in item else _SKIP
-
-
-def _int_to_float(v: int) -> float:
-    try:
-        return float(v)
-    except OverflowError:  # JSON integers have no size limit
-        return math.inf if v > 0 else -math.inf
 
 
 def _config_value(vj: str | None) -> Any:
