@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvitals.lab import stats
+from rlvitals.lab._runner import run_all
 from rlvitals.lab.presets import (
     ABLATE,
     COMPARE,
@@ -148,12 +149,6 @@ def _load_average() -> list[float] | None:
     return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
 
 
-def _execute(name: str, setup: Setup, runs: list[Args], base: Any) -> list:
-    from rlvitals.lab._runner import run_all
-
-    return run_all(runs, base=base, workers=setup.workers, label=name, show=setup.show)
-
-
 def _finish(
     name: str,
     preset_name: str,
@@ -236,7 +231,7 @@ def predict(preset: str | PredictPreset = "quick", setup: Setup | None = None, *
         for t in p.temperatures
         for s in _seeds(p.seeds, setup)
     ]
-    results = _execute("predict", setup, runs, base)
+    results = run_all(runs, base=base, workers=setup.workers, label="predict", show=setup.show)
     analysis = analyse_predict(results, early=p.early)
     return _finish("predict", name, p, setup, base, results, analysis, started)
 
@@ -334,7 +329,7 @@ def compare(preset: str | ComparePreset = "quick", setup: Setup | None = None, *
         for m in p.methods
         for s in _seeds(p.seeds, setup)
     ]
-    results = _execute("compare", setup, runs, base)
+    results = run_all(runs, base=base, workers=setup.workers, label="compare", show=setup.show)
     groups = {m: [r for r in results if r["summary"]["method"] == m] for m in p.methods}
     analysis = analyse_arms(groups, p.reference)
     return _finish("compare", name, p, setup, base, results, analysis, started)
@@ -468,7 +463,7 @@ def ablate(preset: str | AblatePreset = "quick", setup: Setup | None = None, **k
         for v in p.variants
         for s in _seeds(p.seeds, setup)
     ]
-    results = _execute("ablate", setup, runs, base)
+    results = run_all(runs, base=base, workers=setup.workers, label="ablate", show=setup.show)
     groups = {
         v.name: [r for r in results if r["args"]["name"].rsplit("-s", 1)[0] == v.name]
         for v in p.variants
