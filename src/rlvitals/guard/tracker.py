@@ -163,14 +163,10 @@ class IncidentTracker:
             live = self._match(inc, step, matched)
             if live is None:
                 live = self._new(inc, step)
-                if _rank(live.severity) >= self.alert_rank:
-                    live.emitted = True
-                    live.told_ended = live.end_step is not None
-                    events.append(IncidentEvent("opened", live))
-                matched.add(live.key)
-                continue
+                events.extend(self._opened(live))
+            else:
+                events.extend(self._refresh(live, inc, step, partial))
             matched.add(live.key)
-            events.extend(self._refresh(live, inc, step, partial))
         self._forget(step)
         return events
 
@@ -233,13 +229,9 @@ class IncidentTracker:
             live.title, live.root, live.cause = inc.title, inc.root, inc.cause
             live.actions = list(inc.actions)
             live.end_step = inc.end_step
-        events: list[IncidentEvent] = []
         if not live.emitted:
-            if _rank(live.severity) >= self.alert_rank:
-                live.emitted = True
-                live.told_ended = live.end_step is not None
-                events.append(IncidentEvent("opened", live))
-            return events
+            return self._opened(live)
+        events: list[IncidentEvent] = []
         ended = live.end_step is not None
         if live.told_ended and not ended:
             changes.append("ongoing again")
@@ -251,6 +243,14 @@ class IncidentTracker:
             events.append(IncidentEvent("recovered", live))
         live.told_ended = ended
         return events
+
+    def _opened(self, live: LiveIncident) -> list[IncidentEvent]:
+        """``opened`` once ``live`` reaches the alert severity (it is told from then on)."""
+        if _rank(live.severity) < self.alert_rank:
+            return []
+        live.emitted = True
+        live.told_ended = live.end_step is not None
+        return [IncidentEvent("opened", live)]
 
     def _forget(self, step: int) -> None:
         start = step - self.window + 1
