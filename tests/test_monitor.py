@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import logging
 import sys
 import tracemalloc
@@ -187,8 +188,10 @@ def test_window_series_equal_the_recordings(tmp_path):
 
 
 def test_window_bounds_memory():
-    """Memory does not grow with the run: after 1,500 steps the monitor holds what it held after
-    300 (the window's steps, the remembered prompts, the followed incidents), byte for byte."""
+    """Memory does not grow with the run: from step 1,500 to 2,700 the monitor holds what it
+    held (the window's steps, the remembered prompts, the followed incidents). The first 1,500
+    steps are the warm-up: buffers that reach their size once (a one-time ~1.8 MB, seen when
+    other test modules are loaded first) are not growth."""
     ids = np.repeat(np.arange(16), 8)
     rng = np.random.default_rng(0)
     mon = Monitor(window=50, sinks=[], check_every=10, full_every=50)
@@ -201,18 +204,24 @@ def test_window_bounds_memory():
             prompts = [f"q{(s * 16 + j) % 3000}" for j in range(16)]
             mon.observe(s, r, ids, prompts=prompts, loss=0.1, **{f"k{s % 7}": 1.0})
 
-    feed(1, 300)
+    feed(1, 1500)
     tracemalloc.start()
+    gc.collect()  # live memory only: garbage the collector has not reached yet is not held
     before = tracemalloc.take_snapshot()
-    feed(301, 1500)
+    feed(1501, 2700)
+    gc.collect()
     after = tracemalloc.take_snapshot()
     tracemalloc.stop()
-    grown = sum(d.size_diff for d in after.compare_to(before, "filename"))
+    # the monitor's own memory: what the test harness keeps (pytest's captured log records of
+    # the conditions the monitor opens and closes) is not the monitor's
+    harness = [tracemalloc.Filter(False, "*/logging/*"), tracemalloc.Filter(False, "*/_pytest/*")]
+    diff = after.filter_traces(harness).compare_to(before.filter_traces(harness), "filename")
+    grown = sum(d.size_diff for d in diff)
     w = mon._window
     assert mon.n_steps == 50 and len(w.groups) == 50
-    assert mon.run().steps.tolist() == list(range(1451, 1501))
+    assert mon.run().steps.tolist() == list(range(2651, 2701))
     assert len(w._prompts) == 3000 and len(mon.tracker.incidents) <= 4
-    assert grown < 512 * 1024, grown
+    assert grown < 512 * 1024, [str(d) for d in diff[:5]]
 
 
 def test_incidents_are_told_once_then_updated(caplog):

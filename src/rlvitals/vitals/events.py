@@ -22,6 +22,7 @@ are reported in training steps. Everything is vectorised numpy.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -137,10 +138,21 @@ class Events:
     :class:`~rlvitals.vitals.Vitals` (each detector, the differential) the same instance."""
 
     def __init__(self, vitals: Any):
-        self.v = vitals
+        # a weak reference: the vitals keep their events (:meth:`of`), and a cycle would keep
+        # every window's vitals alive until the garbage collector runs (the live guard makes one
+        # each check)
+        self._vitals = weakref.ref(vitals)
         self.steps = np.asarray(vitals.steps)
         # name -> (the series array the points were read from, its points)
         self._points: dict[str, tuple[Any, Points | None]] = {}
+
+    @property
+    def v(self) -> Any:
+        """The vitals these events are read from."""
+        v = self._vitals()
+        if v is None:
+            raise ReferenceError("the vitals these events were read from are gone")
+        return v
 
     @classmethod
     def of(cls, vitals: Any) -> Events:
