@@ -16,10 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
-import socket
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -748,38 +744,9 @@ def test_invalid_configuration_fails_at_construction(tok, tmp_path):
 # -- item 4: a real TRL run under torchrun, 2 ranks on gloo --------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_torchrun_two_ranks_match_single_process(tmp_path):
-    env = dict(
-        os.environ,
-        OMP_NUM_THREADS="1",
-        HF_HUB_OFFLINE="1",
-        HF_HUB_DISABLE_TELEMETRY="1",
-        TOKENIZERS_PARALLELISM="false",
-    )
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "2",
-        "--master_addr",
-        "127.0.0.1",
-        "--master_port",
-        str(_free_port()),
-        str(SCRIPT),
-        str(tmp_path),
-        "avspo",
-    ]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    ranks = H.torchrun(tmp_path, "avspo")
     assert len(ranks[0]) == len(ranks[1]) == H.DDP_STEPS
     state = None
     triggered = 0

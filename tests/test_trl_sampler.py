@@ -6,11 +6,6 @@ live posterior, TRL trains on exactly those, importance weights reach the estima
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -128,38 +123,9 @@ def test_importance_weights_reach_the_estimator(tok, tmp_path):
     assert any(not np.allclose(w, 1.0) for w in trainer.weights), "selection was never uneven"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_torchrun_two_ranks_hold_one_posterior_and_draw_the_same_prompts(tmp_path):
-    env = dict(
-        os.environ,
-        OMP_NUM_THREADS="1",
-        HF_HUB_OFFLINE="1",
-        HF_HUB_DISABLE_TELEMETRY="1",
-        TOKENIZERS_PARALLELISM="false",
-    )
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "2",
-        "--master_addr",
-        "127.0.0.1",
-        "--master_port",
-        str(_free_port()),
-        str(SCRIPT),
-        str(tmp_path),
-        "pg_grpo",
-    ]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    ranks = H.torchrun(tmp_path, "pg_grpo")
     assert len(ranks[0]) == len(ranks[1]) == H.DDP_STEPS
     state = None
     prompt_ids = {_prompt_id(p) for p in H.PROMPTS}

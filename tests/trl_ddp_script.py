@@ -127,6 +127,31 @@ DDP_STEPS = 3
 """Training steps of the torchrun run."""
 
 
+def torchrun(out_dir: str | Path, estimator: str) -> list[list[dict[str, Any]]]:
+    """Run this script under ``torchrun --nproc_per_node 2`` (gloo, 127.0.0.1, a free port) with
+    ``estimator``; the records of rank 0 and rank 1. Fails with the processes' output tail."""
+    import socket
+    import subprocess
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        HF_HUB_OFFLINE="1",
+        HF_HUB_DISABLE_TELEMETRY="1",
+        TOKENIZERS_PARALLELISM="false",
+    )
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
+    cmd += ["--master_addr", "127.0.0.1", "--master_port", str(port), __file__]
+    proc = subprocess.run(
+        [*cmd, str(out_dir), estimator], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    return [json.loads(Path(out_dir, f"rank{r}.json").read_text()) for r in range(2)]
+
+
 def _main(out_dir: str, estimator: str) -> None:
     """One tiny GRPO run; every group of G=8 straddles the two ranks (4 rows each)."""
     set_offline_env()
