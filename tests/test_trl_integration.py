@@ -99,13 +99,8 @@ class Capturing(RlvitalsGRPOTrainer):
         return out
 
 
-@pytest.fixture(scope="module")
-def tok():
-    """The shared character tokenizer; also pins torch to one thread (2 shared CI cores)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield H.tiny_tokenizer()
-    torch.set_num_threads(threads)
+tok = pytest.fixture(scope="module", name="tok")(H.one_thread_tokenizer)
+"""The shared character tokenizer; torch on one thread while this module runs."""
 
 
 def _trainer(

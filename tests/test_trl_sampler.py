@@ -5,21 +5,14 @@ live posterior, TRL trains on exactly those, importance weights reach the estima
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import torch
+import rlvitals_tests_trl_harness as H  # tests/trl_ddp_script.py, loaded by conftest
 
 import rlvitals
 
-HERE = Path(__file__).resolve().parent
-SCRIPT = HERE / "trl_ddp_script.py"
-_spec = importlib.util.spec_from_file_location("rlvitals_trl_harness_sampler", SCRIPT)
-H = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(H)
 H.set_offline_env()
 
 from trl.trainer.utils import RepeatSampler  # noqa: E402
@@ -55,12 +48,7 @@ class Keeping(RlvitalsGRPOTrainer):
             self.weights.append(getattr(self.rlvitals_config, "weights", None))
 
 
-@pytest.fixture(scope="module")
-def tok():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield H.tiny_tokenizer()
-    torch.set_num_threads(threads)
+tok = pytest.fixture(scope="module", name="tok")(H.one_thread_tokenizer)
 
 
 def _train(tok, out, steps=48, **estimator_config):

@@ -49,6 +49,17 @@ def tiny_tokenizer():
     )
 
 
+def one_thread_tokenizer():
+    """Generator for a module-scoped test fixture: the tiny tokenizer, with torch pinned to one
+    thread while the module's tests run (2 shared CI cores), restored afterwards."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield tiny_tokenizer()
+    torch.set_num_threads(threads)
+
+
 def tiny_model(tok, seed: int = 0):
     """A 1-layer Qwen2 with hidden size 16, built from a config (no download)."""
     import torch
