@@ -52,13 +52,13 @@ def _fig_predict(doc, results, plt) -> dict:
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     cmap = plt.get_cmap("viridis")
     levels = sorted({p["level"] for p in a["points"]})
-    for lvl in levels:
+    for i, lvl in enumerate(levels):
         pts = [p for p in a["points"] if p["level"] == lvl and p["acr_100"] is not None]
         ax.scatter(
             [p["acr_100"] for p in pts],
             [100 * p["final_accuracy"] for p in pts],
             s=18,
-            color=cmap(lvl / max(1, len(LEVEL_TARGETS) - 1)),
+            color=cmap(i / max(1, len(levels) - 1)),  # one colour per level shown, LM included
             label=f"L{lvl} ({100 * LEVEL_TARGETS[lvl]:.0f}%)" if lvl < len(LEVEL_TARGETS) else "LM",
         )
     xs = [0.0, 1.0]
@@ -75,7 +75,12 @@ def _fig_predict(doc, results, plt) -> dict:
         lw=1.2,
         label="paper: 51.4 − 29.6 x",
     )
-    ax.set_xlabel("ACR_100 (mean ACR of the first 100 steps)")
+    early = a.get("early")  # predict-v2: the first share of a fixed budget, not 100 steps
+    ax.set_xlabel(
+        f"early ACR (mean raw ACR over the first {100 * early:.0f}% of the budget)"
+        if early
+        else "ACR_100 (mean ACR of the first 100 steps)"
+    )
     ax.set_ylabel("final held-out accuracy (points)")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 100)
