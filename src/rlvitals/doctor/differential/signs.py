@@ -65,7 +65,7 @@ def kl_jump(kl: tuple[np.ndarray, np.ndarray]) -> int | None:
         return None
     # Local baselines, vectorised (a 20,000-step run at a high KL has thousands of candidates).
     window = np.clip(high[:, None] - np.arange(KL_BEFORE, 0, -1)[None, :], 0, None)
-    local = np.median(x[window], axis=1)
+    local = median(x[window], axis=1)
     short = high < KL_BEFORE  # fewer points before it than a full window: the exact median
     local[short] = [float(median(x[:i])) for i in high[short]]
     hit = high[x[high] >= KL_JUMP * np.maximum(local, 1e-3)]
@@ -168,7 +168,7 @@ def critic_baseline(vitals: Any) -> bool:
 def length_cap(vitals: Any) -> float | None:
     """The completion-length cap: the trainer's setting, else the longest length logged when
     some completions were truncated."""
-    cfg = getattr(vitals.run.manifest, "config", None) or {}
+    flat = list(_flat(getattr(vitals.run.manifest, "config", None) or {}))
     for key in (
         "max_completion_length",
         "data.max_response_length",
@@ -176,7 +176,7 @@ def length_cap(vitals: Any) -> float | None:
         "generate_max_len",
         "max_new_tokens",
     ):
-        for k, v in _flat(cfg):
+        for k, v in flat:
             if k.endswith(key):
                 try:
                     return float(v)
