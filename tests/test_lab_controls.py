@@ -86,11 +86,11 @@ def test_control_config_is_checked():
 
 
 def test_sampler_selects_by_the_read_keys_posterior():
+    from rlvitals._text import prompt_id
     from rlvitals.integrations.trl import PosteriorSampler
-    from rlvitals.lab._trainer import prompt_key
 
     prompts = [f"{i}+2=" for i in range(40)]
-    keys = [prompt_key(p) for p in prompts]
+    keys = [prompt_id(p) for p in prompts]
     # prompts 0-3 look likely to give a mixed group; everything else looks hopeless
     state = PgGrpoState(
         counts={k: ((3.0, 3.0) if i < 4 else (0.2, 60.0)) for i, k in enumerate(keys)},

@@ -179,11 +179,11 @@ def test_config_errors_quote_the_value():
 
 
 def test_posterior_sampler_yields_trl_repeat_order_and_follows_the_state():
+    from rlvitals._text import prompt_id
     from rlvitals.integrations.trl import PosteriorSampler
-    from rlvitals.lab._trainer import prompt_key
 
     prompts = [f"{i}+1=" for i in range(40)]
-    keys = [prompt_key(p) for p in prompts]
+    keys = [prompt_id(p) for p in prompts]
     state = PgGrpoState(
         counts={k: ((3.0, 3.0) if i < 4 else (0.2, 60.0)) for i, k in enumerate(keys)},
         group_size=4,

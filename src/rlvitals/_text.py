@@ -1,4 +1,5 @@
-"""The message vocabulary: how numbers, comparisons and spans of steps are written.
+"""The message vocabulary: how numbers, comparisons and spans of steps are written, and the id
+a prompt is known by.
 
 Detectors write their findings with these, and renderers label findings with them, so a number
 or a span reads the same everywhere. Nothing here decides anything.
@@ -11,17 +12,29 @@ or a span reads the same everywhere. Nothing here decides anything.
 ('for 37 steps since step 112', 'from step 60 to 139 (80 steps)')
 >>> span_label(60, 139), span_label(5, None), span_label(None, None)
 ('steps 60-139', 'since step 5', 'whole run')
+>>> prompt_id("3+4=")
+'ae8ef05dd12c'
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import operator
 from typing import Any
 
 import numpy as np
 
-__all__ = ["compare", "fmt", "number", "rnd", "span_label", "span_text", "terminal_safe"]
+__all__ = [
+    "compare",
+    "fmt",
+    "number",
+    "prompt_id",
+    "rnd",
+    "span_label",
+    "span_text",
+    "terminal_safe",
+]
 
 _MAX_DIGITS = 6
 """Most significant digits :func:`compare` uses to make a comparison readable."""
@@ -150,3 +163,13 @@ def terminal_safe(text: Any) -> str:
         ch if ord(ch) >= 160 or (32 <= ord(ch) < 127) or ch in "\t\n" else repr(ch)[1:-1]
         for ch in s
     )
+
+
+def prompt_id(prompt: Any) -> str:
+    """A prompt's id: the first 12 hexadecimal digits of the SHA-1 of ``repr(prompt)``.
+
+    The TRL callback records it per group (``rlvitals.integrations.trl._batch``), and the
+    history estimators file a prompt under it (the lab trainer, the veRL sampler's keys), so a
+    recorded group and an estimator's posterior name a prompt alike.
+    """
+    return hashlib.sha1(repr(prompt).encode("utf-8")).hexdigest()[:12]

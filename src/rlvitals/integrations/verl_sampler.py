@@ -37,13 +37,13 @@ adapter's ``state_file``.
 from __future__ import annotations
 
 import copy
-import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
+from rlvitals._text import prompt_id as key_of
 from rlvitals.estimators import get_estimator
 from rlvitals.estimators.pg_grpo import PgGrpoConfig, selection_weights
 
@@ -52,14 +52,8 @@ __all__ = ["KEY_FIELD", "KeyedDataset", "PosteriorSampler", "batch_keys", "insta
 KEY_FIELD = "rlvitals_key"
 """The ``extra_info`` entry holding a row's prompt key."""
 
-
-def key_of(prompt: Any) -> str:
-    """A prompt's key: the SHA-1 prefix of ``repr(prompt)`` (the TRL integration's prompt id).
-
-    >>> key_of("3+4=")
-    'ae8ef05dd12c'
-    """
-    return hashlib.sha1(repr(prompt).encode("utf-8")).hexdigest()[:12]
+# key_of(prompt), public here: a prompt's key is rlvitals._text.prompt_id, the id the TRL
+# integration records per group.
 
 
 class KeyedDataset(torch.utils.data.Dataset):

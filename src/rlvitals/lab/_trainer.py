@@ -11,7 +11,6 @@ left-padded, completions right-padded) plus ``num_items_in_batch`` (the completi
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import random
 from typing import Any
 
@@ -20,6 +19,7 @@ import torch
 from transformers import TrainerCallback
 
 from rlvitals import signal
+from rlvitals._text import prompt_id
 from rlvitals.estimators import DynamicSampler
 
 __all__ = [
@@ -27,14 +27,7 @@ __all__ = [
     "EvalCallback",
     "LabMixin",
     "lab_trainer_class",
-    "prompt_key",
 ]
-
-
-def prompt_key(prompt: Any) -> str:
-    """The key a history estimator files a prompt under: the SHA-1 prefix of its text, the
-    same id the TRL callback records per group (``rlvitals.integrations.trl._batch``)."""
-    return hashlib.sha1(repr(prompt).encode("utf-8")).hexdigest()[:12]
 
 
 _LAB_TRAINER: type | None = None
@@ -109,7 +102,7 @@ class LabMixin:
 
     def _rlvitals_read_keys(self, dataset: Any) -> list[str] | None:
         read = self._lab_read_map([row["prompt"] for row in dataset])
-        return None if read is None else [read[prompt_key(row["prompt"])] for row in dataset]
+        return None if read is None else [read[prompt_id(row["prompt"])] for row in dataset]
 
     def _lab_read_map(self, prompts: list[Any] | None = None) -> dict[str, str] | None:
         """The shuffled-keys control's map: each training prompt's key -> the key whose
@@ -120,7 +113,7 @@ class LabMixin:
         if self._lab_read is None:
             if prompts is None:
                 prompts = [row["prompt"] for row in self.train_dataset]
-            keys = [prompt_key(p) for p in prompts]
+            keys = [prompt_id(p) for p in prompts]
             perm = np.random.default_rng([int(self.args.seed), 26]).permutation(len(keys))
             self._lab_read = {k: keys[j] for k, j in zip(keys, perm)}
         return self._lab_read
@@ -143,7 +136,7 @@ class LabMixin:
         """Generate and score one batch (history estimators get the prompts' keys)."""
         if self._lab_keys:
             g = self.num_generations
-            keys = tuple(prompt_key(inputs[i]["prompt"]) for i in range(0, len(inputs), g))
+            keys = tuple(prompt_id(inputs[i]["prompt"]) for i in range(0, len(inputs), g))
             extra: dict[str, Any] = {"keys": keys}
             read = self._lab_read_map()
             if read is not None:

@@ -15,14 +15,12 @@ Facts about TRL 1.16's ``GRPOTrainer`` this relies on (``_generate_and_score_com
 from __future__ import annotations
 
 import functools
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["GroupBatch", "combined_rewards", "group_ids", "group_prompt_ids", "process_slice"]
+from rlvitals._text import prompt_id
 
-PROMPT_ID_HEX = 12
-"""Length of the hexadecimal prompt id recorded per group (a SHA-1 prefix of the prompt)."""
+__all__ = ["GroupBatch", "combined_rewards", "group_ids", "group_prompt_ids", "process_slice"]
 
 
 @dataclass
@@ -99,16 +97,12 @@ def replace_logged_advantages(trainer: Any, values: list[float]) -> None:
 
 
 def _prompt_id(prompt: Any) -> str:
-    """A SHA-1 prefix of ``repr(prompt)``; remembered for text prompts (a run samples the same
+    """:func:`rlvitals._text.prompt_id`, remembered for text prompts (a run samples the same
     prompts again and again; chat prompts, lists of messages, are hashed each time)."""
-    return _text_prompt_id(prompt) if type(prompt) is str else _sha(prompt)
+    return _text_prompt_id(prompt) if type(prompt) is str else prompt_id(prompt)
 
 
-def _sha(prompt: Any) -> str:
-    return hashlib.sha1(repr(prompt).encode("utf-8")).hexdigest()[:PROMPT_ID_HEX]
-
-
-_text_prompt_id = functools.lru_cache(maxsize=1 << 14)(_sha)
+_text_prompt_id = functools.lru_cache(maxsize=1 << 14)(prompt_id)
 
 
 @functools.lru_cache(maxsize=16)
