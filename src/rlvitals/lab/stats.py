@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from rlvitals._stats import line, pearson_interval
+
 __all__ = [
     "BOOTSTRAP",
     "EQUIVALENCE_MARGIN",
@@ -91,16 +93,7 @@ def pearson(
     r = _r(a, b) if n >= 3 else math.nan
     if not math.isfinite(r):
         return {"r": None, "lo": None, "hi": None, "n": n, "r2": None}
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(n_boot, n))
-    xs, ys = a[idx], b[idx]
-    xc = xs - xs.mean(axis=1, keepdims=True)
-    yc = ys - ys.mean(axis=1, keepdims=True)
-    den = np.sqrt((xc**2).sum(axis=1) * (yc**2).sum(axis=1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rs = (xc * yc).sum(axis=1) / den
-    rs = rs[np.isfinite(rs)]
-    lo, hi = np.quantile(rs, [(1 - LEVEL) / 2, (1 + LEVEL) / 2]) if rs.size else (None, None)
+    lo, hi = pearson_interval(a, b, seed=seed, resamples=n_boot, level=LEVEL)
     return {"r": r, "lo": _f(lo), "hi": _f(hi), "n": n, "r2": r * r}
 
 
@@ -111,8 +104,7 @@ def ols(x: Sequence[float], y: Sequence[float]) -> dict[str, Any]:
     a, b = a[ok], b[ok]
     if a.size < 2 or a.std() == 0:
         return {"slope": None, "intercept": None, "r2": None, "n": int(a.size)}
-    slope = float(((a - a.mean()) * (b - b.mean())).sum() / ((a - a.mean()) ** 2).sum())
-    intercept = float(b.mean() - slope * a.mean())
+    slope, intercept = line(a, b)
     resid = b - (intercept + slope * a)
     tot = ((b - b.mean()) ** 2).sum()
     r2 = float(1 - (resid**2).sum() / tot) if tot > 0 else None

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rlvitals._stats import line, pearson_interval
+
 if TYPE_CHECKING:
     from rlvitals.scan._row import ScanRow
 
@@ -123,27 +125,16 @@ def correlate(
     if n < MIN_RUNS or np.ptp(xa) == 0 or np.ptp(ya) == 0:
         return None
     r = _pearson(xa, ya)
-    slope = float(np.sum((xa - xa.mean()) * (ya - ya.mean())) / np.sum((xa - xa.mean()) ** 2))
-    intercept = float(ya.mean() - slope * xa.mean())
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(resamples, n))
-    bx, by = xa[idx], ya[idx]
-    dx = bx - bx.mean(axis=1, keepdims=True)
-    dy = by - by.mean(axis=1, keepdims=True)
-    den = np.sqrt((dx * dx).sum(axis=1) * (dy * dy).sum(axis=1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rs = (dx * dy).sum(axis=1) / den
-    rs = rs[np.isfinite(rs)]
-    tail = (1 - CONFIDENCE) / 2
-    lo, hi = np.quantile(rs, [tail, 1 - tail]) if rs.size else (math.nan, math.nan)
+    slope, intercept = line(xa, ya)
+    lo, hi = pearson_interval(xa, ya, seed=seed, resamples=resamples, level=CONFIDENCE)
     fraction = bool(np.all((ya >= 0) & (ya <= 1)))
     return Correlation(
         n=n,
         against=against,
         y_label=y_label,
         r=r,
-        r_low=float(lo),
-        r_high=float(hi),
+        r_low=lo,
+        r_high=hi,
         slope=slope,
         intercept=intercept,
         r2=r * r,
