@@ -13,8 +13,6 @@ opened and updated, and the conditions it points to are followed and told). Meas
 - ``observe`` with the defaults (the collapse family every 3 steps, the whole catalogue every
   15), amortised over the steps, on the healthy stream and on the collapsing one: the numbers
   the target is about;
-- ``observe`` with ``background=True`` on the collapsing stream: this process's time (the
-  window and the checks are the helper process's, printed on the next line);
 - one fast check and one full check over the 200-step window, alone.
 
 Times are CPU time of this process (``time.process_time``: every thread, user + system), so a
@@ -66,16 +64,10 @@ def run_monitor(batches, ids, **kw) -> tuple[float, object]:
     mon = Monitor(
         Manifest(trainer="bench", group_size=int(ids.shape[0] // (ids.max() + 1))), sinks=[], **kw
     )
-    if mon._checker is not None:
-        mon._checker.wait_ready(60.0)  # its start-up overlaps a real run's first steps
     t0 = time.process_time()
     for s, r in enumerate(batches, 1):
         mon.observe(s, r, ids, values=scalars(s))
     per = (time.process_time() - t0) / len(batches)
-    if mon._checker is not None:
-        mon.flush(60.0)
-        c = mon._checker
-        mon.helper_per_step = (c.cpu_seconds - c.start_cpu_seconds) / len(batches) if c else None
     return per, mon
 
 
@@ -107,8 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         return (time.process_time() - t0) / len(batches)
 
     res: dict[str, list[float]] = {
-        k: []
-        for k in ("grpo", "numpy", "ingest", "healthy", "observe", "bg", "helper", "fast", "full")
+        k: [] for k in ("grpo", "numpy", "ingest", "healthy", "observe", "fast", "full")
     }
     checks = None
     for _ in range(a.rounds):
@@ -116,10 +107,6 @@ def main(argv: list[str] | None = None) -> int:
         res["numpy"].append(numpy_ref())
         res["ingest"].append(run_monitor(batches, ids, check_every=0)[0])
         res["healthy"].append(run_monitor(healthy, ids)[0])
-        per, bg = run_monitor(batches, ids, background=True)
-        res["bg"].append(per)
-        res["helper"].append(getattr(bg, "helper_per_step", None) or float("nan"))
-        bg.close()
         per, mon = run_monitor(batches, ids)
         res["observe"].append(per)
         checks = (
@@ -147,8 +134,6 @@ def main(argv: list[str] | None = None) -> int:
         ("observe, ingest only (check_every=0)", "ingest"),
         ("observe, defaults, healthy stream", "healthy"),
         ("observe, defaults, collapse from mid-run", "observe"),
-        ("observe, background=True, collapsing", "bg"),
-        ("  its helper process (another core)", "helper"),
         ("one fast check (collapse family)", "fast"),
         ("one full check (whole catalogue)", "full"),
     ]

@@ -1,5 +1,5 @@
 """Share of a tiny-model TRL GRPO step spent in rlvitals: the estimator (target < 0.5%) and the
-live guard's callback (target: the run within 2% of the same run without it).
+live guard's callback (target: its own cost <= 1.5 ms a step, judged in absolute time).
 
 Trains the tiny Qwen2 of ``tests/trl_ddp_script.py`` (1 layer, hidden 16, char tokenizer; CPU)
 with :class:`rlvitals.integrations.trl.RlvitalsGRPOTrainer` for ``--steps`` steps per estimator,
@@ -16,15 +16,15 @@ Measured in the same run:
 Guard overhead (``--part guard``): TRL's own ``GRPOTrainer``, the same seed and data, trained
 ``--repeats`` times each without rlvitals, with ``RlvitalsCallback(...).attach`` at its defaults
 (recording every row and every group, the live monitor with its defaults: the collapse family
-every 3 steps, the catalogue every 15, the window and the checks in the helper process), and the
-same with ``background=False`` (all of it in the training process), rotating so that the
-machine's load hits all alike. Printed per variant: the median CPU time of the training process
+every 3 steps, the catalogue every 15, all of it in the training process), alternating so that
+the machine's load hits both alike. Printed: the median CPU time of the training process
 and its ratio to the plain runs (target <= 1.02), the wall-time ratio, the ratios of the runs
 of one round (paired: a slow spell of the machine hits both; their median, middle half and a
 90% bootstrap interval of the median say how far the ratio of medians can be trusted; not the
 target), the callback's own CPU
-time as a share of its run (the same quantity measured inside the run, far less noisy), and the
-helper process's CPU time for its window and checks (spent on another core).
+time as a share of its run (the same quantity measured inside the run, far less noisy), and that
+time per step in ms and as a share of a 1 s step (issue 24's target: <= 1.5 ms, <= 0.2%: the
+guard's cost judged in absolute time, as a real step of a second or more sees it).
 
 A tiny model on CPU makes a step short, so the share is an upper bound of what a real model
 sees. Run: ``python benchmarks/bench_trl_step.py`` (``--part``, ``--steps``, ``--groups``,
@@ -44,7 +44,12 @@ from pathlib import Path
 SHARE_TARGET = 0.005
 """Estimator time / training time must stay under this (issue 14; it was 1%)."""
 GUARD_TARGET = 0.02
-"""A run with the guard's callback may take at most this much longer than without it."""
+"""Issue 14's bound on how much longer the tiny run may take with the guard's callback (printed
+for information: issue 24 decided the guard's cost is judged in absolute time per step, not as
+a share of a 30-40 ms toy step)."""
+CALLBACK_MS = 1.5
+"""Issue 24's target: the callback's own CPU per step, in the training process, on the tiny
+model (0.15% of a 1 s step)."""
 DOCTOR_EVERY = 10
 HARNESS = Path(__file__).resolve().parent.parent / "tests" / "trl_ddp_script.py"
 
@@ -102,9 +107,8 @@ def _run(h, tmp: Path, estimator: str | None, a: argparse.Namespace, on: str = "
     return out
 
 
-GUARD_MODES = ("plain", "callback", "in-process")
-"""No rlvitals; ``RlvitalsCallback(...).attach`` at its defaults (checks in the helper
-process); the same with ``background=False`` (checks in the training process)."""
+GUARD_MODES = ("plain", "callback")
+"""No rlvitals; ``RlvitalsCallback(...).attach`` at its defaults."""
 
 
 def _guard_run(h, tmp: Path, mode: str, a: argparse.Namespace, i: int) -> dict:
@@ -133,12 +137,7 @@ def _guard_run(h, tmp: Path, mode: str, a: argparse.Namespace, i: int) -> dict:
     trainer.remove_callback(PrinterCallback)
     cb = None
     if mode != "plain":
-        cb = RlvitalsCallback(
-            tmp / f"guard-rec-{mode}-{i}", sinks=[], background=mode == "callback"
-        ).attach(trainer)
-        helper = cb.monitor._checker
-        if helper is not None:  # as in a real run, whose first steps take longer than its start
-            helper.wait_ready(30.0)
+        cb = RlvitalsCallback(tmp / f"guard-rec-{mode}-{i}", sinks=[]).attach(trainer)
     cpu = time.process_time()
     wall = time.perf_counter()
     trainer.train()
@@ -147,10 +146,6 @@ def _guard_run(h, tmp: Path, mode: str, a: argparse.Namespace, i: int) -> dict:
         out["cb_cpu"] = cb.cpu_seconds
         out["checks"] = cb.monitor.checks
         out["errors"] = cb.guard.total
-        out["helper_cpu"] = 0.0
-        if helper is not None:
-            out["helper_cpu"] = helper.cpu_seconds - helper.start_cpu_seconds
-        out["fallback"] = cb.monitor.background_failure
     return out
 
 
@@ -165,20 +160,20 @@ def _bootstrap_median(xs: list[float], rounds: int = 2000) -> tuple[float, float
 
 
 def guard_overhead(h, a: argparse.Namespace) -> bool:
-    """The guard section (module docstring); True when the default callback is within the
-    target (ratio of medians and its own share both)."""
+    """The guard section (module docstring); True when the callback is within the targets
+    (ratio of medians and its own share; its own ms per step)."""
     import statistics
 
     print(
         f"guard overhead: plain GRPOTrainer, {a.steps} steps x {a.groups} groups x "
-        f"G={a.group_size}, {a.repeats} runs each, rotating; CPU time of trainer.train() in "
+        f"G={a.group_size}, {a.repeats} runs each, alternating; CPU time of trainer.train() in "
         "the training process"
     )
     runs: dict[str, list[dict]] = {m: [] for m in GUARD_MODES}
     with tempfile.TemporaryDirectory() as d:
         _guard_run(h, Path(d), "callback", a, -1)  # warm-up: imports, the detector catalogue
         for i in range(a.repeats):
-            order = GUARD_MODES[i % 3 :] + GUARD_MODES[: i % 3]
+            order = GUARD_MODES[i % 2 :] + GUARD_MODES[: i % 2]
             for mode in order:
                 runs[mode].append(_guard_run(h, Path(d), mode, a, i))
     base = statistics.median(r["cpu"] for r in runs["plain"])
@@ -194,8 +189,7 @@ def guard_overhead(h, a: argparse.Namespace) -> bool:
         cpu = statistics.median(r["cpu"] for r in rs)
         wall = statistics.median(r["wall"] for r in rs)
         share = statistics.median(r["cb_cpu"] / r["cpu"] for r in rs)
-        helper = statistics.median(r["helper_cpu"] for r in rs)
-        fallbacks = sum(r["fallback"] is not None for r in rs)
+        per_step = statistics.median(r["cb_cpu"] for r in rs) / a.steps
         ratio = cpu / base
         # the same round's runs paired: a slow spell of the machine hits both of a pair
         paired = sorted(r["cpu"] / p["cpu"] for r, p in zip(rs, runs["plain"]))
@@ -208,16 +202,17 @@ def guard_overhead(h, a: argparse.Namespace) -> bool:
             f"round: median {statistics.median(paired):.3f}, middle half {paired[quarter]:.3f}-"
             f"{paired[-1 - quarter]:.3f}, 90% bootstrap interval of the median {low:.3f}-"
             f"{high:.3f}); its own CPU "
-            f"{100 * share:.2f}% of the run ({1000 * share * cpu / a.steps:.2f} ms/step); "
-            f"helper process {1000 * helper / a.steps:.2f} ms/step; "
-            f"{rs[0]['checks']} checks per run, hook errors {sum(r['errors'] for r in rs)}, "
-            f"fallbacks {fallbacks}"
+            f"{100 * share:.2f}% of the run ({1000 * per_step:.2f} ms/step, "
+            f"{100 * per_step:.3f}% of a 1 s step); "
+            f"{rs[0]['checks']} checks per run, hook errors {sum(r['errors'] for r in rs)}"
         )
-        if mode == "callback":
-            ok = ratio <= 1 + GUARD_TARGET and share < GUARD_TARGET and not fallbacks
+        toy = ratio <= 1 + GUARD_TARGET and share < GUARD_TARGET
+        ok = per_step <= CALLBACK_MS / 1000
     print(
-        f"  target (callback at its defaults): ratio <= {1 + GUARD_TARGET:.2f} and own share "
-        f"< {100 * GUARD_TARGET:.0f}%: {'met' if ok else 'NOT met'}"
+        f"  target (callback at its defaults): own cost <= {CALLBACK_MS} ms a step "
+        f"({CALLBACK_MS / 10:.2f}% of a 1 s step): {'met' if ok else 'NOT met'}; "
+        f"for information, within {100 * GUARD_TARGET:.0f}% of this toy step (ratio and own "
+        f"share): {'yes' if toy else 'no'}"
     )
     return ok
 

@@ -4,8 +4,7 @@ Importing this module has no side effects (pytest collects it for doctests). As 
 
 - ``python tests/_guard_worker.py loop OUT_DIR``: a hand-written training loop (a softmax
   policy over four answers per prompt, REINFORCE with GRPO advantages, numpy) watched by a
-  :class:`rlvitals.Monitor` recording into ``OUT_DIR/rec`` (``loop-background``: the monitor's
-  window and checks in its helper process, whose pid is printed first). Its reward breaks at step
+  :class:`rlvitals.Monitor` recording into ``OUT_DIR/rec``. Its reward breaks at step
   :data:`BREAK_STEP` (the verifier starts rejecting everything). Every alert is printed as a
   JSON line on stdout the moment it is raised; the loop runs until it is killed.
 - ``python -W error::RuntimeWarning tests/_guard_worker.py trl OUT_DIR LIMIT``: a real tiny TRL
@@ -27,7 +26,7 @@ BREAK_STEP = 60
 TRL_STEPS = 14
 
 
-def loop(out_dir: str, background: bool = False) -> None:
+def loop(out_dir: str) -> None:
     import numpy as np
 
     from rlvitals import Manifest, Monitor
@@ -54,11 +53,7 @@ def loop(out_dir: str, background: bool = False) -> None:
         Manifest(trainer="hand-loop", group_size=g, reward_min=0.0, reward_max=1.0),
         recording_dir=Path(out_dir, "rec"),
         sinks=[emit],
-        background=background,
     )
-    if background:
-        assert mon._checker.wait_ready(60.0), mon.background_failure
-        say({"step": 0, "helper_pid": mon._checker.proc.pid})
     ids = np.repeat(np.arange(n_prompts), g)
     step = 0
     while True:
@@ -142,8 +137,8 @@ def trl(out_dir: str, limit: int) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] in ("loop", "loop-background"):
-        loop(sys.argv[2], background=sys.argv[1] == "loop-background")
+    if sys.argv[1] == "loop":
+        loop(sys.argv[2])
     elif sys.argv[1] == "trl":
         trl(sys.argv[2], int(sys.argv[3]))
     else:  # pragma: no cover

@@ -37,16 +37,12 @@ def _env() -> dict[str, str]:
     )
 
 
-@pytest.mark.parametrize("mode", ["loop", "loop-background"])
-def test_sigkill_mid_run_leaves_a_recording_the_doctor_agrees_with(tmp_path, mode):
-    """In background mode the monitor's helper process exits on its own once the training
-    process is gone (its pipe closes): nothing is left behind."""
+def test_sigkill_mid_run_leaves_a_recording_the_doctor_agrees_with(tmp_path):
     sys.path.insert(0, str(WORKER.parent))
     from _guard_worker import BREAK_STEP
 
-    helper = None
     proc = subprocess.Popen(
-        [sys.executable, str(WORKER), mode, str(tmp_path)],
+        [sys.executable, str(WORKER), "loop", str(tmp_path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -57,8 +53,6 @@ def test_sigkill_mid_run_leaves_a_recording_the_doctor_agrees_with(tmp_path, mod
     try:
         for line in proc.stdout:
             msg = json.loads(line)
-            if "helper_pid" in msg:
-                helper = msg["helper_pid"]
             if "kind" in msg:
                 alerts.append(msg)
             last_step = msg["step"]
@@ -71,12 +65,6 @@ def test_sigkill_mid_run_leaves_a_recording_the_doctor_agrees_with(tmp_path, mod
         proc.wait(30)
     assert proc.returncode == -signal.SIGKILL, proc.stderr.read()[-2000:]
     assert alerts, "the monitor must have alerted before the kill"
-    if mode == "loop-background":
-        assert helper is not None
-        deadline = time.monotonic() + 30
-        while _alive(helper):
-            assert time.monotonic() < deadline, "the helper outlived its training process"
-            time.sleep(0.05)
 
     run = read_recording(tmp_path / "rec")  # a torn last record is tolerated, not an error
     steps = run.groups.unique_steps()
@@ -101,15 +89,6 @@ def test_sigkill_mid_run_leaves_a_recording_the_doctor_agrees_with(tmp_path, mod
     opened = alerts[0]["incident"]
     assert opened["theme"] == "collapse" and opened["onset_step"] == BREAK_STEP
     assert alerts[0]["step"] - BREAK_STEP <= 5 + 2  # told within sustain + 2
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` is a live process (a zombie is not: it has exited)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
 
 
 @pytest.mark.slow

@@ -24,9 +24,7 @@ from rlvitals.recording import Manifest, read_recording
 G, K = 8, 16
 
 
-def _stream(
-    monitor: Monitor, steps: int, broken, seed: int = 0, each=None
-) -> list[tuple[int, list[str]]]:
+def _stream(monitor: Monitor, steps: int, broken, seed: int = 0) -> list[tuple[int, list[str]]]:
     """Feed ``steps`` steps of binary rewards (per-prompt pass rates drawn once); where
     ``broken(step)``, every group's completions agree (one reward per group: the pass rate
     holds, the spread dies). Returns the conditions each check named, by step."""
@@ -39,8 +37,6 @@ def _stream(
         if broken(s):
             r[:] = r[:, :1]
         out = monitor.observe(s, r.reshape(-1), ids, loss=0.1, grad_norm=0.5, entropy=1.0)
-        if each is not None:
-            each()
         if out.checked:
             named.append((s, [c.id for c in out.conditions if c.id != "HEALTHY"]))
     return named
@@ -159,22 +155,6 @@ def test_alert_on_critical_follows_conditions_without_telling_them():
     _stream(mon, 120, _intermittent)
     assert mon.conditions.timeline  # followed
     assert not [a for a in mon.alerts if a.kind.startswith("condition_")]  # not told
-
-
-def test_background_mode_names_the_same_conditions():
-    here = Monitor(Manifest(trainer="test", group_size=G), sinks=[])
-    there = Monitor(Manifest(trainer="test", group_size=G), sinks=[], background=True)
-    there._checker.wait_ready(60.0)
-    _stream(here, 120, _intermittent)
-    # each check answered before the next step (as on a real step of a second or more)
-    _stream(there, 120, _intermittent, each=lambda: there.flush(30.0))
-    there.close()
-    assert there.background_failure is None
-    # the helper answers the same checks a step or so later: the same causes, opened once
-    assert [(e.kind, e.condition) for e in there.conditions.timeline] == [
-        (e.kind, e.condition) for e in here.conditions.timeline
-    ]
-    assert here.conditions.timeline
 
 
 def test_the_monitor_s_timeline_is_bounded():

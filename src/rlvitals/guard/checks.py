@@ -6,7 +6,7 @@ A :class:`~rlvitals.Monitor` checks the collapse family and the cheap critical d
 fast one (:data:`FAST_EXTRA` besides the collapse family), and while a collapse is open and
 told, the *partial* fast ones that leave out the detectors already part of it
 (:data:`OPEN_BACKOFF`); and the :func:`rlvitals.doctor.prepare` of each. :class:`MonitorCheck`
-is what a check did; :func:`run_check` runs one (in the monitor, or in its helper process).
+is what a check did; :func:`run_check` runs one.
 """
 
 from __future__ import annotations

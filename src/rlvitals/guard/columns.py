@@ -1,9 +1,7 @@
-"""The window's storage: a ring of the last W steps as float columns, and its packed form.
+"""The window's storage: a ring of the last W steps as float columns.
 
 :class:`Columns` holds one ``(keys, W)`` matrix and the steps of its rows: a row is cleared, and
-the window read out, with one numpy call whatever the number of keys. :func:`pack` and
-:func:`run_of` carry a window's :class:`~rlvitals.recording.run.Run` across a process boundary
-in a few objects (one array per table, not one per series).
+the window read out, with one numpy call whatever the number of keys.
 
 >>> c = Columns(2)
 >>> for step in (1, 2, 3):
@@ -20,9 +18,7 @@ import math
 
 import numpy as np
 
-from rlvitals.recording.run import Run
-
-__all__ = ["MAX_COLUMNS", "Columns", "pack", "run_of"]
+__all__ = ["MAX_COLUMNS", "Columns"]
 
 MAX_COLUMNS = 512
 """Distinct scalar keys kept; later new keys are ignored (counted in ``dropped_keys``)."""
@@ -107,23 +103,3 @@ class Columns:
             idx = self.order()
             steps, block = self.steps[idx], self.data[:k].take(idx, axis=1)
         return steps, dict(zip(self.index, block))
-
-
-def pack(series: dict[str, np.ndarray]) -> tuple[list[str], np.ndarray | None]:
-    """Equal-length series as ``(names, one (k, n) block)``."""
-    if not series:
-        return [], None
-    return list(series), np.stack(list(series.values()))
-
-
-def run_of(packed: tuple) -> Run:
-    """The :class:`Run` of :meth:`~rlvitals.guard.window.StepWindow.packed` (in the monitor, or in its helper)."""
-    manifest, steps, (names, block), esteps, (enames, eblock), unknown = packed
-    return Run(
-        manifest=manifest,
-        steps=steps,
-        series={} if block is None else dict(zip(names, block)),
-        eval_steps=esteps,
-        eval_series={} if eblock is None else dict(zip(enames, eblock)),
-        unknown_keys=unknown,
-    )

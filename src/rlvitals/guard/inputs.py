@@ -5,8 +5,7 @@ Bad *arguments* raise at the call (they are bugs in the caller, as with the
 not numbers. Values are read without copying where numpy allows; torch tensors on any device
 are detached and moved to the host (bfloat16 and friends as float32).
 
-Also here: a step's scalars as the window reads them (:func:`plain_scalars`), and arrays as the
-bytes sent to the helper process (:func:`wire`, :func:`unwire`).
+Also here: a step's scalars as the window reads them (:func:`plain_scalars`).
 
 >>> r, g, adv, lens = step_groups([[1.0, 0.0], [1.0, 1.0]], None, None, None)
 >>> r.tolist(), g.tolist()
@@ -31,8 +30,6 @@ __all__ = [
     "plain_scalars",
     "prompt_list",
     "step_groups",
-    "unwire",
-    "wire",
 ]
 
 
@@ -99,7 +96,7 @@ def plain_recorder(rec: Any) -> bool:
 
 
 def prompt_list(prompts: Any) -> list | None:
-    """One prompt id per group as a plain list (what a helper process can be sent)."""
+    """One prompt id per group as a plain list."""
     if prompts is None:
         return None
     if type(prompts).__module__.startswith("torch"):
@@ -111,7 +108,7 @@ def prompt_list(prompts: Any) -> list | None:
 
 def plain_scalars(values: dict[str, Any]) -> dict[Any, float]:
     """``values`` as the window reads them: numbers as floats (None as NaN), the rest left
-    out; what a helper process can be sent (no torch tensors)."""
+    out (no torch tensors kept)."""
     out = {}
     for k, v in values.items():
         x = number(v)
@@ -140,13 +137,3 @@ def number(v: Any) -> float | None:
     if v is None:
         return math.nan
     return None
-
-
-def wire(a: np.ndarray | None) -> tuple[str, bytes] | None:
-    """A 1-D array as ``(dtype, bytes)``, cheaper to pickle than the array; None kept."""
-    return None if a is None else (a.dtype.str, a.tobytes())
-
-
-def unwire(w: tuple[str, bytes] | None) -> np.ndarray | None:
-    """The (read-only) array of :func:`wire`."""
-    return None if w is None else np.frombuffer(w[1], dtype=w[0])

@@ -42,15 +42,14 @@ no halt rule waits on it, fast checks skip the detectors already part of it two 
 (:data:`~rlvitals.guard.checks.OPEN_BACKOFF`): a detector joining it is still told on time, its recovery may be told up
 to ``3 c - 1`` steps late.
 
-``background=True`` (opt-in) keeps steps 1 and 3 in a helper process
-(:mod:`rlvitals.guard.checker`, :mod:`rlvitals.guard.background`): the training process
-records, hands each step's data over and reads the answers without waiting; a check's alerts
-and halt then arrive at a later ``observe`` (or :meth:`Monitor.poll`), normally the next one,
-dated at the step judged; if the helper dies, nothing judged moves.
+Everything runs in the training process (issue 24's decision, benchmarks/RESULTS.md "Live
+guard"): ``observe`` costs ~0.5-0.7 ms at 512 x 16 and a check ~2-2.5 ms every few steps,
+nothing measurable on a real training step. A helper process that held the window and ran the
+checks saved ~0.5 ms a step of a 40 ms toy step, and spent ~1-2 ms of another core; it is gone.
 
 The parts: the window (:mod:`rlvitals.guard.window`), what each check runs
 (:mod:`rlvitals.guard.checks`), where alerts go (:mod:`rlvitals.guard.delivery`), the
-arguments (:mod:`rlvitals.guard.inputs`), the helper (:mod:`rlvitals.guard.background`).
+arguments (:mod:`rlvitals.guard.inputs`).
 
 Nothing here may stop or slow training: bad *arguments* raise at the call (they are bugs in the
 caller, as with the :class:`~rlvitals.Recorder`), everything else (a doctor error, a full disk,
@@ -78,17 +77,15 @@ from __future__ import annotations
 
 import os
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from rlvitals.guard.background import BackgroundChecks
 from rlvitals.guard.checks import CheckPlans, MonitorCheck, run_check
-from rlvitals.guard.columns import run_of
 from rlvitals.guard.containment import Guard, quiet
 from rlvitals.guard.delivery import Delivery
-from rlvitals.guard.inputs import check_step, plain_scalars, prompt_list, step_groups, wire
+from rlvitals.guard.inputs import check_step, plain_scalars, step_groups
 from rlvitals.guard.window import StepWindow, known_range
 from rlvitals.recording.run import Manifest, Run
 
@@ -113,7 +110,7 @@ ALERTS_KEPT = 1000
 """Alerts kept in :attr:`Monitor.alerts` (the oldest are forgotten)."""
 
 
-class Monitor(BackgroundChecks, Delivery):
+class Monitor(Delivery):
     """A live guard over a sliding window of a run (see the module docstring).
 
     Args:
@@ -137,11 +134,6 @@ class Monitor(BackgroundChecks, Delivery):
         name: the run's name in alerts.
         checkpoints: ``() -> [(step, path), ...]``, the checkpoints saved so far, for the halt
             to name the one to resume from.
-        background: run the checks' detectors in a helper process (opt-in;
-            :mod:`rlvitals.guard.background`): a check costs the training process ~0.1 ms
-            instead of the check itself, and its alerts and halt arrive at a later ``observe``
-            (or :meth:`poll`), dated at the step checked. If the helper cannot start or fails,
-            the monitor says so once and checks in-process; nothing judged moves.
 
     Attributes:
         alerts: the last :data:`ALERTS_KEPT` alerts sent.
@@ -168,7 +160,6 @@ class Monitor(BackgroundChecks, Delivery):
         sink_timeout: float | None = None,
         name: str | None = None,
         checkpoints: Callable[[], Iterable[tuple[int, Any]]] | None = None,
-        background: bool = False,
     ):
         from rlvitals.guard.alerts import ConditionTeller
         from rlvitals.guard.conditions import ConditionTracker
@@ -217,21 +208,6 @@ class Monitor(BackgroundChecks, Delivery):
         self._active: set[str] = set()
         self._recorder_errors = 0
         self.closed = False
-        self.background = bool(background)
-        self.background_failure: str | None = None
-        self._owed = 0  # a check fell due while one was in flight: 1 fast, 2 full
-        self._checker: Any = None
-        self._held: deque[int] = deque(maxlen=window)  # background mode: the window's steps
-        # Background mode: the messages of the window's steps, as sent (the wire bytes, no
-        # reduction), to refill the window here if the helper goes away; and the check in
-        # flight, to run it here over the same steps.
-        self._sent: OrderedDict[int, list[tuple]] = OrderedDict()
-        self._asked: tuple | None = None  # (config, step, partial) of the check in flight
-        self._owed_here = 0  # a check owed when the helper went away: 1 fast, 2 full
-        self._polled: int | None = None
-        self._sent_configs: set[tuple[str, ...] | None] = set()
-        if self.background:
-            self._start_checker(tau)
 
     # -- feeding ------------------------------------------------------------------------------
 
@@ -283,10 +259,6 @@ class Monitor(BackgroundChecks, Delivery):
             groups = step_groups(rewards, group_ids, advantages, lengths)
         try:
             with quiet():
-                got = None
-                if self._checker is not None and step != self._polled:
-                    self._polled = step  # once per step is soon enough (poll() any time)
-                    got = self.guard.run("reading the helper's answers", self._collect)
                 if self.recorder is None and self.recording_dir is not None:
                     self.guard.run("opening the recording", self._open_recorder)
                 if groups is not None:
@@ -294,21 +266,13 @@ class Monitor(BackgroundChecks, Delivery):
                     self.guard.run(
                         "recording groups", self._record_groups, step, r, g, prompts, adv, lens
                     )
-                    sent = self._checker is not None and self._feed(
-                        ("groups", step, wire(r), wire(g), prompt_list(prompts), wire(adv))
+                    self.guard.run(
+                        "reading the groups", self._window.add_groups, step, r, g, prompts, adv
                     )
-                    if not sent:
-                        self.guard.run(
-                            "reading the groups", self._window.add_groups, step, r, g, prompts, adv
-                        )
                 if scalars:
                     plain = plain_scalars(scalars)
                     self.guard.run("recording scalars", self._record_scalars, step, scalars, plain)
-                    sent = self._checker is not None and self._feed(("scalars", step, plain))
-                    if not sent:
-                        self.guard.run(
-                            "reading the scalars", self._window.add_scalars, step, scalars
-                        )
+                    self.guard.run("reading the scalars", self._window.add_scalars, step, scalars)
                 self._seen(step)
                 full = bool(self.check_every) and self._due(step, self._last_full, self.full_every)
                 if check is None:
@@ -316,16 +280,11 @@ class Monitor(BackgroundChecks, Delivery):
                 else:
                     due = bool(check)
                     full = full or (due and not self.check_every)
-                if self._owed_here and check is not False and self.halted is None:
-                    due, full = True, full or self._owed_here == 2  # owed when the helper went
-                    self._owed_here = 0
                 if due:
-                    now = self.guard.run(
+                    return self.guard.run(
                         "running the doctor", self._check, full, default=MonitorCheck(step)
                     )
-                    if now.checked or got is None:
-                        return now
-                return got or MonitorCheck(step)
+                return MonitorCheck(step)
         finally:
             self.seconds += time.perf_counter() - start
 
@@ -347,7 +306,6 @@ class Monitor(BackgroundChecks, Delivery):
         self.observe(step, rewards, group_ids, prompts=prompts, advantages=advantages, check=False)
 
     def _seen(self, step: int) -> None:
-        self._hold(step)
         if self.last_step is None or step > self.last_step:
             self.last_step = step
         elif step < self.last_step:
@@ -372,7 +330,7 @@ class Monitor(BackgroundChecks, Delivery):
     @property
     def n_steps(self) -> int:
         """Steps currently held."""
-        return len(self._held) if self._checker is not None else self._window.n_steps
+        return self._window.n_steps
 
     @property
     def should_stop(self) -> bool:
@@ -385,14 +343,8 @@ class Monitor(BackgroundChecks, Delivery):
         return list(self.tracker.incidents)
 
     def run(self) -> Run:
-        """The window as a :class:`Run` (what the doctor reads at a check; in background mode
-        asked of the helper, which holds the window)."""
-        if self._checker is not None:
-            packed = self._ask(("packed", None))
-            if isinstance(packed, tuple):
-                return run_of(packed)
-            self._no_window(packed)
-        return self._window.run(self.manifest)  # (after a helper's failure: from then on)
+        """The window as a :class:`Run` (what the doctor reads at a check)."""
+        return self._window.run(self.manifest)
 
     def diagnose(self, *, fast: bool = False) -> Any:
         """:func:`rlvitals.doctor.diagnose` over the window (``fast``: only the detectors of
@@ -405,13 +357,12 @@ class Monitor(BackgroundChecks, Delivery):
 
     def check(self) -> MonitorCheck:
         """Diagnose the window now with the whole catalogue: alerts for what changed, the halt
-        decision (in background mode the helper's answer is waited for, at most
-        :data:`~rlvitals.guard.background.DEFAULT_FLUSH_SECONDS`; the alerts of what it answered are in :attr:`alerts`)."""
-        return self._check(True, inline=True)
+        decision."""
+        return self._check(True)
 
     # -- the check ----------------------------------------------------------------------------
 
-    def _check(self, full: bool, inline: bool = False) -> MonitorCheck:
+    def _check(self, full: bool) -> MonitorCheck:
         start = time.perf_counter()
         step = self.last_step
         self._last_check = step
@@ -427,28 +378,16 @@ class Monitor(BackgroundChecks, Delivery):
             config, partial = self.plans.partial(config, None if self.policy else self.tracker)
             if config is None:
                 return MonitorCheck(step)
-        if self._checker is not None:
-            got = self._check_there(config, step, partial, inline)
-            if self._checker is not None:  # still usable: handed over (or answered)
-                self.check_seconds += time.perf_counter() - start
-                return got or MonitorCheck(step)
-        out = self._check_here(config, step, partial)
-        self.check_seconds += time.perf_counter() - start
-        return out
-
-    def _check_here(self, config: Any, step: int, partial: bool) -> MonitorCheck:
-        """A check over this process's window, judged as of ``step``."""
         with quiet():
             found = run_check(self._window, self.manifest, config, self.plans.prepared(config))
-        return self._judged(step, partial, *found)
+        out = self._judged(step, partial, *found)
+        self.check_seconds += time.perf_counter() - start
+        return out
 
     # -- the end ------------------------------------------------------------------------------
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait (at most ``timeout`` s) until every alert reached its sinks; flush the recording.
-        In background mode the check in flight is waited for (and judged) first."""
-        with quiet():
-            self._flush_checker(timeout)
+        """Wait (at most ``timeout`` s) until every alert reached its sinks; flush the recording."""
         done = self.sinks.flush(timeout)
         if self.recorder is not None:
             self.guard.run("flushing the recording", self.recorder.flush)
@@ -461,9 +400,6 @@ class Monitor(BackgroundChecks, Delivery):
             return
         self.closed = True
         with quiet():
-            self._flush_checker(timeout)
-            if self._checker is not None:
-                self.guard.run("stopping the helper process", self._checker.close)
             self.sinks.close(timeout)
             self._report_problems(self.last_step or 0)
             if self.recorder is not None and self._own_recorder:
@@ -481,5 +417,3 @@ class Monitor(BackgroundChecks, Delivery):
         """Replace what is known about the run (before the first step)."""
         self.manifest = manifest
         self._window.known_range = known_range(manifest)
-        if self._checker is not None and not self._checker.send(("manifest", manifest), now=True):
-            self._checker_broke()

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from rlvitals._median import median
-from rlvitals.guard.columns import MAX_COLUMNS, Columns, pack
-from rlvitals.guard.inputs import number, prompt_list, unwire
+from rlvitals.guard.columns import MAX_COLUMNS, Columns
+from rlvitals.guard.inputs import number, prompt_list
 from rlvitals.recording.metrics import canonical_key
 from rlvitals.recording.run import Run
 from rlvitals.signal import DEFAULT_TAU, advantage_stats, advantages_from_stats, group_stats
@@ -159,16 +159,6 @@ class StepWindow:
         pend["parts"].append((rewards, group_ids, prompts, advantages))
         pend["row"] = self._train_slot(step)
         self._reduce(pend)
-
-    def take(self, message: tuple) -> None:
-        """A step's ``("groups", ...)`` or ``("scalars", ...)`` message as the monitor sends it to
-        its helper process (arrays as :func:`~rlvitals.guard.inputs.wire` bytes): the helper's
-        window takes it, and the monitor's own when it refills after the helper went away."""
-        if message[0] == "groups":
-            _, step, r, g, prompts, adv = message
-            self.add_groups(step, unwire(r), unwire(g), prompts, unwire(adv))
-        else:
-            self.add_scalars(message[1], message[2])
 
     def close_step(self) -> None:
         """The current step's groups are complete: remember its prompts' pass rates."""
@@ -334,19 +324,6 @@ class StepWindow:
             eval_steps=esteps,
             eval_series=eseries,
             unknown_keys=list(self.unknown),
-        )
-
-    def packed(self, manifest: Any) -> tuple:
-        """:meth:`run` in a few objects, to be pickled (one array per table, not one per
-        series); :func:`rlvitals.guard.columns.run_of` unpacks it."""
-        r = self.run(manifest)
-        return (
-            r.manifest,
-            r.steps,
-            pack(r.series),
-            r.eval_steps,
-            pack(r.eval_series),
-            r.unknown_keys,
         )
 
     def manifest_for(self, m: Any) -> Any:

@@ -119,15 +119,6 @@ class RlvitalsCallback(TrainerCallback):
             trackio alerts while a run of theirs is active; ``[]`` = the log only.
         full_every: steps between checks of the whole catalogue.
         name: the run's name in alerts (default: ``args.run_name``).
-        background: run the checks' detectors in a helper process (``Monitor(background=
-            True)``; opt-in): the training step pays for handing the window over, not for the
-            check. A check's alerts and halt then take effect at the next step or so (their
-            steps are the steps checked); under ``torch.distributed`` with ``halt_on`` every
-            step shares the halt flag (one all-reduce of one integer). The default, False,
-            checks in the training process: on the tiny benchmark model the helper saved
-            ~0.5 ms of a 40 ms step and sometimes measured worse, which on a real step of a
-            second or more is nothing (issue 24's decision: the guard runs in the training
-            process; benchmarks/RESULTS.md, Live guard).
 
     Attributes:
         monitor: the live :class:`~rlvitals.Monitor`.
@@ -153,7 +144,6 @@ class RlvitalsCallback(TrainerCallback):
         sinks: Any = None,
         full_every: int = DEFAULT_FULL_EVERY,
         name: str | None = None,
-        background: bool = False,
     ):
         if isinstance(doctor_every, bool) or not isinstance(doctor_every, int) or doctor_every < 0:
             raise ValueError(f"doctor_every must be an integer >= 0, got {doctor_every!r}")
@@ -174,12 +164,8 @@ class RlvitalsCallback(TrainerCallback):
             alert_on=alert_on,
             sinks=sinks,
             name=name,
-            background=background and bool(doctor_every),
         )
         self.monitor.guard = self.guard
-        # Background answers arrive a step or so after their check: with a halt rule, every
-        # step shares whether one came (the same decision on every rank, at the same step).
-        self._share_every_step = self.monitor.background and halt_on is not None
         self.recorder: Any = None
         self.findings: list[tuple[int, Any]] = []
         self.halt: Any = None
@@ -312,7 +298,7 @@ class RlvitalsCallback(TrainerCallback):
                 "RlvitalsCallback(...).attach(trainer); recording scalars only"
             )
         if not self._is_main:
-            self.monitor.close()  # the main process records and checks: no helper here
+            self.monitor.close()  # the main process records and checks
             return
         from rlvitals.recording import Recorder
 
@@ -371,17 +357,13 @@ class RlvitalsCallback(TrainerCallback):
             and self.halted_at is None
             and step // every > (self._last_check or 0) // every
         )
-        if self._is_main and not due:
-            if logs:
-                self._take(self.monitor.observe(step, values=logs, check=False))
-            elif self.monitor.background:
-                self._take(self.monitor.poll())  # a step without a log row: answers so far
-        if not (due or self._share_every_step):
+        if self._is_main and not due and logs:
+            self._take(self.monitor.observe(step, values=logs, check=False))
+        if not due:
             return
-        if due:
-            self._last_check = step
-            if self._is_main:  # the row and the check in one call
-                self.guard.run("running the doctor", self._check, step, logs)
+        self._last_check = step
+        if self._is_main:  # the row and the check in one call
+            self.guard.run("running the doctor", self._check, step, logs)
         halt = self._is_main and self.halt is not None
         if self.guard.run("sharing the halt decision", _agree, halt, default=False):
             control.should_training_stop = True
@@ -389,8 +371,7 @@ class RlvitalsCallback(TrainerCallback):
                 self.halted_at = step
 
     def _check(self, step: int, logs: dict[str, Any] | None = None) -> None:
-        """Feed the step's log row (if any) and check (in background mode: handed over;
-        earlier answers judged)."""
+        """Feed the step's log row (if any) and check."""
         self._take(self.monitor.observe(step, values=logs or None, check=True))
 
     def _final_check(self, step: int) -> None:
