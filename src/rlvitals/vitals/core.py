@@ -42,7 +42,7 @@ from rlvitals.signal import (
     acr_100,
 )
 from rlvitals.vitals import evidence, filtering
-from rlvitals.vitals.evidence import finite_any
+from rlvitals.vitals.evidence import GROUP_SERIES, finite_any
 from rlvitals.vitals.groups import group_series
 from rlvitals.vitals.rewards import reward_range
 
@@ -57,14 +57,7 @@ __all__ = [
 ]
 
 DERIVED_SERIES = (
-    "acr",
-    "acr_solve_all",
-    "acr_solve_none",
-    "acr_flat",
-    "n_groups",
-    "group_size",
-    "pass_rate",
-    "expected_acr",
+    *GROUP_SERIES,
     "excess_acr",
     "acr_windowed",
     "acr_volatility",
