@@ -123,12 +123,18 @@ def _tries(console: Console, actions) -> None:
         console.print(_indent(t))
 
 
-def _incident(console: Console, inc: dict, findings: list[dict]) -> None:
-    sev = inc["severity"]
+def _headline(severity: str, name: str) -> Text:
+    """An incident's or a finding's first line: its severity label in the severity's colour,
+    then ``name`` in bold (the caller appends the rest)."""
     line = Text()
-    line.append(LABEL.get(sev, sev), style=STYLE.get(sev, ""))
+    line.append(LABEL.get(severity, severity), style=STYLE.get(severity, ""))
     line.append(" ")
-    line.append(str(inc["title"]), style="bold")
+    line.append(name, style="bold")
+    return line
+
+
+def _incident(console: Console, inc: dict, findings: list[dict]) -> None:
+    line = _headline(inc["severity"], str(inc["title"]))
     line.append(f"  {incident_span(inc, findings)}", style="dim")
     console.print(line)
     console.print(_indent(Text(str(inc["cause"]))))
@@ -168,11 +174,7 @@ def _table(findings: list[dict]) -> Table:
 
 
 def _details(console: Console, f: dict) -> None:
-    sev = f["severity"]
-    line = Text()
-    line.append(LABEL.get(sev, sev), style=STYLE.get(sev, ""))
-    line.append(" ")
-    line.append(f["id"], style="bold")
+    line = _headline(f["severity"], f["id"])
     line.append(f"  {marks_text(f)} · confidence {f['confidence']:.2f} · evidence ", "dim")
     line.append(str(f["evidence"]), style="dim")
     console.print(line)
