@@ -31,6 +31,7 @@ import numpy as np
 from rlvitals._record import record
 from rlvitals.recording.run import Run
 from rlvitals.trainers import POST_FILTER_TRAINERS, lookup
+from rlvitals.vitals.evidence import finite_any
 
 __all__ = ["FilterInfo", "add_filtered_to_wasted", "prefilter", "reward_std_kind"]
 
@@ -51,10 +52,6 @@ class FilterInfo:
 
     evidence: str
     post_filter: bool = False
-
-
-def _finite(x: np.ndarray | None) -> bool:
-    return x is not None and bool(np.isfinite(x).any())
 
 
 def _config(run: Run, *keys: str) -> float | None:
@@ -95,29 +92,29 @@ def _filtered(
 ) -> np.ndarray | None:
     """The ``(T,)`` share of sampled groups the trainer's filter removed, or None."""
     f = series.get("filtered_frac")
-    if _finite(f):
+    if finite_any(f):
         return f
     kept = series.get("kept_frac")
-    if _finite(kept):
+    if finite_any(kept):
         notes.append(
             "filtered share = 1 - kept_frac (open-instruct real_batch_size_ratio: kept / expected responses)"
         )
         return np.clip(1.0 - kept, 0.0, 1.0)
     count = series.get("filtered_groups")
-    if not _finite(count):
+    if not finite_any(count):
         drops = _raw(run, series, _SLIME_DROP)
         if drops:
             count = _sum([s for _, _, s in drops])
-    if _finite(count):
+    if finite_any(count):
         after, why = series.get("groups_after_filter"), "groups kept, logged by the trainer"
         before = series.get("groups_before_filter")
         with np.errstate(invalid="ignore", divide="ignore"):
-            if _finite(before):
+            if finite_any(before):
                 notes.append("filtered share = filtered groups / groups before the filter (logged)")
                 return np.clip(count / before, 0.0, 1.0)
-            if not _finite(after):
+            if not finite_any(after):
                 after, why = _groups_per_step(run, series, g)
-            if after is not None and _finite(np.asarray(after, dtype=float)):
+            if after is not None and finite_any(np.asarray(after, dtype=float)):
                 notes.append(
                     f"filtered share = filtered groups / (filtered + kept); kept groups: {why}"
                 )
@@ -142,7 +139,7 @@ def _nemo_rl(
     nb = series.get(
         "dynamic_sampling_num_gen_batches", series.get("train/dynamic_sampling_num_gen_batches")
     )
-    if not _finite(nb):
+    if not finite_any(nb):
         return None
     disc = series.get(
         "dynamic_sampling_num_discarded_valid_samples",
@@ -171,14 +168,14 @@ def _skyrl(
 ) -> np.ndarray | None:
     count = series.get("filtered_groups")
     seqs = series.get("generate/batch_num_seq")
-    if run.manifest.trainer != "skyrl" or not _finite(count):
+    if run.manifest.trainer != "skyrl" or not finite_any(count):
         return None
     if g is None:
         for name in run.unknown_keys:
             m = _SKYRL_PASS_AT.match(name)
             if m:
                 g = int(m.group(1))
-    if not (_finite(seqs) and g):
+    if not (finite_any(seqs) and g):
         notes.append(
             "SkyRL reward/num_zero_variance_filtered is a count; G or the batch size is unknown"
         )
@@ -192,11 +189,11 @@ def _skyrl(
 
 def _solve_splits(run: Run, series: dict[str, np.ndarray], notes: list[str]) -> tuple[Any, Any]:
     sa, sn = series.get("solve_all_frac"), series.get("solve_none_frac")
-    if _finite(sa) or _finite(sn):
+    if finite_any(sa) or finite_any(sn):
         part = series.get("solve_partial")
-        big = any(_finite(x) and np.nanmax(x) > 1.0 + 1e-9 for x in (sa, sn, part))
-        if _finite(part) or big:
-            if not _finite(part):
+        big = any(finite_any(x) and np.nanmax(x) > 1.0 + 1e-9 for x in (sa, sn, part))
+        if finite_any(part) or big:
+            if not finite_any(part):
                 notes.append(
                     "solve_all/solve_none are counts but solve_partial is missing: not used"
                 )
@@ -262,7 +259,7 @@ def _prefilter(
 ) -> FilterInfo:
     info = FilterInfo(evidence)
     kind = reward_std_kind(run)
-    if _finite(series.get("reward_std")):
+    if finite_any(series.get("reward_std")):
         notes.append(
             _REWARD_STD_NOTES.get(kind, _REWARD_STD_NOTES[None]).format(
                 trainer=run.manifest.trainer
@@ -286,12 +283,12 @@ def _prefilter(
         series["acr"] = acr
         info.evidence = "zero_std_frac"
         notes.append("collapse evidence: the trainer's own solve splits / zero-variance counts")
-    elif evidence in _WEAKER and _finite(series.get("effective_frac")):
+    elif evidence in _WEAKER and finite_any(series.get("effective_frac")):
         series["acr"] = np.clip(1.0 - series["effective_frac"], 0.0, 1.0)
         info.evidence = "zero_std_frac"
         notes.append("collapse evidence: 1 - the trainer's effective (varied) group share")
     for name, s in (("acr_solve_all", sa), ("acr_solve_none", sn)):
-        if s is not None and not _finite(series.get(name)):
+        if s is not None and not finite_any(series.get(name)):
             series[name] = s
 
     g = group_size
@@ -318,14 +315,14 @@ def _prefilter(
     post = run.manifest.trainer in POST_FILTER_TRAINERS or run.manifest.filters_zero_var is True
     if run.manifest.trainer == "trl":
         post = False  # TRL / Unsloth compute frac_reward_zero_std before the exclusion
-    if _finite(acr) and post:
+    if finite_any(acr) and post:
         with np.errstate(invalid="ignore"):
             series["acr"] = np.where(np.isfinite(acr), f + (1.0 - f) * acr, f)
         info.post_filter = True
         notes.append(
             "ACR is the pre-filter one: filtered share + (1 - filtered share) x ACR of the trained batch"
         )
-    elif not _finite(acr):
+    elif not finite_any(acr):
         series["acr"] = f.copy()
         info.post_filter = True
         info.evidence = "zero_std_frac" if info.evidence in _WEAKER else info.evidence
@@ -348,10 +345,10 @@ def _note_waste(f: np.ndarray, notes: list[str]) -> None:
 def add_filtered_to_wasted(series: dict[str, np.ndarray], info: FilterInfo) -> None:
     """Count the filtered groups in ``wasted_frac`` (rollouts generated and never trained on)."""
     f = series.get("filtered_frac")
-    if not _finite(f):
+    if not finite_any(f):
         return
     w = series.get("wasted_frac")
-    if not _finite(w):
+    if not finite_any(w):
         series["wasted_frac"] = f.copy()
         return
     with np.errstate(invalid="ignore"):

@@ -117,7 +117,3 @@ def _finite_values(x: np.ndarray | None) -> np.ndarray:
     if x is None:
         return np.zeros(0)
     return x[np.isfinite(x)]
-
-
-def _finite(x: np.ndarray | None) -> bool:
-    return x is not None and bool(np.isfinite(x).any())
