@@ -27,7 +27,7 @@ from rlvitals._array import quiet_numerics
 from rlvitals._record import record
 from rlvitals.detectors import DETECTORS, Detector, Finding, Severity, catalogue, load_all
 from rlvitals.doctor.differential import condition_severity, differential
-from rlvitals.doctor.incidents import Incident, group_findings
+from rlvitals.doctor.incidents import Incident, _families, group_findings
 from rlvitals.errors import InputError
 from rlvitals.recording.run import Run
 from rlvitals.signal import DEFAULT_TAU, DEFAULT_WINDOW
@@ -231,11 +231,6 @@ class Diagnosis:
             "skipped": dict(self.skipped),
             "errors": dict(self.errors),
         }
-
-
-def _families() -> dict[str, str]:
-    load_all()
-    return {name: DETECTORS.get(name).family for name in DETECTORS.names()}
 
 
 def _reasons(skipped: dict[str, str]) -> str:

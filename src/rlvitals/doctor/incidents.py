@@ -122,6 +122,11 @@ def _theme(f: Finding, family: dict[str, str]) -> str:
     return THEMES.get(f.id) or family.get(f.id, "other")
 
 
+def _by_onset(f: Finding) -> tuple[int, str]:
+    """Sort key: onset step (none last), then ID."""
+    return (f.onset_step if f.onset_step is not None else 2**62, f.id)
+
+
 def _span(f: Finding, first: int, last: int) -> tuple[int, int]:
     start = f.onset_step if f.onset_step is not None else first
     return start, f.end_step if f.end_step is not None else last
@@ -216,10 +221,7 @@ def _kind(f: Finding | None) -> str | None:
 
 def _incident(theme: str, members: list[Finding], vitals: Vitals | None) -> Incident:
     root, title, cause = _root(theme, members, vitals)
-    rest = sorted(
-        (f for f in members if f is not root),
-        key=lambda f: (f.onset_step if f.onset_step is not None else 2**62, f.id),
-    )
+    rest = sorted((f for f in members if f is not root), key=_by_onset)
     ordered = [root, *rest]
     actions: list[str] = []
     for f in ordered:
@@ -275,9 +277,7 @@ def _root(theme: str, members: list[Finding], vitals: Vitals | None) -> tuple[Fi
                 "Numerical failure",
                 "gradients became non-finite: the other instabilities follow from it.",
             )
-        root = min(
-            members, key=lambda f: (f.onset_step if f.onset_step is not None else 2**62, f.id)
-        )
+        root = min(members, key=_by_onset)
         if len(members) == 1:
             return root, _title(root), root.message
         others = ", ".join(sorted(ids - {root.id}))
@@ -378,7 +378,7 @@ def _collapse_root(
             "is almost certainly in the reward→advantage plumbing (normalisation, a scaling "
             "wrapper).",
         )
-    root = min(members, key=lambda f: (f.onset_step if f.onset_step is not None else 2**62, f.id))
+    root = min(members, key=_by_onset)
     if len(members) == 1:
         return root, _title(root), root.message
     return root, "Learning signal lost", root.message
