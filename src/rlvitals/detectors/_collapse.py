@@ -24,6 +24,7 @@ from rlvitals.detectors.kit import (
     find_spans,
     long_run_sustain,
     median_in,
+    median_where,
     rolling_median,
 )
 from rlvitals.vitals import Vitals
@@ -41,6 +42,7 @@ __all__ = [
     "median_in",
     "mitigations",
     "reward_state",
+    "reward_std_ratio",
     "stretch",
 ]
 
@@ -293,15 +295,8 @@ def _reward_state(vitals: Vitals, ep: CollapseEpisode) -> RewardState:
     steps = vitals.steps
     inside = (steps >= ep.onset) & (steps <= last)
     before = (steps >= ep.pre_first_step) & (steps < ep.onset)
-
-    def med(x: np.ndarray | None, where: np.ndarray) -> float:
-        if x is None:
-            return math.nan
-        w = where & np.isfinite(x)
-        return float(median(x[w])) if w.any() else math.nan
-
     p = vitals.get("pass_rate")
-    p_span, p_pre = med(p, inside), med(p, before)
+    p_span, p_pre = median_where(p, inside), median_where(p, before)
     easy = hard = math.nan
     acr, sa, sn = vitals.get("acr"), vitals.get("acr_solve_all"), vitals.get("acr_solve_none")
     if acr is not None and sa is not None and sn is not None:
@@ -312,20 +307,27 @@ def _reward_state(vitals: Vitals, ep: CollapseEpisode) -> RewardState:
             hard = float(np.nansum(sn[w])) / tot
     ex = vitals.get("excess_acr")
     jump = (
-        med(ex, inside) - med(ex, before)
+        median_where(ex, inside) - median_where(ex, before)
         if vitals.evidence in ("groups", "zero_std_frac")
         else math.nan
     )
-    ratio = math.nan
-    rs = vitals.get("reward_std")
-    if rs is not None and p is not None:
-        span = vitals.reward_max - vitals.reward_min
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rn = rs / (span * np.sqrt(np.clip(p * (1.0 - p), P_FLOOR, None)))
-        a, b = med(rn, inside), med(rn, before)
-        if b > 0:
-            ratio = a / b
-    return RewardState(p_span, p_pre, easy, hard, jump, ratio)
+    ratio = reward_std_ratio(vitals, inside, before)
+    return RewardState(p_span, p_pre, easy, hard, jump, math.nan if ratio is None else ratio)
+
+
+def reward_std_ratio(vitals: Vitals, now: np.ndarray, before: np.ndarray) -> float | None:
+    """The reward std normalised by the spread the pass rate allows, reward_std /
+    sqrt(p (1 - p)), at steps ``now`` over steps ``before`` (medians; ``(T,)`` bool masks):
+    near 1 when the reward variance shrank only because the pass rate went to an extreme.
+    None when either series is missing or the level before is unknown or 0."""
+    rs, p = vitals.get("reward_std"), vitals.get("pass_rate")
+    if rs is None or p is None:
+        return None
+    span = vitals.reward_max - vitals.reward_min
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rn = rs / (span * np.sqrt(np.clip(p * (1.0 - p), P_FLOOR, None)))
+    a, b = median_where(rn, now), median_where(rn, before)
+    return a / b if b > 0 else None
 
 
 def stretch(vitals: Vitals, name: str, first: int, last: int) -> CollapseEpisode | None:

@@ -6,7 +6,7 @@ every detector sees the same points. The rolling statistics are :mod:`rlvitals.s
 This module re-exports both, so a detector imports one kit, and adds what only detectors need:
 
 - reading: :class:`Points`, :func:`points`, :func:`eval_points`, :func:`first_present`,
-  :func:`compress`, :func:`median_in`, :func:`needs`;
+  :func:`compress`, :func:`median_in`, :func:`median_where`, :func:`needs`;
 - rolling statistics: :func:`rolling_median` (centred), :func:`rolling_mean`,
   :func:`trailing_median`, :func:`healthy_level`, :func:`segment_median`;
 - where a condition held: :class:`Span`, :func:`runs`, :func:`find_spans` (sustained, with
@@ -66,6 +66,7 @@ __all__ = [
     "hysteresis",
     "long_run_sustain",
     "median_in",
+    "median_where",
     "needs",
     "points",
     "rnd",
@@ -98,10 +99,20 @@ def compress(steps: np.ndarray, x: np.ndarray | None) -> tuple[np.ndarray, np.nd
 
 def median_in(vitals: Vitals, name: str, first: int, last: int) -> float:
     """Median of series ``name`` over steps ``first..last``; NaN when absent or empty."""
-    x = vitals.get(name)
+    steps = vitals.steps
+    return median_where(vitals.get(name), (steps >= first) & (steps <= last))
+
+
+def median_where(x: np.ndarray | None, where: np.ndarray) -> float:
+    """Median of the finite values of ``x`` where ``where`` holds (both ``(T,)``, on the
+    vitals' steps); NaN when ``x`` is None or no such value is left.
+
+    >>> median_where(np.array([1.0, np.nan, 3.0, 9.0]), np.array([True, True, True, False]))
+    2.0
+    """
     if x is None:
         return math.nan
-    keep = (vitals.steps >= first) & (vitals.steps <= last) & np.isfinite(x)
+    keep = where & np.isfinite(x)
     return float(median(x[keep])) if keep.any() else math.nan
 
 

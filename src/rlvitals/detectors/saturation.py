@@ -54,9 +54,9 @@ import numpy as np
 from rlvitals import advice, vocabulary
 from rlvitals._median import median
 from rlvitals._record import record
-from rlvitals.detectors._collapse import EXCESS_JUMP, P_FLOOR, STD_RATIO_MIN
+from rlvitals.detectors._collapse import EXCESS_JUMP, STD_RATIO_MIN, reward_std_ratio
 from rlvitals.detectors.base import Detector, Finding, Severity, register
-from rlvitals.detectors.kit import compare, compress, rnd
+from rlvitals.detectors.kit import compare, compress, median_where, rnd
 from rlvitals.vitals import Vitals
 
 TAIL = 0.2
@@ -252,25 +252,11 @@ def _explained(vitals: Vitals, tail: np.ndarray, early_end: int, at_ceiling: boo
     quarter: the excess ACR did not jump, or (below the ceiling) the normalised reward std kept
     its level."""
     early = vitals.steps <= early_end
-
-    def med(x: np.ndarray | None, where: np.ndarray) -> float:
-        if x is None:
-            return float("nan")
-        w = where & np.isfinite(x)
-        return float(median(x[w])) if w.any() else float("nan")
-
     ex = vitals.get("excess_acr")
-    jump = med(ex, tail) - med(ex, early)
+    jump = median_where(ex, tail) - median_where(ex, early)
     if jump == jump:
         return jump < EXCESS_JUMP
     if at_ceiling:
         return True
-    rs, p = vitals.get("reward_std"), vitals.get("pass_rate")
-    if rs is not None and p is not None:
-        span = vitals.reward_max - vitals.reward_min
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rn = rs / (span * np.sqrt(np.clip(p * (1.0 - p), P_FLOOR, None)))
-        a, b = med(rn, tail), med(rn, early)
-        if b > 0:
-            return a / b >= STD_RATIO_MIN
-    return True
+    ratio = reward_std_ratio(vitals, tail, early)
+    return True if ratio is None else ratio >= STD_RATIO_MIN
