@@ -1,6 +1,7 @@
 """What both MLflow readers share (the stores, :mod:`rlvitals.importers.mlflow`, and the
-tracking server, :mod:`rlvitals.importers._mlflow_server`): which run of several is read, and how
-``(key, value, step, is_nan)`` rows sorted by step become a run's rows.
+tracking server, :mod:`rlvitals.importers._mlflow_server`): which run of several is read, how
+``(key, value, step, is_nan)`` rows sorted by step become a run's rows, and what a run's params
+and its name add to the run read.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from typing import Any
 from rlvitals.errors import InputError
 from rlvitals.importers import Progress, note_runs
 from rlvitals.importers._steps import as_step
-from rlvitals.recording.run import RunBuilder
+from rlvitals.recording.run import Event, Run, RunBuilder
+from rlvitals.trainers import apply_facts, facts_from_config
 
-__all__ = ["RunInfo", "add_sorted_rows", "choose"]
+__all__ = ["RunInfo", "add_params", "add_sorted_rows", "choose", "finish"]
 
 _MAX_LISTED_RUNS = 5
 _PROGRESS_ROWS = 100_000
@@ -36,6 +38,10 @@ class RunInfo:
     def label(self) -> str:
         return f"{self.run_id} ({self.name})" if self.name else self.run_id
 
+    def entry(self) -> dict[str, Any]:
+        """The run as the readers list it: ``{"name", "id", "active"}``."""
+        return {"name": self.name or self.run_id, "id": self.run_id, "active": self.active}
+
 
 def choose(
     path: Path | str, runs: list[RunInfo], run_id: str | None, builder: RunBuilder
@@ -44,10 +50,7 @@ def choose(
     active one, with a warning naming the others. All are listed in a ``runs`` event."""
     if not runs:
         raise InputError(path, "holds no MLflow runs")
-    listing = [
-        {"name": r.name or r.run_id, "id": r.run_id, "active": r.active, "read": False}
-        for r in runs
-    ]
+    listing = [{**r.entry(), "read": False} for r in runs]
     note_runs(builder, listing)
     if run_id is not None:
         hits = [r for r in runs if run_id in (r.run_id, r.name)]
@@ -75,6 +78,22 @@ def choose(
             f"(others: {listed}{more}; choose one with --run NAME_OR_ID)"
         )
     return chosen
+
+
+def add_params(builder: RunBuilder, params: dict[str, Any]) -> None:
+    """A run's params into ``manifest.config`` (keys already there win), and the trainer facts
+    they reveal."""
+    builder.manifest.config = {**params, **builder.manifest.config}
+    apply_facts(builder.manifest, facts_from_config(params))
+
+
+def finish(builder: RunBuilder, where: Path | str, run: RunInfo, n: int) -> Run:
+    """The run read from ``n`` metric rows of ``run``, with a note naming it; InputError naming
+    ``where`` when it has none."""
+    builder.add_event(Event(None, "note", f"MLflow run {run.label()}", {"run_id": run.run_id}))
+    if n == 0:
+        raise InputError(where, f"MLflow run {run.run_id} has no metrics")
+    return builder.build()
 
 
 def _metric_value(value: Any, is_nan: Any) -> float | None:

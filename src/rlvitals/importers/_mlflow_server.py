@@ -44,9 +44,8 @@ from typing import Any
 
 from rlvitals.errors import InputError, MissingExtraError
 from rlvitals.importers import Progress
-from rlvitals.importers._mlflow_runs import RunInfo, add_sorted_rows, choose
-from rlvitals.recording.run import Event, Manifest, Run, RunBuilder
-from rlvitals.trainers import apply_facts, facts_from_config
+from rlvitals.importers._mlflow_runs import RunInfo, add_params, add_sorted_rows, choose, finish
+from rlvitals.recording.run import Manifest, Run, RunBuilder
 
 __all__ = [
     "DEFAULT_RETRIES",
@@ -370,15 +369,13 @@ def load_server(
     with _client(where) as client:
         mr = _the_run(client, where, run, builder)
         info, data = mr.info, mr.data
-        label = RunInfo(info.run_id, info.run_name or None, 0, True, None).label()
+        read = RunInfo(info.run_id, info.run_name or None, 0, True, None)
         # the run's page in the MLflow UI: what the report names, one click from the browser
         ui = f"{_bare(where.tracking_uri)}/#/experiments/{info.experiment_id}/runs/{info.run_id}"
         builder.manifest.source = ui
         if info.lifecycle_stage == "deleted":
-            builder.warn(f"{where.url}: MLflow run {label} is deleted (in the trash)")
-        params = {str(k): v for k, v in (data.params or {}).items()}
-        builder.manifest.config = {**params, **builder.manifest.config}
-        apply_facts(builder.manifest, facts_from_config(params))
+            builder.warn(f"{where.url}: MLflow run {read.label()} is deleted (in the trash)")
+        add_params(builder, {str(k): v for k, v in (data.params or {}).items()})
         keys = sorted(data.metrics or {})
 
         def history(key: str) -> list[tuple[int, int, str, float]]:
@@ -394,10 +391,7 @@ def load_server(
     # as the SQLite store is read: ORDER BY step, timestamp (the latest value at a step wins)
     rows.sort(key=lambda r: (r[0], r[1]))
     n = add_sorted_rows(builder, ((k, v, s, False) for s, _, k, v in rows))
-    builder.add_event(Event(None, "note", f"MLflow run {label}", {"run_id": info.run_id}))
-    if n == 0:
-        raise InputError(where.url, f"MLflow run {info.run_id} has no metrics")
-    out = builder.build()
+    out = finish(builder, where.url, read, n)
     out.manifest.format = "mlflow"
     return out
 
@@ -412,4 +406,4 @@ def list_server_runs(url: str | ServerURL) -> list[dict[str, Any]]:
             runs = [RunInfo(i.run_id, i.run_name or None, 0, i.lifecycle_stage != "deleted", None)]
         else:
             runs = _server_runs(client, where)
-    return [{"name": r.name or r.run_id, "id": r.run_id, "active": r.active} for r in runs]
+    return [r.entry() for r in runs]

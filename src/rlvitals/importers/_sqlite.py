@@ -35,8 +35,10 @@ import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["ERRORS", "connect", "problem", "uri"]
+__all__ = ["ERRORS", "MAGIC", "columns", "connect", "is_sqlite", "problem", "tables", "uri"]
 
+MAGIC = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite database file."""
 BUSY_TIMEOUT_S = 5.0
 ERRORS = (sqlite3.Error, UnicodeDecodeError)
 """What reading a damaged database raises: SQLite's errors, and a UnicodeDecodeError when
@@ -154,6 +156,23 @@ def connect(db: str | os.PathLike, *, copy: bool = True) -> Iterator[sqlite3.Con
             yield con
         finally:
             con.close()
+
+
+def is_sqlite(path: str | os.PathLike) -> bool:
+    """Whether the file ``path`` starts as an SQLite database does (OSError when it cannot be
+    read)."""
+    with open(path, "rb") as f:
+        return f.read(len(MAGIC)) == MAGIC
+
+
+def tables(con: sqlite3.Connection) -> set[str]:
+    """The names of the tables of an open database."""
+    return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def columns(con: sqlite3.Connection, table: str) -> set[str]:
+    """The column names of ``table`` (none when there is no such table)."""
+    return {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
 
 
 def problem(e: BaseException) -> str:

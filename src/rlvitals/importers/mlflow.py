@@ -35,15 +35,13 @@ from typing import Any
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, Progress, _sqlite, is_url, register
 from rlvitals.importers._lines import iter_lines
-from rlvitals.importers._mlflow_runs import RunInfo, add_sorted_rows, choose
+from rlvitals.importers._mlflow_runs import RunInfo, add_params, add_sorted_rows, choose, finish
 from rlvitals.importers._source import file_mode, is_regular
 from rlvitals.importers._steps import as_step
-from rlvitals.recording.run import Event, Manifest, Run, RunBuilder
-from rlvitals.trainers import apply_facts, facts_from_config
+from rlvitals.recording.run import Manifest, Run, RunBuilder
 
 __all__ = ["find_mlflow_store", "list_mlflow_runs", "load_mlflow"]
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 DB_NAME = "mlflow.db"
 _REQUIRED_TABLES = frozenset({"metrics", "runs"})
 _MAX_PARAM_BYTES = 1 << 20
@@ -53,22 +51,13 @@ _META_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*):\s*(.*?)\s*$")
 
 
 # --- SQLite store ----------------------------------------------------------------------------
-def _tables(con: sqlite3.Connection) -> set[str]:
-    return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-
-
-def _columns(con: sqlite3.Connection, table: str) -> set[str]:
-    return {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
-
-
 def is_mlflow_db(db: Path) -> bool:
     """True when ``db`` is an SQLite file with MLflow's ``metrics`` and ``runs`` tables."""
     try:
-        with open(db, "rb") as f:
-            if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
-                return False
+        if not _sqlite.is_sqlite(db):
+            return False
         with _sqlite.connect(db, copy=False) as con:
-            return _tables(con) >= _REQUIRED_TABLES
+            return _sqlite.tables(con) >= _REQUIRED_TABLES
     except (OSError, *_sqlite.ERRORS):
         return False
 
@@ -89,23 +78,22 @@ def _read_sqlite(
     run_id: str | None,
     progress: Progress | None,
 ) -> Run:
-    tables = _tables(con)
+    tables = _sqlite.tables(con)
     missing = _REQUIRED_TABLES - tables
     if missing:
         raise InputError(
             db, f"SQLite database is not an MLflow store (no table {sorted(missing)[0]!r})"
         )
     chosen = choose(db, _sqlite_runs(con, db), run_id, builder)
-    if "params" in tables and {"key", "value", "run_uuid"} <= _columns(con, "params"):
+    if "params" in tables and {"key", "value", "run_uuid"} <= _sqlite.columns(con, "params"):
         params = {
             str(k): v
             for k, v in con.execute(
                 "SELECT key, value FROM params WHERE run_uuid = ?", (chosen.where,)
             )
         }
-        builder.manifest.config = {**params, **builder.manifest.config}
-        apply_facts(builder.manifest, facts_from_config(params))
-    mcols = _columns(con, "metrics")
+        add_params(builder, params)
+    mcols = _sqlite.columns(con, "metrics")
     if not {"key", "value", "run_uuid", "step"} <= mcols:
         raise InputError(db, "MLflow 'metrics' table lacks key/value/run_uuid/step columns")
     nan_col = "is_nan" if "is_nan" in mcols else "0"
@@ -119,17 +107,11 @@ def _read_sqlite(
         f"SELECT key, value, step, {nan_col} FROM metrics WHERE run_uuid = ? ORDER BY {order}",
         (chosen.where,),
     )
-    n = add_sorted_rows(builder, rows, progress, total)
-    builder.add_event(
-        Event(None, "note", f"MLflow run {chosen.label()}", {"run_id": chosen.run_id})
-    )
-    if n == 0:
-        raise InputError(db, f"MLflow run {chosen.run_id} has no metrics")
-    return builder.build()
+    return finish(builder, db, chosen, add_sorted_rows(builder, rows, progress, total))
 
 
 def _sqlite_runs(con: sqlite3.Connection, db: Path) -> list[RunInfo]:
-    cols = _columns(con, "runs")
+    cols = _sqlite.columns(con, "runs")
     if "run_uuid" not in cols:
         raise InputError(db, "MLflow 'runs' table has no run_uuid column")
     pick = ["run_uuid"] + [
@@ -248,8 +230,7 @@ def _load_file_store(root: Path, run_id: str | None, progress: Progress | None) 
     builder.manifest.source = str(run_dir)
     if _is_dir(run_dir / "params"):
         params = {k: _read_text(p) for k, p in _files_under(run_dir / "params", builder)}
-        builder.manifest.config = {**params, **builder.manifest.config}
-        apply_facts(builder.manifest, facts_from_config(params))
+        add_params(builder, params)
     metric_files = _files_under(run_dir / "metrics", builder)
     total = sum(p.stat().st_size for _, p in metric_files)
     done = 0
@@ -259,12 +240,7 @@ def _load_file_store(root: Path, run_id: str | None, progress: Progress | None) 
         done += p.stat().st_size
         if progress is not None:
             progress(done, total)
-    builder.add_event(
-        Event(None, "note", f"MLflow run {chosen.label()}", {"run_id": chosen.run_id})
-    )
-    if n == 0:
-        raise InputError(run_dir, f"MLflow run {chosen.run_id} has no metrics")
-    return builder.build()
+    return finish(builder, run_dir, chosen, n)
 
 
 def _read_metric_file(builder: RunBuilder, key: str, path: Path) -> int:
@@ -335,11 +311,8 @@ def load_mlflow(
         return load_server(path, progress, run=run_id)
     path = Path(path)
     if is_regular(path):
-        with open(path, "rb") as f:
-            if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
-                raise InputError(
-                    path, "not an SQLite database (MLflow stores are mlflow.db)", "byte 0"
-                )
+        if not _sqlite.is_sqlite(path):
+            raise InputError(path, "not an SQLite database (MLflow stores are mlflow.db)", "byte 0")
         return _load_sqlite(path, run_id, progress)
     found = find_mlflow_store(path)
     if found is None:
@@ -366,19 +339,19 @@ def list_mlflow_runs(path: Path) -> list[dict[str, Any]]:
     if kind == "sqlite":
         try:
             with _sqlite.connect(where) as con:
-                if not _tables(con) >= _REQUIRED_TABLES:
+                if not _sqlite.tables(con) >= _REQUIRED_TABLES:
                     raise InputError(where, "SQLite database is not an MLflow store")
                 runs = _sqlite_runs(con, where)
         except _sqlite.ERRORS as e:
             raise InputError(where, f"SQLite error: {_sqlite.problem(e)}") from None
     else:
         runs = _file_runs(where)
-    return [{"name": r.name or r.run_id, "id": r.run_id, "active": r.active} for r in runs]
+    return [r.entry() for r in runs]
 
 
 def _sniff(path: Path, head: bytes) -> float:
     if head:
-        if not head.startswith(SQLITE_MAGIC):
+        if not head.startswith(_sqlite.MAGIC):
             return 0.0
         return 0.95 if is_mlflow_db(path) else 0.0
     found = find_mlflow_store(path, _SNIFF_MAX_WALK)
@@ -401,7 +374,7 @@ register(
         load=load_mlflow,
         multi_run=True,
         list_runs=list_mlflow_runs,
-        precheck=Precheck(magic=(b"SQLite format 3\x00",), dirs=True),
+        precheck=Precheck(magic=(_sqlite.MAGIC,), dirs=True),
         files=(".db", ".sqlite", ".sqlite3"),
         folder_claim=_is_store_root,
     )

@@ -31,13 +31,12 @@ from typing import Any
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, Progress, note_runs, register, warn_skipped
 from rlvitals.importers._source import is_regular
-from rlvitals.importers._sqlite import connect
+from rlvitals.importers._sqlite import MAGIC, columns, connect, is_sqlite, tables
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts, facts_from_config
 
 __all__ = ["list_trackio_runs", "load_trackio"]
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 CONF = 0.96
 _GLOBAL_STEP = "train/global_step"
 _NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -51,17 +50,14 @@ _MAX_DEPTH = 8
 def is_trackio_db(db: Path) -> bool:
     """True for an SQLite file with trackio's ``metrics`` (run_name, step, metrics) table."""
     try:
-        with open(db, "rb") as f:
-            if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
-                return False
+        if not is_sqlite(db):
+            return False
         with connect(db, copy=False) as con:  # the schema is in the main file
-            cols = {r[1] for r in con.execute("PRAGMA table_info(metrics)")}
-            tables = {
-                r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
-            }
+            cols = columns(con, "metrics")
+            names = tables(con)
     except (OSError, sqlite3.Error):
         return False
-    return {"run_id", "run_name", "step", "metrics"} <= cols and "runs" not in tables
+    return {"run_id", "run_name", "step", "metrics"} <= cols and "runs" not in names
 
 
 def _dbs(path: Path) -> list[Path]:
@@ -76,7 +72,7 @@ def _dbs(path: Path) -> list[Path]:
 
 def _sniff(path: Path, head: bytes) -> float:
     if head:
-        return CONF if head.startswith(SQLITE_MAGIC) and is_trackio_db(path) else 0.0
+        return CONF if head.startswith(MAGIC) and is_trackio_db(path) else 0.0
     return 0.8 if path.is_dir() and _dbs(path) else 0.0
 
 
@@ -194,8 +190,7 @@ def load_trackio(path: Path, progress: Progress | None = None, *, run: str | Non
 def _read(chosen: dict[str, Any], builder: RunBuilder, progress: Progress | None) -> None:
     db: Path = chosen["db"]
     with connect(db) as con:
-        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if "configs" in tables:
+        if "configs" in tables(con):
             row = con.execute(
                 "SELECT config FROM configs WHERE run_id = ?", (chosen["id"],)
             ).fetchone()
@@ -280,7 +275,7 @@ register(
         load=load_trackio,
         multi_run=True,
         list_runs=list_trackio_runs,
-        precheck=Precheck(magic=(b"SQLite format 3\x00",), dirs=True),
+        precheck=Precheck(magic=(MAGIC,), dirs=True),
         files=(".db", ".sqlite", ".sqlite3"),
         folder_claim=_claims_no_folder,
     )
