@@ -96,6 +96,9 @@ def _runs(dbs: list[Path]) -> list[dict[str, Any]]:
                     "order": (str(started), int(first)),
                 }
             )
+    multi_db = len({r["db"] for r in out}) > 1
+    for r in out:  # how messages and listings name it
+        r["label"] = f"{r['project']}/{r['name']}" if multi_db else r["name"]
     return out
 
 
@@ -104,26 +107,21 @@ def _choose(
 ) -> dict[str, Any]:
     if not runs:
         raise InputError(path, "trackio database holds no runs")
-    multi_db = len({r["db"] for r in runs}) > 1
-
-    def label(r: dict[str, Any]) -> str:
-        return f"{r['project']}/{r['name']}" if multi_db else r["name"]
-
-    listing = [{"name": label(r), "id": r["id"], "rows": r["rows"], "read": False} for r in runs]
+    listing = [{"name": r["label"], "id": r["id"], "rows": r["rows"], "read": False} for r in runs]
     note_runs(builder, listing)
     if run is None:
         chosen = max(runs, key=lambda r: r["order"])
         if len(runs) > 1:
-            others = [label(r) for r in runs if r is not chosen]
+            others = [r["label"] for r in runs if r is not chosen]
             more = f" and {len(others) - _MAX_LISTED} more" if len(others) > _MAX_LISTED else ""
             builder.warn(
-                f"{path}: {len(runs)} trackio runs; read the most recent, {label(chosen)} "
+                f"{path}: {len(runs)} trackio runs; read the most recent, {chosen['label']} "
                 f"(others: {', '.join(others[:_MAX_LISTED])}{more}; choose one with --run NAME)"
             )
     else:
         hits = [r for r in runs if run in (r["id"], r["name"], f"{r['project']}/{r['name']}")]
         if not hits:
-            names = ", ".join(label(r) for r in runs[:_MAX_LISTED])
+            names = ", ".join(r["label"] for r in runs[:_MAX_LISTED])
             raise InputError(path, f"no run {run!r} here (runs: {names})")
         if len(hits) > 1:
             ids = ", ".join(r["id"] for r in hits)
@@ -153,14 +151,8 @@ def list_trackio_runs(path: Path) -> list[dict[str, Any]]:
         runs = _runs(_dbs(Path(path)))
     except sqlite3.Error as e:
         raise InputError(path, f"SQLite error: {e}") from None
-    multi_db = len({r["db"] for r in runs}) > 1
     return [
-        {
-            "name": f"{r['project']}/{r['name']}" if multi_db else r["name"],
-            "id": r["id"],
-            "project": r["project"],
-            "rows": r["rows"],
-        }
+        {"name": r["label"], "id": r["id"], "project": r["project"], "rows": r["rows"]}
         for r in runs
     ]
 
