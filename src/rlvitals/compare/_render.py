@@ -236,20 +236,6 @@ table { border-collapse:collapse; background:#fff; border:1px solid var(--line);
 th, td { padding:5px 10px; border-bottom:1px solid var(--line); text-align:left; }
 td.v { font-variant-numeric:tabular-nums; } th { font-size:11px; color:var(--muted); }
 ul { margin:0; padding-left:20px; }
-.plots { display:flex; flex-wrap:wrap; gap:10px; }
-svg.plot { background:#fff; border:1px solid var(--line); border-radius:6px; max-width:100%;
-           height:auto; }
-svg .ptitle { font:600 12px ui-monospace,"DejaVu Sans Mono",monospace; fill:var(--fg); }
-svg .frame { fill:none; stroke:var(--line); } svg .grid { stroke:#f1f5f9; }
-svg .ytick { font-size:10px; fill:var(--muted); text-anchor:end; }
-svg .xtick { font-size:10px; fill:var(--muted); text-anchor:middle; }
-svg .series { fill:none; stroke-width:1.4; stroke-linejoin:round; }
-svg .series.dash, svg .dash { stroke-dasharray:5 3; stroke-width:1.6; }
-svg .lg { stroke-width:2; } svg .legend { font-size:10px; fill:var(--fg); }
-svg .onset { stroke-width:1.5; stroke-dasharray:5 3; }
-svg .end { stroke-width:1.5; stroke-dasharray:2 3; }
-svg .thr { stroke-width:1.2; stroke-dasharray:2 2; } svg .thrlabel { font-size:10px; }
-svg .mark { stroke:#fff; stroke-width:1; }
 footer { color:var(--muted); font-size:12px; margin-top:24px; }
 .a { color:#2563eb; } .b { color:#ea580c; } td, li { overflow-wrap:anywhere; }
 tr.sec th { text-align:left; background:var(--bg); text-transform:uppercase; }
@@ -280,9 +266,10 @@ def _plots(c: Comparison) -> list[str]:
 def _html(c: Comparison) -> str:
     from rlvitals._version import __version__
     from rlvitals.report import web
+    from rlvitals.report.svg import PLOT_CSS
 
     out = [
-        *web.head("rlvitals compare", _CSS),
+        *web.head("rlvitals compare", _CSS + PLOT_CSS),
         "<main>",
         "<h1>rlvitals compare</h1>",
         f'<p class="src"><b class="a">A</b> {escape(c.labels[0])}</p>',

@@ -35,6 +35,7 @@ from rlvitals.report.common import (
     skip_groups,
     verdict,
 )
+from rlvitals.report.svg import PLOT_CSS
 
 if TYPE_CHECKING:
     from rlvitals.doctor import Diagnosis
@@ -95,25 +96,8 @@ article.finding.critical { border-left-color:var(--crit); }
 article.finding.warn { border-left-color:var(--warn); }
 .when { color:var(--muted); font-weight:400; font-size:14px; margin-left:6px; }
 .msg { margin:4px 0 10px; }
-.plots { display:flex; flex-wrap:wrap; gap:10px; }
-svg.plot { background:#fff; border:1px solid var(--line); border-radius:6px; max-width:100%;
-           height:auto; }
-svg .ptitle { font:600 12px ui-monospace,"DejaVu Sans Mono",monospace; fill:var(--fg); }
-svg .frame { fill:none; stroke:var(--line); }
-svg .grid { stroke:#f1f5f9; }
-svg .ytick { font-size:10px; fill:var(--muted); text-anchor:end; }
-svg .xtick { font-size:10px; fill:var(--muted); text-anchor:middle; }
-svg .series { fill:none; stroke-width:1.4; stroke-linejoin:round; }
-svg .series.dash, svg .dash { stroke-dasharray:5 3; stroke-width:1.6; }
-svg .lg { stroke-width:2; } svg .legend { font-size:10px; fill:var(--fg); }
-svg .area { fill-opacity:0.85; stroke:none; }
-svg .mark { stroke:#fff; stroke-width:1; }
 svg .hrow { fill:transparent; } svg .hlabel { font:9px ui-monospace,"DejaVu Sans Mono",monospace;
                                                fill:var(--muted); text-anchor:end; }
-svg .onset { stroke-width:1.5; stroke-dasharray:5 3; }
-svg .end { stroke-width:1.5; stroke-dasharray:2 3; }
-svg .thr { stroke-width:1.2; stroke-dasharray:2 2; }
-svg .thrlabel { font-size:10px; text-anchor:end; }
 .metrics { display:flex; flex-wrap:wrap; gap:4px 8px; margin:10px 0 0; padding:0; }
 .metrics div { font-size:13px; background:var(--bg); border:1px solid var(--line);
                border-radius:4px; padding:1px 8px; }
@@ -149,7 +133,7 @@ def render_html(diagnosis: Diagnosis, options: RenderOptions) -> str:
     source = str(d["run"].get("source") or "(run)")
     worst = "unjudged" if not_judged else d.get("worst") or "ok"
     out = [
-        *web.head(f"rlvitals doctor: {source}", CSS),
+        *web.head(f"rlvitals doctor: {source}", CSS + PLOT_CSS),
         "<main><header>",
         "<h1>rlvitals doctor</h1>",
         f'<p class="source">{escape(source)}</p>',

@@ -24,7 +24,7 @@ from html import escape
 
 import numpy as np
 
-__all__ = ["Frame", "Layer", "Marker", "axis_range", "nice_ticks", "plot"]
+__all__ = ["PLOT_CSS", "Frame", "Layer", "Marker", "axis_range", "nice_ticks", "plot"]
 
 WIDTH, HEIGHT = 520, 170
 WIDE = 1064
@@ -45,6 +45,28 @@ _REL = 1e-9
 _TINY = 1e-300
 """An axis whose values are all smaller than this in magnitude is drawn around 0."""
 _MAX = sys.float_info.max
+PLOT_CSS = """\
+.plots { display:flex; flex-wrap:wrap; gap:10px; }
+svg.plot { background:#fff; border:1px solid var(--line); border-radius:6px; max-width:100%;
+           height:auto; }
+svg .ptitle { font:600 12px ui-monospace,"DejaVu Sans Mono",monospace; fill:var(--fg); }
+svg .frame { fill:none; stroke:var(--line); }
+svg .grid { stroke:#f1f5f9; }
+svg .ytick { font-size:10px; fill:var(--muted); text-anchor:end; }
+svg .xtick { font-size:10px; fill:var(--muted); text-anchor:middle; }
+svg .series { fill:none; stroke-width:1.4; stroke-linejoin:round; }
+svg .series.dash, svg .dash { stroke-dasharray:5 3; stroke-width:1.6; }
+svg .lg { stroke-width:2; } svg .legend { font-size:10px; fill:var(--fg); }
+svg .area { fill-opacity:0.85; stroke:none; }
+svg .mark { stroke:#fff; stroke-width:1; }
+svg .onset { stroke-width:1.5; stroke-dasharray:5 3; }
+svg .end { stroke-width:1.5; stroke-dasharray:2 3; }
+svg .thr { stroke-width:1.2; stroke-dasharray:2 2; }
+svg .thrlabel { font-size:10px; text-anchor:end; }
+"""
+"""The style of every class :func:`plot` draws (a ``.plots`` row of them), for each page that
+shows its plots (the HTML report, compare's page); the page defines ``--fg``, ``--muted`` and
+``--line``."""
 
 
 @dataclass(frozen=True)
