@@ -1,5 +1,6 @@
 """Rolling statistics over the logged points of one series: centred and trailing running
-medians, a centred running mean, the run's healthy level and a clipped segment median.
+medians, a centred running mean, the run's healthy level, a clipped segment median and the
+NaN-ignoring median of each row of a small array.
 
 The levels the events layer (:mod:`rlvitals.vitals.events`) and every detector measure against.
 numpy only, vectorised (a 1,000,000-point series costs milliseconds); medians are
@@ -16,6 +17,7 @@ __all__ = [
     "healthy_level",
     "rolling_mean",
     "rolling_median",
+    "row_nanmedian",
     "segment_median",
     "trailing_median",
 ]
@@ -53,17 +55,27 @@ def rolling_median(x: np.ndarray, k: int, *, edges: str = "shrink") -> np.ndarra
     xf = x.astype(np.float64, copy=False)
     head = np.concatenate((np.full(h, np.nan), xf[: 2 * h]))
     tail = np.concatenate((xf[n - 2 * h :], np.full(h, np.nan)))
-    out[:h] = _nan_row_median(np.lib.stride_tricks.sliding_window_view(head, k))
-    out[n - h :] = _nan_row_median(np.lib.stride_tricks.sliding_window_view(tail, k))
+    out[:h] = row_nanmedian(np.lib.stride_tricks.sliding_window_view(head, k))
+    out[n - h :] = row_nanmedian(np.lib.stride_tricks.sliding_window_view(tail, k))
     return out
 
 
-def _nan_row_median(rows: np.ndarray) -> np.ndarray:
-    """Median of each row ignoring NaN (rows hold at least one number); ``(r,)``."""
-    srt = np.sort(rows, axis=1)  # NaN last
-    c = np.isfinite(srt).sum(axis=1)
-    r = np.arange(rows.shape[0])
-    return 0.5 * (srt[r, (c - 1) // 2] + srt[r, c // 2])
+def row_nanmedian(a: np.ndarray) -> np.ndarray:
+    """``nanmedian(a, axis=1)`` of a small ``(r, w)`` array, NaN for an all-NaN row, without
+    numpy's masked-array path (10x slower at w = 25) or its warnings: sort (NaNs go last) and
+    average the middle one or two of each row's values; ``(r,)``.
+
+    >>> row_nanmedian(np.array([[1.0, np.nan, 3.0], [np.nan, np.nan, np.nan]])).tolist()
+    [2.0, nan]
+    """
+    srt = np.sort(a, axis=1)
+    n = (~np.isnan(a)).sum(axis=1)
+    rows = np.arange(a.shape[0])
+    lo = np.clip((n - 1) // 2, 0, a.shape[1] - 1)
+    hi = np.clip(n // 2, 0, a.shape[1] - 1)
+    out = 0.5 * (srt[rows, lo] + srt[rows, hi])
+    out[n == 0] = np.nan
+    return out
 
 
 def rolling_mean(x: np.ndarray, k: int) -> np.ndarray:
@@ -98,17 +110,14 @@ def trailing_median(x: np.ndarray, window: int) -> np.ndarray:
     view = np.lib.stride_tricks.sliding_window_view(padded, window)
     out = median(view, axis=1)
     # Early points have less history than `window`: use only what exists (padding repeats x[0]).
-    # Row i - 1 holds x[:i] padded with NaN; its median is read off the sorted row (NaN last),
-    # and is NaN where x[:i] holds a NaN, as median(x[:i]) would be.
+    # Row i - 1 holds x[:i] padded with NaN; its median is the row's NaN-ignoring median, and
+    # NaN where x[:i] holds a NaN, as median(x[:i]) would be.
     m = min(window, n)
     if m > 1:
         i = np.arange(1, m)
         head = x[: m - 1].astype(np.float64, copy=False)
         rows = np.where(np.arange(m - 1)[None, :] < i[:, None], head[None, :], np.nan)
-        srt = np.sort(rows, axis=1)
-        r = np.arange(m - 1)
-        med = 0.5 * (srt[r, (i - 1) // 2] + srt[r, i // 2])
-        out[1:m] = np.where(np.cumsum(np.isnan(head)) > 0, np.nan, med)
+        out[1:m] = np.where(np.cumsum(np.isnan(head)) > 0, np.nan, row_nanmedian(rows))
     return out
 
 
