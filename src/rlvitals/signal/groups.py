@@ -461,11 +461,7 @@ def collapse_rate(rewards: Any, group_ids: Any, tau: float = DEFAULT_TAU) -> flo
     >>> collapse_rate([1.0, 1.0, 0.0, 0.0, 0.0, 0.0], [0, 0, 0, 1, 1, 1])
     0.5
     """
-    stats = group_stats(rewards, group_ids, tau=tau)
-    n = int(stats.scorable.sum())
-    if n == 0:
-        raise ValueError("no group has a finite reward: ACR is undefined for this step")
-    return int(stats.collapsed.sum()) / n
+    return collapse_split(rewards, group_ids, tau).acr
 
 
 # --------------------------------------------------------------------------------------------
