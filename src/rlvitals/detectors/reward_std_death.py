@@ -120,6 +120,8 @@ at 20 and 17/40 at 40 (the zoo runs are 80 steps); no false finding at any value
 SMALL_G = 4
 CONFIDENCE = {"group_reward_std_mean": 0.9, "reward_std": 0.85, "reward_range": 0.75}
 UNKNOWN_REWARD_CONFIDENCE = 0.6
+_LABELS = {"reward_range": "reward max - min", "group_reward_std_mean": "mean group reward std"}
+"""How findings name a reward-spread series (others by their own name)."""
 
 
 @register
@@ -214,12 +216,8 @@ class RewardStdDeath(Detector):
         head = Span(sp.first, sp.first + j - 1, sp.onset, int(st[j - 1]), j)
         tail = Span(sp.first + j, sp.last, int(st[j]), sp.end, sp.n - j)
         return [
-            CollapseEpisode(
-                head, ep.steps, ep.x, float(np.median(ep.x[head.first : head.last + 1])), ep.pre
-            ),
-            CollapseEpisode(
-                tail, ep.steps, ep.x, float(np.median(ep.x[tail.first : tail.last + 1])), ep.pre
-            ),
+            CollapseEpisode(part, ep.steps, ep.x, part.median(ep.x), ep.pre)
+            for part in (head, tail)
         ]
 
     def _intermittent(self, vitals: Vitals, src: str, eps: list[CollapseEpisode]) -> Finding | None:
@@ -243,10 +241,7 @@ class RewardStdDeath(Detector):
         p = vitals.get("pass_rate")
         level = float(nanmedian(p[dead])) if p is not None and np.isfinite(p[dead]).any() else None
         at_ceiling = level is not None and level >= k.ceiling
-        label = {
-            "reward_range": "reward max - min",
-            "group_reward_std_mean": "mean group reward std",
-        }.get(src, src)
+        label = _LABELS.get(src, src)
         msg = (
             f"{label} exactly 0 on {n_dead} of {n} logged steps ({share:.0%} >= "
             f"{k.dead_share:.0%}) since step {int(steps[0])}: on each every group's rewards "
@@ -305,10 +300,7 @@ class RewardStdDeath(Detector):
     def _finding(self, vitals: Vitals, src: str, ep: CollapseEpisode, ref: float) -> Finding:
         k = self.knobs
         st = reward_state(vitals, ep)
-        label = {
-            "reward_range": "reward max - min",
-            "group_reward_std_mean": "mean group reward std",
-        }.get(src, src)
+        label = _LABELS.get(src, src)
         thr = k.die_below * ref
         msg = f"{label} {compare(ep.level, '<', thr)} {episode_text(ep)}"
         if not ep.total:
