@@ -112,8 +112,11 @@ def iter_lines(path: Path, progress=None, size: Any = ...) -> Iterator[tuple[int
         progress(max(total, done), max(total, done))
 
 
-def iter_json_lines(path: Path, warnings: list[str], progress=None) -> Iterator[tuple[int, Any]]:
-    """Yield ``(lineno, parsed)`` for each non-blank line of a JSONL file.
+def iter_json_lines(
+    path: Path, warnings: list[str], progress=None, *, objects: bool = False
+) -> Iterator[tuple[int, Any]]:
+    """Yield ``(lineno, parsed)`` for each non-blank line of a JSONL file; with ``objects``,
+    a line that is not a JSON object is an :class:`InputError` naming it.
 
     Bare ``NaN``/``Infinity`` are accepted (Python's json does). A torn last line is dropped
     with a message appended to ``warnings``. A line that would parse into far more memory than
@@ -153,6 +156,8 @@ def iter_json_lines(path: Path, warnings: list[str], progress=None) -> Iterator[
                 skipped += 1
                 first_bad = first_bad or f"line {lineno} ({msg})"
                 continue
+        if objects and type(obj) is not dict:
+            raise InputError(path, "expected a JSON object per line", f"line {lineno}")
         yield lineno, obj
     if skipped:
         warnings.append(

@@ -190,9 +190,7 @@ def load_jsonl(path: Path, progress: Progress | None = None) -> Run:
     # The hot loop of a million-line import. The usual row (the step under the key the rows so
     # far used, the same keys as the row before, numbers only) costs a tuple of its keys and
     # one C-level extend of an array; any other row goes through add_row.
-    for lineno, obj in iter_json_lines(path, builder.warnings, progress):
-        if type(obj) is not dict:
-            raise InputError(path, "expected a JSON object per line", f"line {lineno}")
+    for lineno, obj in iter_json_lines(path, builder.warnings, progress, objects=True):
         n += 1
         if step_key is not None and step_key in obj:
             step = _pop_step(path, obj, step_key, lineno)

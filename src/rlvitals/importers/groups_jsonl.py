@@ -119,9 +119,7 @@ def load_groups_jsonl(path: Path, progress=None) -> Run:
     builder = RunBuilder(Manifest(source=str(path), step_key="step"))
     cols = _Columns()
     group_sizes: set[int] = set()
-    for lineno, obj in iter_json_lines(path, builder.warnings, progress):
-        if not isinstance(obj, dict):
-            raise InputError(path, "expected a JSON object per line", f"line {lineno}")
+    for lineno, obj in iter_json_lines(path, builder.warnings, progress, objects=True):
         step = obj.get("step")
         if isinstance(step, bool) or not isinstance(step, int):
             raise InputError(path, f"'step' must be an integer, got {step!r:.40}", f"line {lineno}")

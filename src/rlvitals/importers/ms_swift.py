@@ -70,9 +70,7 @@ def load_ms_swift(path: Path, progress: Progress | None = None) -> Run:
     n = 0
     funcs: dict[str, None] = {}
     shapes: dict[tuple[str, ...], tuple[str, list[str]]] = {}
-    for lineno, obj in iter_json_lines(path, builder.warnings, progress):
-        if type(obj) is not dict:
-            raise InputError(path, "expected a JSON object per line", f"line {lineno}")
+    for lineno, obj in iter_json_lines(path, builder.warnings, progress, objects=True):
         raw = obj.get("global_step/max_steps")
         if raw is None:
             raw = obj.get("iteration")

@@ -203,13 +203,10 @@ def load_nemo_rl(path: Path, progress: Progress | None = None, *, run: str | Non
     samples = Samples()
     rows_per_step: dict[int, int] = {}
     for step, f in files:
-        for lineno, row in iter_json_lines(f, builder.warnings, progress):
-            w = f"line {lineno}"
-            if not isinstance(row, dict):
-                raise InputError(f, "expected a JSON object per line", w)
+        for lineno, row in iter_json_lines(f, builder.warnings, progress, objects=True):
             r = _number(row.get("filtered_rewards", row.get("rewards")))
             if r is None:
-                raise InputError(f, "'rewards' is not a number", w)
+                raise InputError(f, "'rewards' is not a number", f"line {lineno}")
             samples.add(step, _prompt(row), r, _advantage(row))
             rows_per_step[step] = rows_per_step.get(step, 0) + 1
     if not len(samples):

@@ -59,10 +59,8 @@ def read_metric_rows(builder: RunBuilder, path: Path, progress: Progress | None 
     a step (shared with :mod:`rlvitals.importers.prime_rl_traces`)."""
     n = untimed = 0
     producers: dict[str, None] = {}
-    for lineno, obj in iter_json_lines(path, builder.warnings, progress):
+    for lineno, obj in iter_json_lines(path, builder.warnings, progress, objects=True):
         where = f"line {lineno}"
-        if not isinstance(obj, dict):
-            raise InputError(path, "expected a JSON object per line", where)
         step = obj.get("step")
         if step is None:
             untimed += 1

@@ -181,11 +181,9 @@ def load_prime_rl_traces(path: Path, progress: Progress | None = None) -> Run:
     skipped = ungrouped = 0
     for step, f in files:
         groups = steps.setdefault(step, {})
-        for lineno, rec in iter_json_lines(f, builder.warnings, progress):
+        for lineno, rec in iter_json_lines(f, builder.warnings, progress, objects=True):
             ep = _episode(rec)
             if ep is None:
-                if not isinstance(rec, dict):
-                    raise InputError(f, "expected a JSON object per line", f"line {lineno}")
                 skipped += 1
                 continue
             gid, r, a = ep

@@ -67,10 +67,8 @@ def _read_rollout_file(
     out: tuple[list[int], list[array], list[str]],
 ) -> None:
     steps, rewards, prompts = out
-    for lineno, obj in iter_json_lines(path, warnings):
+    for lineno, obj in iter_json_lines(path, warnings, objects=True):
         where = f"line {lineno}"
-        if not isinstance(obj, dict):
-            raise InputError(path, "expected a JSON object per line", where)
         text = obj.get("input")
         if not isinstance(text, str):
             raise InputError(path, "row has no 'input' string (the prompt)", where)
