@@ -231,7 +231,7 @@ class AdvCollapse(Detector):
         """True unless the group reward variance is known to be alive during ``ep`` (then dead
         advantages are a plumbing bug even at a high pass rate, not saturation)."""
         k = self.knobs
-        if vitals.has("acr") and vitals.evidence in ("groups", "zero_std_frac"):
+        if vitals.measured_acr:
             return median_in(vitals, "acr", ep.onset, ep.last_step) >= k.flat_acr
         for name in ("reward_std", "reward_range"):
             rs = vitals.get(name)

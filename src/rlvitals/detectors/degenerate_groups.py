@@ -110,14 +110,14 @@ class DegenerateGroups(Detector):
         easy_share: float = EASY_SHARE
 
     def needs(self, vitals: Vitals) -> str | None:
-        if not _has_acr(vitals):
+        if not vitals.measured_acr:
             return "needs per-group rewards (rlvitals recorder) or frac_reward_zero_std"
         return None
 
     def check(
         self, vitals: Vitals, found: Mapping[str, list[Finding]] | None = None
     ) -> list[Finding]:
-        if not _has_acr(vitals):
+        if not vitals.measured_acr:
             return []
         k = self.knobs
         eps = collapse_episodes(
@@ -178,10 +178,6 @@ class DegenerateGroups(Detector):
             series=["acr", "acr_solve_all", "acr_solve_none", "expected_acr"],
             thresholds={"acr": k.acr_above},
         )
-
-
-def _has_acr(vitals: Vitals) -> bool:
-    return vitals.has("acr") and vitals.evidence in ("groups", "zero_std_frac")
 
 
 def _actions(vitals: Vitals, kind: str) -> list[str]:

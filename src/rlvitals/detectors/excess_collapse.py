@@ -178,7 +178,7 @@ class ExcessCollapse(Detector):
                 f"{label} {fmt(during)} = {ratio:.0%} of its level before ({fmt(before)}) "
                 f">= {k.alive_ratio:.0%}"
             )
-        if vitals.has("acr") and vitals.evidence in ("groups", "zero_std_frac"):
+        if vitals.measured_acr:
             a = median_in(vitals, "acr", first, last)
             if not math.isnan(a):
                 return a <= k.acr_alive, f"ACR {compare(a, '<=', k.acr_alive)}"
@@ -260,12 +260,7 @@ def _plumbing_possible(vitals: Vitals) -> bool:
         vitals.run.groups is not None and vitals.run.groups.advantages is not None
     )
     has_adv = has_adv or vitals.has("adv_span") or vitals.has("zero_update")
-    has_reward = (
-        vitals.has("reward_std")
-        or vitals.has("reward_range")
-        or (vitals.has("acr") and vitals.evidence in ("groups", "zero_std_frac"))
-    )
-    return has_adv and has_reward
+    return has_adv and vitals.reward_variance_logged
 
 
 def _pre_first(vitals: Vitals, first: int) -> int:

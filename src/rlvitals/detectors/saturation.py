@@ -218,7 +218,7 @@ class Saturation(Detector):
 def _mode(vitals: Vitals) -> tuple[str, str]:
     """``(mode, series)``: ``acr`` (measured), ``estimate`` (P0 from pass rate and G) or
     ``ceiling`` (the pass rate alone)."""
-    if vitals.has("acr") and vitals.evidence in ("groups", "zero_std_frac"):
+    if vitals.measured_acr:
         return "acr", "acr"
     est = vocabulary.info(vitals.estimator)
     if (

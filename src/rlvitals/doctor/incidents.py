@@ -364,7 +364,7 @@ def _collapse_root(
         )
     adv = _first(members, "ADV_COLLAPSE")
     if adv is not None:
-        if vitals is not None and not _reward_variance_logged(vitals):
+        if vitals is not None and not vitals.reward_variance_logged:
             return (
                 adv,
                 "Advantages flattened",
@@ -382,12 +382,6 @@ def _collapse_root(
     if len(members) == 1:
         return root, _title(root), root.message
     return root, "Learning signal lost", root.message
-
-
-def _reward_variance_logged(vitals: Vitals) -> bool:
-    return any(vitals.has(n) for n in ("reward_std", "reward_range")) or (
-        vitals.has("acr") and vitals.evidence in ("groups", "zero_std_frac")
-    )
 
 
 def _title(f: Finding) -> str:

@@ -190,6 +190,18 @@ class Vitals:
         return self.get(name) is not None
 
     @property
+    def measured_acr(self) -> bool:
+        """True when the ACR was measured on the groups (per-group rewards, or the trainer's
+        zero-variance group fraction), not read off the advantages."""
+        return self.has("acr") and self.evidence in ("groups", "zero_std_frac")
+
+    @property
+    def reward_variance_logged(self) -> bool:
+        """True when the run shows whether the rewards still vary: reward_std, the reward's
+        max - min, or a measured ACR."""
+        return self.has("reward_std") or self.has("reward_range") or self.measured_acr
+
+    @property
     def n_steps(self) -> int:
         return int(self.steps.shape[0])
 
