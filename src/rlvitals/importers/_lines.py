@@ -14,7 +14,7 @@ from typing import Any
 
 from rlvitals._orjson import orjson_function
 from rlvitals.errors import InputError
-from rlvitals.importers._source import input_size, is_lenient, open_input
+from rlvitals.importers._source import input_size, is_lenient, is_stream, open_input, read_prefix
 from rlvitals.recording.memory import JSON_CHECK_BYTES, check_json, note_read
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "MAX_LINE_BYTES",
     "MAX_STEP",
     "blank_run_error",
+    "check_file",
     "iter_json_array",
     "iter_json_lines",
     "iter_lines",
@@ -50,6 +51,19 @@ def blank_run_error(path: Path, lineno: int) -> InputError:
         f"more than {MAX_BLANK_RUN:,} blank lines in a row (a newline bomb?); not read further",
         f"line {lineno}",
     )
+
+
+def check_file(path: Path, fmt: str) -> None:
+    """InputError unless ``path`` is a non-empty file (plain messages for forced formats);
+    a stream or a compressed file counts as a file."""
+    if is_stream(path):
+        if not read_prefix(path, 1):
+            raise InputError(path, "file is empty")
+        return
+    if path.is_dir():
+        raise InputError(path, f"is a directory; the {fmt} format reads one file")
+    if path.stat().st_size == 0 or not read_prefix(path, 1):
+        raise InputError(path, "file is empty")
 
 
 def fast_loads() -> Callable[[bytes], Any] | None:

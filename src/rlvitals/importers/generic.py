@@ -25,12 +25,11 @@ from typing import Any
 
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, Progress, register, warn_skipped
-from rlvitals.importers._lines import iter_json_lines, iter_lines
-from rlvitals.importers._source import is_stream, read_prefix
+from rlvitals.importers._lines import check_file, iter_json_lines, iter_lines
 from rlvitals.importers._steps import as_step
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 
-__all__ = ["MAX_DEPTH", "STEP_KEYS", "check_file", "flatten", "load_csv", "load_jsonl"]
+__all__ = ["MAX_DEPTH", "STEP_KEYS", "flatten", "load_csv", "load_jsonl"]
 
 STEP_KEYS = ("step", "global_step", "_step", "iteration", "iter")
 """Keys that hold the step, in order of preference (matched case-insensitively)."""
@@ -61,19 +60,6 @@ def _as_step(v: Any) -> int | None:
         except ValueError:
             return None
     return as_step(v) if type(v) in (int, float) else None
-
-
-def check_file(path: Path, fmt: str) -> None:
-    """InputError unless ``path`` is a non-empty file (plain messages for forced formats);
-    a stream or a compressed file counts as a file."""
-    if is_stream(path):
-        if not read_prefix(path, 1):
-            raise InputError(path, "file is empty")
-        return
-    if path.is_dir():
-        raise InputError(path, f"is a directory; the {fmt} format reads one file")
-    if path.stat().st_size == 0 or not read_prefix(path, 1):
-        raise InputError(path, "file is empty")
 
 
 def _find_step_key(keys: Any) -> str | None:

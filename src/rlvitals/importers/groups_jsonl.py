@@ -19,8 +19,7 @@ import numpy as np
 
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, register
-from rlvitals.importers._lines import iter_json_lines, json_float
-from rlvitals.importers._source import is_stream, read_prefix
+from rlvitals.importers._lines import check_file, iter_json_lines, json_float
 from rlvitals.importers._steps import as_step
 from rlvitals.recording.run import GroupTable, Manifest, Run, RunBuilder
 
@@ -112,10 +111,7 @@ class _Columns:
 
 def load_groups_jsonl(path: Path, progress=None) -> Run:
     """Read a per-group rewards JSONL file into a ``Run`` with a ``GroupTable``."""
-    if not is_stream(path) and path.is_dir():
-        raise InputError(path, "is a directory; the groups_jsonl format reads one file")
-    if not read_prefix(path, 1):
-        raise InputError(path, "file is empty")
+    check_file(path, "groups_jsonl")
     builder = RunBuilder(Manifest(source=str(path), step_key="step"))
     cols = _Columns()
     group_sizes: set[int] = set()
