@@ -18,13 +18,11 @@ log-diagnosis path never loads what it does not need (torch, the HTML renderer, 
 
 from __future__ import annotations
 
-from typing import Any
-
 from rlvitals._version import __version__ as __version__
 from rlvitals.errors import InputError as InputError
 from rlvitals.errors import MissingExtraError as MissingExtraError
 from rlvitals.errors import RlvitalsError as RlvitalsError
-from rlvitals.registry import import_module
+from rlvitals.registry import lazy_exports
 
 _LAZY: dict[str, str] = {
     # the verbs
@@ -71,15 +69,4 @@ __all__ = sorted([*_LAZY, "InputError", "MissingExtraError", "RlvitalsError", "_
 """Every public name: the lazily imported ones and those imported above (the redundant ``as``
 marks them as re-exported)."""
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rlvitals' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value  # the next access is a plain lookup
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY)

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Plugins", "Registry", "import_module"]
+__all__ = ["Plugins", "Registry", "import_module", "lazy_exports"]
 
 T = TypeVar("T")
 
@@ -71,6 +71,31 @@ def import_module(name: str) -> Any:
     """
     __import__(name)
     return sys.modules[name]
+
+
+def lazy_exports(namespace: dict[str, Any], table: dict[str, str]) -> tuple[Callable, Callable]:
+    """``(__getattr__, __dir__)`` of a package whose public names load on first use (PEP 562):
+    ``table`` maps each name to the module it is imported from; the value is then kept in
+    ``namespace`` (the package's ``globals()``), so the next access is a plain lookup.
+
+    >>> ns = {"__name__": "pkg"}
+    >>> getattr_, dir_ = lazy_exports(ns, {"Registry": "rlvitals.registry"})
+    >>> getattr_("Registry").__name__, "Registry" in ns, dir_()
+    ('Registry', True, ['Registry', '__name__'])
+    """
+
+    def __getattr__(name: str) -> Any:
+        module = table.get(name)
+        if module is None:
+            raise AttributeError(f"module {namespace['__name__']!r} has no attribute {name!r}")
+        value = getattr(import_module(module), name)
+        namespace[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*namespace, *table})
+
+    return __getattr__, __dir__
 
 
 class Plugins:

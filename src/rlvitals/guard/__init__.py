@@ -22,9 +22,7 @@ See docs/guard.md.
 
 from __future__ import annotations
 
-from typing import Any
-
-from rlvitals.registry import import_module
+from rlvitals.registry import lazy_exports
 
 _LAZY = {
     "Alert": "rlvitals.guard.alerts",
@@ -49,15 +47,4 @@ _LAZY = {
 """Each public name of the package and the module it is imported from on first use."""
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rlvitals.guard' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY)

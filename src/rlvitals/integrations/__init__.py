@@ -6,9 +6,7 @@ Submodules are imported on use, so ``import rlvitals.integrations`` needs neithe
 
 from __future__ import annotations
 
-from typing import Any
-
-from rlvitals.registry import import_module
+from rlvitals.registry import lazy_exports
 
 __all__ = ["Monitor", "estimate_distributed"]
 
@@ -17,8 +15,4 @@ _LAZY = {
     "estimate_distributed": "rlvitals.integrations.distributed",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'rlvitals.integrations' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY)

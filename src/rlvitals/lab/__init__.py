@@ -21,9 +21,7 @@ zoo: one known failure injected into each real run). Needs the ``lab`` extra (``
 
 from __future__ import annotations
 
-from typing import Any
-
-from rlvitals.registry import import_module
+from rlvitals.registry import lazy_exports
 
 _LAZY = {
     "Args": "rlvitals.lab.train",
@@ -44,15 +42,4 @@ _LAZY = {
 
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rlvitals.lab' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY)

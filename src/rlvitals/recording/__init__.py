@@ -5,11 +5,9 @@ The reader and the writer load on first use (``import rlvitals.recording`` stays
 
 from __future__ import annotations
 
-from typing import Any
-
 from rlvitals.recording.metrics import CANONICAL, canonical_key
 from rlvitals.recording.run import Event, GroupTable, Manifest, Run, RunBuilder
-from rlvitals.registry import import_module
+from rlvitals.registry import lazy_exports
 
 __all__ = [
     "CANONICAL",
@@ -25,10 +23,4 @@ __all__ = [
 
 _LAZY = {"Recorder": "rlvitals.recording.writer", "read_recording": "rlvitals.recording.reader"}
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'rlvitals.recording' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY)
