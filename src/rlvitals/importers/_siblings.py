@@ -11,7 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["numbered_entries", "read_config"]
+from rlvitals.importers._source import is_regular
+
+__all__ = ["CONFIG_SUFFIXES", "find_config", "numbered_entries", "read_config"]
+
+CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
+"""The files :func:`find_config` reads (by name, case-insensitive)."""
 
 
 def numbered_entries(
@@ -27,6 +32,29 @@ def numbered_entries(
             if m is not None and keep(Path(e.path)):
                 out.append((int(m.group(1)), Path(e.path)))
     return sorted(out)
+
+
+def find_config(
+    folders: list[Path],
+    limit: int,
+    needle: str,
+    accept: Callable[[dict[str, Any]], bool],
+    skip: str = "",
+) -> tuple[Path, dict[str, Any]] | None:
+    """``(file, mapping)`` of the first JSON/YAML file of ``folders`` (in turn; files in name
+    order, regular ones only, not one named ``skip``) whose :func:`read_config` mapping
+    ``accept`` takes, or None. A folder that cannot be listed is passed over."""
+    for d in folders:
+        try:
+            files = sorted(p for p in d.iterdir() if p.suffix.lower() in CONFIG_SUFFIXES)
+        except OSError:
+            continue
+        for p in files:
+            if p.name != skip and is_regular(p):
+                cfg = read_config(p, limit, needle)
+                if cfg is not None and accept(cfg):
+                    return p, cfg
+    return None
 
 
 def read_config(path: Path, limit: int, needle: str | None = None) -> dict[str, Any] | None:

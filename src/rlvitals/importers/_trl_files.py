@@ -14,7 +14,7 @@ from typing import Any
 
 from rlvitals._record import record
 from rlvitals.errors import InputError
-from rlvitals.importers._siblings import numbered_entries, read_config
+from rlvitals.importers._siblings import find_config, numbered_entries
 from rlvitals.importers._source import is_stream, open_input
 from rlvitals.importers._steps import as_step
 from rlvitals.recording.memory import check_json
@@ -37,7 +37,6 @@ __all__ = [
     "is_checkpoint_dir",
     "is_eval_row",
     "phase_fields",
-    "read_args",
     "read_json",
     "state_hints_near",
 ]
@@ -49,7 +48,6 @@ MAX_ARGS_BYTES = 1 << 20
 """Sibling config files larger than this are not read."""
 _NOT_METRICS = frozenset({"step", "epoch"})
 _CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
-_ARGS_SUFFIXES = (".json", ".yaml", ".yml")
 _REWARD_FN_RE = re.compile(r"^rewards/(.+)/mean$")
 _ARGS_KEYS = (
     "num_generations",
@@ -136,29 +134,12 @@ def find_args_file(state: Path) -> tuple[Path, dict[str, Any]] | None:
     dirs = [state.parent]
     if _CHECKPOINT_RE.match(state.parent.name):
         dirs.append(state.parent.parent)
-    for d in dirs:
-        try:
-            candidates = sorted(p for p in d.iterdir() if p.suffix.lower() in _ARGS_SUFFIXES)
-        except OSError:
-            continue
-        for p in candidates:
-            if p.name == STATE_NAME or not p.is_file():
-                continue
-            args = read_args(p)
-            if args is not None:
-                return p, args
-    return None
-
-
-def read_args(path: Path) -> dict[str, Any] | None:
-    """The GRPO arguments of a JSON/YAML config file, or None when it is not one.
-
-    A file qualifies when its top level is a mapping holding ``num_generations``.
-    """
-    obj = read_config(path, MAX_ARGS_BYTES, "num_generations")
-    if obj is None or "num_generations" not in obj:
+    found = find_config(
+        dirs, MAX_ARGS_BYTES, "num_generations", lambda c: "num_generations" in c, STATE_NAME
+    )
+    if found is None:
         return None
-    return {k: obj[k] for k in _ARGS_KEYS if k in obj}
+    return found[0], {k: found[1][k] for k in _ARGS_KEYS if k in found[1]}
 
 
 def apply_args_file(manifest: Manifest, state: Path) -> dict[str, Any]:

@@ -46,7 +46,7 @@ from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, Progress, note_runs, register
 from rlvitals.importers._groups import Samples
 from rlvitals.importers._lines import iter_json_lines, json_float
-from rlvitals.importers._siblings import numbered_entries, read_config
+from rlvitals.importers._siblings import find_config, numbered_entries
 from rlvitals.importers._source import is_regular, is_stream
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 from rlvitals.trainers import apply_facts
@@ -58,7 +58,6 @@ CONF = 0.9
 _NAME = re.compile(r"^train_data_step([0-9]{1,18})\.jsonl$")
 _EXP = re.compile(r"^exp_([0-9]{1,9})$")
 _HEAD = re.compile(rb'\A\s*\{(?:"agent_ref": .{0,4096}?, )?"content": \[')
-_CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 _MAX_CONFIG_BYTES = 4 << 20
 _MAX_G = 4096
 _MATCH_TOL = 1e-3
@@ -131,22 +130,10 @@ def _advantage(row: dict[str, Any]) -> float | None:
 def _config_near(start: Path) -> dict[str, Any] | None:
     """A YAML/JSON config with ``grpo.num_generations_per_prompt`` beside ``start`` or up to
     two folders above it."""
-    d = start
-    for _ in range(3):
-        try:
-            files = sorted(
-                p for p in d.iterdir() if p.suffix.lower() in _CONFIG_SUFFIXES and is_regular(p)
-            )
-        except OSError:
-            files = []
-        for p in files:
-            cfg = read_config(p, _MAX_CONFIG_BYTES, "num_generations_per_prompt")
-            if cfg is not None and nemo_facts.recognise(cfg):
-                return cfg
-        if d.parent == d:
-            break
-        d = d.parent
-    return None
+    folders = [start, *list(start.parents)[:2]]
+    needle = "num_generations_per_prompt"
+    found = find_config(folders, _MAX_CONFIG_BYTES, needle, nemo_facts.recognise)
+    return found[1] if found is not None else None
 
 
 def _choose_run(path: Path, run: str | None, builder: RunBuilder) -> Path:
