@@ -75,7 +75,7 @@ def load_wandb_chart(
     builder = RunBuilder(Manifest(source=str(path)))
     cols: dict[str, int] = {}
     minmax: list[tuple[int, int, int]] = []
-    counts = [0, 0]  # points sampled (__MIN/__MAX differ), rows with a value
+    sampled = 0  # points whose __MIN/__MAX differ from the value
     for batch in iter_csv_batches(path, progress):
         start = 0
         if header is None:
@@ -88,12 +88,12 @@ def load_wandb_chart(
         rows, lines, torn = checked_rows(path, batch, len(header), start)
         if torn is not None:
             builder.warn(f"{path}: line {torn}: torn last line ignored")
-        _flush(path, rows, lines, cols, minmax, builder, counts)
+        sampled += _flush(path, rows, lines, cols, minmax, builder)
     if header is None:
         raise InputError(path, "file is empty")
-    if counts[0]:
+    if sampled:
         builder.warn(
-            f"{path}: {counts[0]} points are W&B chart buckets (__MIN/__MAX differ from the value): "
+            f"{path}: {sampled} points are W&B chart buckets (__MIN/__MAX differ from the value): "
             "the chart was sampled, not every logged step is here"
         )
     warn_skipped(builder, path)
@@ -145,11 +145,11 @@ def _flush(
     cols: dict[str, int],
     minmax: list[tuple[int, int, int]],
     builder: RunBuilder,
-    counts: list[int],
-) -> None:
-    """Hand a batch of rows to the builder column by column (``RunBuilder.add_columns``)."""
+) -> int:
+    """Hand a batch of rows to the builder column by column (``RunBuilder.add_columns``); how
+    many of its points are sampled chart buckets."""
     if not batch:
-        return
+        return 0
     t = list(zip(*batch))
     n = len(batch)
     parsed = {m: number_cells(t[i], builder, text=True) for m, i in cols.items()}
@@ -170,10 +170,9 @@ def _flush(
             np.fromiter(map(operator.ne, t[lo], t[i]), bool, n)
             | np.fromiter(map(operator.ne, t[hi], t[i]), bool, n)
         )
-    counts[0] += int(sampled[has].sum())
-    counts[1] += len(rows)
     columns = {m: (at, values) for m, (at, values, _) in parsed.items() if at.size}
     builder.add_columns(steps, columns)
+    return int(sampled[has].sum())
 
 
 def _metric_of(cols: dict[str, int], i: int) -> str:
