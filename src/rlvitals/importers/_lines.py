@@ -23,6 +23,7 @@ __all__ = [
     "MAX_STEP",
     "blank_run_error",
     "check_file",
+    "is_number",
     "iter_json_array",
     "iter_json_lines",
     "iter_lines",
@@ -177,6 +178,19 @@ def iter_json_lines(
         warnings.append(
             f"{path}: {skipped} invalid JSON line(s) skipped (--lenient); the first: {first_bad}"
         )
+
+
+def is_number(text: str) -> bool:
+    """Whether a cell's text reads as a number (``float`` takes it: ``nan``, `` 1e3 ``).
+
+    >>> is_number(" 1e3 "), is_number("nan"), is_number("12/500")
+    (True, True, False)
+    """
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def json_float(v: Any) -> float | None:

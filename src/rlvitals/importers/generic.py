@@ -25,7 +25,7 @@ from typing import Any
 
 from rlvitals.errors import InputError
 from rlvitals.importers import Importer, Precheck, Progress, register, warn_skipped
-from rlvitals.importers._lines import check_file, iter_json_lines, iter_lines
+from rlvitals.importers._lines import check_file, is_number, iter_json_lines, iter_lines
 from rlvitals.importers._steps import as_step
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 
@@ -270,16 +270,8 @@ def _header_ok(cells: list[str]) -> bool:
         c = c.strip()
         if not c or any(ch in c for ch in "{}[]'\"") or c.startswith("#"):
             return False
-        if _is_number(c):
+        if is_number(c):
             return False
-    return True
-
-
-def _is_number(s: str) -> bool:
-    try:
-        float(s)
-    except ValueError:
-        return False
     return True
 
 
@@ -306,7 +298,7 @@ def _sniff_csv(path: Path, head: bytes) -> float:
     if len(same) < _MIN_SAME_WIDTH * len(data):
         return 0.0
     cells = [c for r in same for c in r if c.strip()]
-    numeric = sum(_is_number(c) for c in cells) / max(len(cells), 1)
+    numeric = sum(is_number(c) for c in cells) / max(len(cells), 1)
     if numeric < _MIN_NUMERIC:
         return 0.0
     return 0.6 if _find_step_key(header) is not None else 0.45

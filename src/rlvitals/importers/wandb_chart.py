@@ -38,6 +38,7 @@ from rlvitals.importers._csv import (
     number_cells,
     step_cells,
 )
+from rlvitals.importers._lines import is_number
 from rlvitals.importers._steps import TRAINER_STEP_KEYS
 from rlvitals.recording.run import Manifest, Run, RunBuilder
 from rlvitals.trainers import trainer_from_keys
@@ -161,7 +162,7 @@ def _flush(
     bad = rows[steps[rows] == NO_STEP]
     if bad.size:
         x = t[0][int(bad[0])]
-        what = "an integer step" if _is_number(x) else "a number"
+        what = "an integer step" if is_number(x) else "a number"
         raise InputError(path, f"x value {x[:30]!r} is not {what}", f"line {lines[int(bad[0])]}")
     steps[~has] = 0
     sampled = np.zeros(n, dtype=bool)
@@ -177,14 +178,6 @@ def _flush(
 
 def _metric_of(cols: dict[str, int], i: int) -> str:
     return next(m for m, j in cols.items() if j == i)
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 register(
