@@ -21,14 +21,17 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "all_finite",
     "as_mask",
     "cast",
     "ceil",
     "check_tau",
+    "fmax",
     "full_like",
     "is_torch",
     "isnan",
     "quiet_numerics",
+    "scan_nan",
     "sqrt",
     "validate",
     "where",
@@ -50,7 +53,7 @@ def check_tau(tau: Any) -> float:
     return float(tau)
 
 
-def validate(rewards: Any, group_ids: Any) -> tuple[Any, Any, bool, bool]:
+def validate(rewards: Any, group_ids: Any, *, scan: bool = True) -> tuple[Any, Any, bool, Any]:
     """Check one step's inputs; return ``(rewards, group_ids, is_torch, has_nan)``.
 
     Args:
@@ -62,6 +65,8 @@ def validate(rewards: Any, group_ids: Any) -> tuple[Any, Any, bool, bool]:
 
     Raises ValueError naming the problem: wrong shapes or lengths, an empty step, non-numeric
     rewards, non-integral ids, or a +/-inf reward (NaN marks an unscorable completion).
+    ``scan=False`` leaves the rewards' values unread (``has_nan`` is None): the caller reads
+    them itself and calls :func:`scan_nan` when a sum of them comes out non-finite.
     """
     torch_in = is_torch(rewards)
     if torch_in:
@@ -96,20 +101,25 @@ def validate(rewards: Any, group_ids: Any) -> tuple[Any, Any, bool, bool]:
         )
     if rewards.shape[0] == 0:
         raise ValueError("rewards is empty: a step needs at least one completion")
+    return rewards, group_ids, torch_in, scan_nan(rewards, torch_in) if scan else None
+
+
+def scan_nan(rewards: Any, torch_in: bool) -> bool:
+    """Whether ``rewards`` hold a NaN; ValueError for a +/-inf (see :func:`validate`)."""
     # One pass answers the common case (all finite); only then look closer.
     if torch_in:
         import torch
 
         if bool(torch.isfinite(rewards).all()):
-            return rewards, group_ids, True, False
+            return False
         if bool(torch.isinf(rewards).any()):
             raise ValueError("rewards contain +/-inf; use NaN for unscorable completions")
-        return rewards, group_ids, True, True
+        return True
     if np.isfinite(rewards).all():
-        return rewards, group_ids, False, False
+        return False
     if np.isinf(rewards).any():
         raise ValueError("rewards contain +/-inf; use NaN for unscorable completions")
-    return rewards, group_ids, False, True
+    return True
 
 
 def wide_dtype(v: Any) -> Any:
@@ -141,12 +151,33 @@ def isnan(x: Any, torch_in: bool) -> Any:
     return x.isnan() if torch_in else np.isnan(x)
 
 
-def sqrt(x: Any, torch_in: bool) -> Any:
+def sqrt(x: Any, torch_in: bool, *, inplace: bool = False) -> Any:
+    """``sqrt(x)``; ``inplace`` writes it into ``x``."""
     if torch_in:
         import torch
 
-        return torch.sqrt(x)
-    return np.sqrt(x)
+        return x.sqrt_() if inplace else torch.sqrt(x)
+    return np.sqrt(x, out=x if inplace else None)
+
+
+def fmax(x: Any, floor: float, torch_in: bool, *, inplace: bool = False) -> Any:
+    """``max(x, floor)`` elementwise, ``floor`` where ``x`` is NaN (``where(x > floor, x,
+    floor)``); ``inplace`` writes it into ``x``."""
+    out = x if inplace else None
+    if torch_in:
+        import torch
+
+        return torch.fmax(x, torch.full_like(x, floor), out=out)
+    return np.fmax(x, floor, out=out)
+
+
+def all_finite(x: Any, torch_in: bool) -> bool:
+    """Whether every value of ``x`` is finite."""
+    if torch_in:
+        import torch
+
+        return bool(torch.isfinite(x).all())
+    return bool(np.isfinite(x).all())
 
 
 def ceil(x: Any, torch_in: bool) -> Any:

@@ -147,24 +147,19 @@ class Ops:
         """Start rows (groups) of the blocks of a dense numpy batch; see :data:`BLOCK`."""
         return range(0, self.k, max(1, BLOCK // self.G))
 
-    def group_means(self, rewards: np.ndarray) -> np.ndarray:
-        """``(k,)`` float64 group means of a dense numpy batch: :meth:`sum` / G."""
-        return np.einsum("ij->i", self.view(rewards), dtype=np.float64) / float(self.G)
-
-    def deviations(self, rewards: np.ndarray, mean: np.ndarray) -> tuple[Any, Any]:
-        """``(ss, centred)`` of a dense numpy batch: the float64 sums of squared deviations from
-        ``mean`` (:meth:`sum_squares`) and the centred rows ``(k, G)``, or None for them when
-        the batch is :attr:`blocked` (the rows are centred again block by block when needed).
-        """
-        r = self.view(rewards)
+    def deviations(self, rows: Any, mean: Any) -> tuple[Any, Any]:
+        """``(ss, centred)``: each group's float64 sum of squared deviations of its ``rows``
+        (:meth:`view`) from its ``mean`` (:meth:`sum_squares`), and the centred rows; None for
+        them when the batch is :attr:`blocked` (they are centred block by block, and again
+        when needed: :meth:`centred_scaled`)."""
         if not self.blocked:
-            dev = r - mean[:, None]
-            return np.einsum("ij,ij->i", dev, dev, dtype=np.float64), dev
+            dev = rows - self.spread(mean)
+            return self.sum_squares(dev), dev
         ss = np.empty(self.k)
         step = max(1, BLOCK // self.G)
-        buf = np.empty((step, self.G), dtype=rewards.dtype)
+        buf = np.empty((step, self.G), dtype=rows.dtype)
         for s in self.blocks():
-            rb = r[s : s + step]
+            rb = rows[s : s + step]
             dev = buf[: rb.shape[0]]
             np.subtract(rb, mean[s : s + step, None], out=dev)
             np.einsum("ij,ij->i", dev, dev, dtype=np.float64, out=ss[s : s + step])

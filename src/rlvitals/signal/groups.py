@@ -3,9 +3,9 @@
 DESIGN.md 3.1-3.3. Every function takes rewards ``(n,)`` plus group ids ``(n,)`` (or a
 :class:`GroupStats` already computed from them).
 
-One module, a little over 500 lines: the collapse test, the ACR and its split are defined on
-one :class:`GroupStats`, and expected collapse is their baseline; read together, as DESIGN.md
-defines them.
+:func:`group_stats` is the one body of the statistics, for numpy and torch, dense and ragged
+batches, with and without NaN rewards (:mod:`rlvitals.signal._ops` holds the layout-specific
+reductions it calls).
 """
 
 from __future__ import annotations
@@ -16,7 +16,17 @@ from typing import Any
 
 import numpy as np
 
-from rlvitals._array import cast, check_tau, isnan, validate, where
+from rlvitals._array import (
+    all_finite,
+    cast,
+    check_tau,
+    fmax,
+    isnan,
+    scan_nan,
+    sqrt,
+    validate,
+    where,
+)
 from rlvitals.signal._ops import Ops
 
 __all__ = [
@@ -238,45 +248,67 @@ def group_stats(
     if ddof not in (0, 1):
         raise ValueError(f"ddof must be 0 (population) or 1 (unbiased), got {ddof!r}")
     tau = check_tau(tau)
-    if _plain_numpy(rewards, group_ids):
-        stats = _finite_numpy_stats(rewards, group_ids, ddof, tau)
-        if stats is not None:
-            return stats
-    rewards, group_ids, t, has_nan = validate(rewards, group_ids)
+    rewards, group_ids, t, _ = validate(rewards, group_ids, scan=False)
     ops = Ops(group_ids, t)
     r = ops.view(rewards)
     size = ops.sizes(rewards)
+    # 1. Each group's sum, in float64 (Ops.sum). A NaN or inf reward makes its group's sum
+    #    non-finite, and only then are the rewards read for one (an inf raises).
+    sums = ops.sum(r, wide=True)
+    has_nan = not all_finite(sums, t) and scan_nan(rewards, t)
+    # 2. The scorable rewards of each group: all of them, or those that are not NaN.
     if has_nan:
         valid = ~isnan(r, t)
-        filled = where(valid, r, 0.0, t)
+        r = where(valid, r, 0.0, t)
         count = ops.sum(valid.to(rewards.dtype) if t else valid.astype(rewards.dtype))
+        sums = ops.sum(r, wide=True)
+        scorable = count > 0
+        cnt = cast(count, sums, t)
+        lone = cnt <= 1
+        mean_w = sums / where(scorable, cnt, 1.0, t)
+        n1 = where(lone, 1.0, cnt - 1, t)
     else:
-        filled, count = r, size
-    scorable = count > 0
-    # Statistics in float64 (see Ops.sum), rounded once to the rewards' dtype.
-    sums = ops.sum(filled, wide=True)
-    cnt = cast(count, sums, t)
-    mean_w = sums / where(scorable, cnt, 1.0, t)
+        count = size
+        scorable = count > 0
+        if ops.G is not None and ops.G > 1:  # dense: every group holds G rewards
+            cnt, lone, n1 = float(ops.G), False, ops.G - 1.0
+        else:
+            cnt = cast(count, sums, t)
+            lone = cnt <= 1
+            n1 = where(lone, 1.0, cnt - 1, t)
+        mean_w = sums / cnt
+    # 3. Mean (in float64, rounded once to the rewards' dtype) and sum of squared deviations.
     mean = cast(mean_w, rewards, t)
-    dev = filled - ops.spread(mean)
     if has_nan:
-        dev = where(valid, dev, 0.0, t)
-    ss = ops.sum_squares(dev)
-    # The collapse test always uses the unbiased std, whatever ddof the caller reports.
-    n1 = cnt - 1
-    unbiased = (ss / where(n1 > 0, n1, 1.0, t)) ** 0.5
-    amean = abs(mean_w)
-    roundoff = ROUNDOFF_ULPS * _eps(rewards, t) * where(amean > 1.0, amean, 1.0, t)
-    equal = ((unbiased <= roundoff) | (cnt <= 1)) & scorable
-    collapsed = ((unbiased <= tau) | equal) & scorable
-    if ddof == 1:
-        std = where(n1 > 0, unbiased, math.nan, t)
+        dev = where(valid, r - ops.spread(mean), 0.0, t)
+        ss = ops.sum_squares(dev)
     else:
-        std = where(scorable, (ss / where(scorable, cnt, 1.0, t)) ** 0.5, math.nan, t)
+        ss, dev = ops.deviations(r, mean)  # dev None: a blocked batch, centred when needed
+    # 4. The std the caller asked for (ddof) and the unbiased one, which the collapse test
+    #    always uses. In place where the array is this function's own: a dense step of a
+    #    million groups spends as long on fresh (k,) arrays as on the arithmetic.
+    if ddof == 0 and has_nan:
+        std = where(scorable, sqrt(ss / where(scorable, cnt, 1.0, t), t), math.nan, t)
+    elif ddof == 0:
+        std = sqrt(ss / cnt, t)
+    ss /= n1
+    unbiased = sqrt(ss, t, inplace=True)
+    roundoff = fmax(abs(mean_w), 1.0, t, inplace=True)
+    roundoff *= ROUNDOFF_ULPS * _eps(rewards, t)
+    equal = unbiased <= roundoff
+    if lone is not False:  # (a dense batch of G > 1 has no lone group)
+        equal |= lone
+    collapsed = unbiased <= tau
+    collapsed |= equal
+    if has_nan:
+        equal &= scorable
+        collapsed &= scorable
+    if ddof == 1:
+        std = unbiased if lone is False else where(lone, math.nan, unbiased, t)
     return GroupStats(
         count=count,
         size=size,
-        mean=where(scorable, mean, math.nan, t),
+        mean=where(scorable, mean, math.nan, t) if has_nan else mean,
         std=cast(std, rewards, t),
         collapsed=collapsed,
         equal=equal,
@@ -285,85 +317,6 @@ def group_stats(
         rewards=rewards,
         ddof=ddof,
         has_nan=has_nan,
-        _ops=ops,
-        _centered=dev,
-    )
-
-
-_FAST_DTYPES = (np.float32, np.float64, np.float16)
-
-
-def _plain_numpy(rewards: Any, group_ids: Any) -> bool:
-    """Inputs :func:`validate` would pass unchanged: 1-D numpy floats, integer ids, same length."""
-    return (
-        type(rewards) is np.ndarray
-        and type(group_ids) is np.ndarray
-        and rewards.dtype in _FAST_DTYPES
-        and group_ids.dtype.kind in "iu"
-        and rewards.ndim == 1
-        and group_ids.shape == rewards.shape
-        and rewards.shape[0] > 0
-    )
-
-
-def _finite_numpy_stats(rewards: np.ndarray, group_ids: np.ndarray, ddof: int, tau: float) -> Any:
-    """:func:`group_stats` of valid numpy inputs, or None when a reward is not finite.
-
-    The general path with what "no NaN" makes constant left out: no validation pass over the
-    rewards (a NaN or an inf makes a group sum non-finite, and then the general path decides;
-    the sums raise no floating-point warning), every group scorable, ``count == size``; a dense
-    batch divides by the scalar G and is worked in blocks (:meth:`Ops.deviations`). Same
-    operations on the same values: bit for bit the same.
-    """
-    ops = Ops(group_ids, False)
-    if ops.G is not None:
-        mean_w = ops.group_means(rewards)
-        if not np.isfinite(mean_w).all():  # a NaN or inf reward, or an overflow: fall back
-            return None  # (before any operation that could warn about them)
-        mean = mean_w.astype(rewards.dtype)
-        ss, dev = ops.deviations(rewards, mean)
-        size = np.full(ops.k, float(ops.G), dtype=rewards.dtype)
-        lone: Any = ops.G <= 1  # one bool for every group
-        n1: Any = ops.G - 1.0 if ops.G > 1 else 1.0
-    else:
-        sums = ops.sum(rewards, wide=True)
-        if not np.isfinite(sums).all():
-            return None
-        size = ops.sizes(rewards)
-        cnt = size.astype(np.float64)
-        mean_w = sums / cnt
-        mean = mean_w.astype(rewards.dtype)
-        dev = rewards - ops.spread(mean)
-        ss = ops.sum_squares(dev)
-        lone = cnt <= 1
-        n1 = np.where(lone, 1.0, cnt - 1)
-    if ddof == 0:
-        std = np.sqrt(ss / size.astype(np.float64))
-    unbiased = np.divide(ss, n1, out=ss)  # ss is ours: in place, as (ss / n1) ** 0.5
-    np.sqrt(unbiased, out=unbiased)
-    # roundoff = 4 eps max(1, |mean_w|): mean_w is finite, so max() is where(|m| > 1, |m|, 1).
-    roundoff = np.abs(mean_w)
-    np.maximum(roundoff, 1.0, out=roundoff)
-    np.multiply(roundoff, ROUNDOFF_ULPS * _eps(rewards, False), out=roundoff)
-    equal = unbiased <= roundoff
-    if lone is not False:  # (a dense batch of G > 1 has no lone member: skip the pass)
-        equal |= lone
-    collapsed = unbiased <= tau
-    collapsed |= equal
-    if ddof == 1:
-        std = unbiased if lone is False else np.where(lone, math.nan, unbiased)
-    return GroupStats(
-        count=size,
-        size=size,
-        mean=mean,
-        std=std.astype(rewards.dtype, copy=False),
-        collapsed=collapsed,
-        equal=equal,
-        scorable=np.ones(ops.k, dtype=bool),
-        index=ops.index,
-        rewards=rewards,
-        ddof=ddof,
-        has_nan=False,
         _ops=ops,
         _centered=dev,
     )
