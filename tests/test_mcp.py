@@ -81,6 +81,7 @@ def test_a_client_session_lists_the_tools_and_catalogues_and_runs_the_doctor(run
         out["inspect"] = await s.call_tool("inspect", {"path": str(runs["trl"])})
         out["acr"] = await s.call_tool("acr", {"path": str(runs["groups"]), "every": 10})
         out["explain"] = await s.call_tool("explain", {"id": "NO_SUCH_DETECTOR"})
+        out["cause"] = await s.call_tool("explain", {"id": "runaway-length"})
         out["compare"] = await s.call_tool(
             "compare", {"a": str(runs["trl"]), "b": str(runs["trl"])}
         )
@@ -119,10 +120,14 @@ def test_a_client_session_lists_the_tools_and_catalogues_and_runs_the_doctor(run
     acr = _json(out["acr"])
     assert acr["summary"]["steps"] == 60 and [r["step"] for r in acr["steps"]][:2] == [1, 11]
     explain = out["explain"]
-    assert (
-        explain.is_error
-        and "unknown detector 'NO_SUCH_DETECTOR'; valid: " in explain.content[0].text
+    assert explain.is_error
+    assert "unknown detector or condition 'NO_SUCH_DETECTOR'; detectors: " in (
+        explain.content[0].text
     )
+    assert "; conditions: " in explain.content[0].text
+    cause = _json(out["cause"])  # a condition's page, as 'rlvitals explain' prints it
+    assert cause["kind"] == "condition" and cause["id"] == "RUNAWAY_LENGTH"
+    assert cause["page"].startswith("# RUNAWAY_LENGTH: ") and "Signs:" in cause["page"]
     assert _json(out["compare"])["first_divergence"] is None  # a run against itself
     assert len(_json(out["scan"])["runs"]) == 2
     assert out["doctor_s"] < 30
@@ -133,6 +138,7 @@ def test_tools_are_plain_functions_and_refuse_standard_input():
     report = _mcp.doctor(example="collapse")
     assert report["schema"] >= 1 and report["worst"]
     assert _mcp.explain("adv-collapse")["id"] == "ADV_COLLAPSE"
+    assert _mcp.explain("adv-collapse")["kind"] == "detector"
     for call in (
         lambda: _mcp.doctor(path="-"),
         lambda: _mcp.doctor(),

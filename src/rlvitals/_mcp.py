@@ -8,7 +8,8 @@ library, as each CLI command is, and returns JSON:
 - ``inspect``: :func:`rlvitals.load` → :func:`rlvitals.describe`;
 - ``scan``: :func:`rlvitals.scan.scan` → the scan's JSON table;
 - ``compare``: :func:`rlvitals.compare.compare_paths` → the comparison's JSON;
-- ``explain``: a detector's page (Markdown) with its ID, severity, family and knobs;
+- ``explain``: a detector's page (Markdown) with its ID, severity, family and knobs, or a
+  condition's page (the causes the doctor names), as ``rlvitals explain``;
 - ``acr``: :func:`rlvitals.doctor.acr_table.acr_table` → the paper's summaries and per-step rows;
 - ``detectors``: the detector catalogue (also the resource ``rlvitals://detectors``).
 
@@ -266,18 +267,28 @@ def compare(
 
 
 def explain(id: str) -> dict[str, Any]:
-    """A detector's page: what is happening, what it looks like, how it decides, what to try.
+    """A detector's page (what is happening, what it looks like, how it decides, what to try)
+    or a condition's (the cause the doctor names: what it is, its signs, how to tell it apart).
 
-    Returns its ID, severity, family, key metrics, knobs with defaults and the page (Markdown).
+    Returns ``kind`` ("detector" or "condition") and the page (Markdown); for a detector also
+    its ID, severity, family, key metrics and knobs with defaults, for a condition its ID and
+    title.
 
     Args:
-        id: a detector ID, e.g. "ADV_COLLAPSE" (case-insensitive; detectors lists them).
+        id: a detector ID ("ADV_COLLAPSE") or a condition ID ("RUNAWAY_LENGTH"),
+            case-insensitive; the detectors tool and the conditions resource list them.
     """
-    from rlvitals.report.pages import catalogue_row, detector_page
+    from rlvitals.conditions import CONDITIONS
+    from rlvitals.report.pages import catalogue_row, condition_page, detector_page
 
     with _one_line_errors():
-        cls = _detector(id)
-        return {**catalogue_row(cls), "page": detector_page(cls, links=False)}
+        key = id.strip().upper().replace("-", "_")
+        if key in CONDITIONS:
+            c = CONDITIONS[key]
+            return {"id": c.id, "kind": "condition", "title": c.title, "page": condition_page(c)}
+        cls = _detector(id, conditions=True)
+        page = detector_page(cls, links=False)
+        return {**catalogue_row(cls), "kind": "detector", "page": page}
 
 
 def acr(
@@ -329,15 +340,24 @@ TOOLS = (doctor, inspect, scan, compare, explain, acr, detectors)
 # --- the catalogues ------------------------------------------------------------------------
 
 
-def _detector(det_id: str):
+def _detector(det_id: str, conditions: bool = False):
+    """The detector class of ``det_id``; InputError naming the valid IDs (and, with
+    ``conditions``, the condition IDs too, as ``rlvitals explain`` does)."""
     from rlvitals.detectors import DETECTORS, load_all
 
     load_all()
     key = det_id.strip().upper().replace("-", "_")
     if key not in DETECTORS:
-        raise InputError(
-            None, f"unknown detector {det_id!r}; valid: {', '.join(DETECTORS.names())}"
-        )
+        valid = f"valid: {', '.join(DETECTORS.names())}"
+        what = "detector"
+        if conditions:
+            from rlvitals.conditions import CONDITIONS
+
+            what = "detector or condition"
+            valid = (
+                f"detectors: {', '.join(DETECTORS.names())}; conditions: {', '.join(CONDITIONS)}"
+            )
+        raise InputError(None, f"unknown {what} {det_id!r}; {valid}")
     return DETECTORS.get(key)
 
 

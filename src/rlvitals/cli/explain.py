@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     from rlvitals.conditions import CONDITIONS
     from rlvitals.detectors import DETECTORS, load_all
     from rlvitals.errors import InputError
-    from rlvitals.report.pages import detector_page
+    from rlvitals.report.pages import condition_page, detector_page
 
     load_all()
     det_id = args.id.strip().upper().replace("-", "_")
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         page = detector_page(DETECTORS.get(det_id), links=False)
         kind = "detector"
     elif det_id in CONDITIONS:
-        page = _condition_page(CONDITIONS[det_id])
+        page = condition_page(CONDITIONS[det_id])
         kind = "condition"
     else:
         raise InputError(
@@ -53,12 +53,3 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(page)
     return 0
-
-
-def _condition_page(c) -> str:
-    lines = [f"# {c.id}: {c.title}", "", c.what, "", "Signs:"]
-    lines += [f"- {s}" for s in c.signs]
-    if c.tell_apart:
-        lines += ["", f"Tell apart: {c.tell_apart}"]
-    lines += ["", "Pictures of a real run with it: docs/doctor.md, Conditions."]
-    return "\n".join(lines) + "\n"
