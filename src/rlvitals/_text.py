@@ -18,7 +18,6 @@ or a span reads the same everywhere. Nothing here decides anything.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import operator
 from typing import Any
@@ -172,4 +171,6 @@ def prompt_id(prompt: Any) -> str:
     history estimators file a prompt under it (the lab trainer, the veRL sampler's keys), so a
     recorded group and an estimator's posterior name a prompt alike.
     """
+    import hashlib  # here: importing it costs the doctor's start-up ~12 M instructions
+
     return hashlib.sha1(repr(prompt).encode("utf-8")).hexdigest()[:12]
