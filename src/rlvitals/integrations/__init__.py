@@ -1,5 +1,7 @@
-"""Integrations with trainers: TRL (``rlvitals.integrations.trl``), data-parallel estimation
-(``rlvitals.integrations.distributed``) and a trainer-agnostic live :class:`Monitor`.
+"""Integrations with trainers: TRL (``rlvitals.integrations.trl``), veRL
+(``rlvitals.integrations.verl``, ``verl_sampler``) and data-parallel estimation
+(``rlvitals.integrations.distributed``). The trainer-agnostic live guard is
+:class:`rlvitals.Monitor` (``rlvitals.guard``).
 
 Submodules are imported on use, so ``import rlvitals.integrations`` needs neither torch nor TRL.
 """
@@ -8,11 +10,8 @@ from __future__ import annotations
 
 from rlvitals.registry import lazy_exports
 
-__all__ = ["Monitor", "estimate_distributed"]
+__all__ = ["estimate_distributed"]
 
-_LAZY = {
-    "Monitor": "rlvitals.guard.monitor",
-    "estimate_distributed": "rlvitals.integrations.distributed",
-}
+_LAZY = {"estimate_distributed": "rlvitals.integrations.distributed"}
 
 __getattr__, __dir__ = lazy_exports(globals(), _LAZY)
