@@ -1,5 +1,5 @@
-"""The lab's TRL trainer: ``RlvitalsGRPOTrainer`` plus a completion count, prompt keys for
-history estimators, and DAPO dynamic sampling; and the callbacks that evaluate and stop a run.
+"""The lab's TRL trainer: ``RlvitalsGRPOTrainer`` plus a completion count, the shuffled-keys
+control's read keys, and DAPO dynamic sampling; and the callbacks that evaluate and stop a run.
 
 Facts about TRL 1.16 relied on (see also :mod:`rlvitals.integrations.trl._batch`): one call of
 ``_generate_and_score_completions(inputs)`` generates and scores ``len(inputs)`` completions,
@@ -79,7 +79,6 @@ class LabMixin:
         self._lab_batches: list[dict[str, Any]] = []
         self._lab_read: dict[str, str] | None = None
         super().__init__(*args, **kwargs)
-        self._lab_keys = "keys" in self.rlvitals_estimator.config_fields
         if getattr(self.rlvitals_config, "control", None) is not None:  # lab_pg_control
             self.rlvitals_config = dataclasses.replace(self.rlvitals_config, seed=self.args.seed)
         if dynamic is not None:
@@ -103,6 +102,16 @@ class LabMixin:
     def _rlvitals_read_keys(self, dataset: Any) -> list[str] | None:
         read = self._lab_read_map([row["prompt"] for row in dataset])
         return None if read is None else [read[prompt_id(row["prompt"])] for row in dataset]
+
+    def _rlvitals_set_keys(self, n_total: int, group_size: int) -> list[str] | None:
+        """The trainer's prompt keys (and importance weights) for the step, plus the
+        shuffled-keys control's ``read_keys``: the key whose posterior each group reads."""
+        keys = super()._rlvitals_set_keys(n_total, group_size)
+        read = self._lab_read_map()
+        if keys is not None and read is not None:
+            read_keys = tuple(read.get(k, k) for k in self._rlvitals_keys)
+            self.rlvitals_config = dataclasses.replace(self.rlvitals_config, read_keys=read_keys)
+        return keys
 
     def _lab_read_map(self, prompts: list[Any] | None = None) -> dict[str, str] | None:
         """The shuffled-keys control's map: each training prompt's key -> the key whose
@@ -133,17 +142,8 @@ class LabMixin:
         return out
 
     def _lab_generate(self, inputs):
-        """Generate and score one batch (history estimators get the prompts' keys)."""
-        if self._lab_keys:
-            g = self.num_generations
-            keys = tuple(prompt_id(inputs[i]["prompt"]) for i in range(0, len(inputs), g))
-            extra: dict[str, Any] = {"keys": keys}
-            read = self._lab_read_map()
-            if read is not None:
-                extra["read_keys"] = tuple(read.get(k, k) for k in keys)
-            if getattr(self.rlvitals_config, "importance", False) and self.rlvitals_sampler:
-                extra["weights"] = self.rlvitals_sampler.weights(keys)
-            self.rlvitals_config = dataclasses.replace(self.rlvitals_config, **extra)
+        """Generate and score one batch (the trainer gives history estimators the prompts'
+        keys: :meth:`_rlvitals_set_keys`)."""
         before = len(self._lab_batches)
         out = super()._generate_and_score_completions(inputs)
         self.lab_generated += len(inputs)
