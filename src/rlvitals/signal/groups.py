@@ -257,26 +257,21 @@ def group_stats(
     sums = ops.sum(r, wide=True)
     has_nan = not all_finite(sums, t) and scan_nan(rewards, t)
     # 2. The scorable rewards of each group: all of them, or those that are not NaN.
+    count = size
     if has_nan:
         valid = ~isnan(r, t)
         r = where(valid, r, 0.0, t)
         count = ops.sum(valid.to(rewards.dtype) if t else valid.astype(rewards.dtype))
         sums = ops.sum(r, wide=True)
-        scorable = count > 0
+    scorable = count > 0
+    if not has_nan and ops.G is not None and ops.G > 1:  # dense: every group holds G rewards
+        cnt, lone, n1 = float(ops.G), False, ops.G - 1.0
+    else:
         cnt = cast(count, sums, t)
         lone = cnt <= 1
-        mean_w = sums / where(scorable, cnt, 1.0, t)
         n1 = where(lone, 1.0, cnt - 1, t)
-    else:
-        count = size
-        scorable = count > 0
-        if ops.G is not None and ops.G > 1:  # dense: every group holds G rewards
-            cnt, lone, n1 = float(ops.G), False, ops.G - 1.0
-        else:
-            cnt = cast(count, sums, t)
-            lone = cnt <= 1
-            n1 = where(lone, 1.0, cnt - 1, t)
-        mean_w = sums / cnt
+    per = where(scorable, cnt, 1.0, t) if has_nan else cnt  # what a group's sums divide by
+    mean_w = sums / per
     # 3. Mean (in float64, rounded once to the rewards' dtype) and sum of squared deviations.
     mean = cast(mean_w, rewards, t)
     if has_nan:
@@ -287,10 +282,8 @@ def group_stats(
     # 4. The std the caller asked for (ddof) and the unbiased one, which the collapse test
     #    always uses. In place where the array is this function's own: a dense step of a
     #    million groups spends as long on fresh (k,) arrays as on the arithmetic.
-    if ddof == 0 and has_nan:
-        std = where(scorable, sqrt(ss / where(scorable, cnt, 1.0, t), t), math.nan, t)
-    elif ddof == 0:
-        std = sqrt(ss / cnt, t)
+    if ddof == 0:
+        std = sqrt(ss / per, t)
     ss /= n1
     unbiased = sqrt(ss, t, inplace=True)
     roundoff = fmax(abs(mean_w), 1.0, t, inplace=True)
@@ -305,6 +298,8 @@ def group_stats(
         collapsed &= scorable
     if ddof == 1:
         std = unbiased if lone is False else where(lone, math.nan, unbiased, t)
+    elif has_nan:
+        std = where(scorable, std, math.nan, t)
     return GroupStats(
         count=count,
         size=size,
