@@ -270,9 +270,10 @@ class Monitor(Delivery):
                         "reading the groups", self._window.add_groups, step, r, g, prompts, adv
                     )
                 if scalars:
+                    # each value read once (a torch scalar's .item() waits for its device)
                     plain = plain_scalars(scalars)
                     self.guard.run("recording scalars", self._record_scalars, step, scalars, plain)
-                    self.guard.run("reading the scalars", self._window.add_scalars, step, scalars)
+                    self.guard.run("reading the scalars", self._window.add_scalars, step, plain)
                 self._seen(step)
                 full = bool(self.check_every) and self._due(step, self._last_full, self.full_every)
                 if check is None:
