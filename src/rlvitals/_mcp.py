@@ -55,7 +55,7 @@ INSTRUCTIONS = """\
 rlvitals reads GRPO / RLVR training logs (TRL, veRL, OpenRLHF, NeMo-RL, prime-rl, SkyRL, \
 ms-swift, W&B, MLflow, TensorBoard, trackio, JSONL/CSV) and diagnoses them. Start with \
 `inspect` to see what a log holds, then `doctor` for which failure, since which step and what \
-to try; `explain` prints a detector's page. Paths are read on the server's machine: give \
+to try; `explain` prints a detector's or a condition's page. Paths are read on the server's machine: give \
 absolute paths."""
 
 _STDIN_REFUSED = "the MCP server reads files and folders; its standard input is the protocol"
@@ -278,17 +278,14 @@ def explain(id: str) -> dict[str, Any]:
         id: a detector ID ("ADV_COLLAPSE") or a condition ID ("RUNAWAY_LENGTH"),
             case-insensitive; the detectors tool and the conditions resource list them.
     """
-    from rlvitals.conditions import CONDITIONS
-    from rlvitals.report.pages import catalogue_row, condition_page, detector_page
+    from rlvitals.report.pages import catalogue_row, condition_page, detector_page, explained
 
     with _one_line_errors():
-        key = id.strip().upper().replace("-", "_")
-        if key in CONDITIONS:
-            c = CONDITIONS[key]
-            return {"id": c.id, "kind": "condition", "title": c.title, "page": condition_page(c)}
-        cls = _detector(id, conditions=True)
-        page = detector_page(cls, links=False)
-        return {**catalogue_row(cls), "kind": "detector", "page": page}
+        kind, subject = explained(id)
+        if kind == "condition":
+            page = condition_page(subject)
+            return {"id": subject.id, "kind": kind, "title": subject.title, "page": page}
+        return {**catalogue_row(subject), "kind": kind, "page": detector_page(subject, links=False)}
 
 
 def acr(
@@ -340,24 +337,16 @@ TOOLS = (doctor, inspect, scan, compare, explain, acr, detectors)
 # --- the catalogues ------------------------------------------------------------------------
 
 
-def _detector(det_id: str, conditions: bool = False):
-    """The detector class of ``det_id``; InputError naming the valid IDs (and, with
-    ``conditions``, the condition IDs too, as ``rlvitals explain`` does)."""
+def _detector(det_id: str):
+    """The detector class of ``det_id``; InputError naming the valid IDs."""
     from rlvitals.detectors import DETECTORS, load_all
 
     load_all()
     key = det_id.strip().upper().replace("-", "_")
     if key not in DETECTORS:
-        valid = f"valid: {', '.join(DETECTORS.names())}"
-        what = "detector"
-        if conditions:
-            from rlvitals.conditions import CONDITIONS
-
-            what = "detector or condition"
-            valid = (
-                f"detectors: {', '.join(DETECTORS.names())}; conditions: {', '.join(CONDITIONS)}"
-            )
-        raise InputError(None, f"unknown {what} {det_id!r}; {valid}")
+        raise InputError(
+            None, f"unknown detector {det_id!r}; valid: {', '.join(DETECTORS.names())}"
+        )
     return DETECTORS.get(key)
 
 

@@ -25,31 +25,18 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlvitals.conditions import CONDITIONS
-    from rlvitals.detectors import DETECTORS, load_all
-    from rlvitals.errors import InputError
-    from rlvitals.report.pages import condition_page, detector_page
+    from rlvitals.report.pages import condition_page, detector_page, explained
 
-    load_all()
-    det_id = args.id.strip().upper().replace("-", "_")
-    if det_id in DETECTORS:
-        page = detector_page(DETECTORS.get(det_id), links=False)
-        kind = "detector"
-    elif det_id in CONDITIONS:
-        page = condition_page(CONDITIONS[det_id])
-        kind = "condition"
+    kind, subject = explained(args.id)
+    if kind == "detector":
+        page = detector_page(subject, links=False)
     else:
-        raise InputError(
-            None,
-            f"unknown detector or condition {args.id!r}; detectors: "
-            + ", ".join(DETECTORS.names())
-            + "; conditions: "
-            + ", ".join(CONDITIONS),
-        )
+        page = condition_page(subject)
     if args.output_format == "json":
         import json
 
-        sys.stdout.write(json.dumps({"id": det_id, "kind": kind, "page": page}, indent=1) + "\n")
+        out = {"id": subject.id, "kind": kind, "page": page}
+        sys.stdout.write(json.dumps(out, indent=1) + "\n")
     else:
         sys.stdout.write(page)
     return 0
