@@ -10,7 +10,8 @@ fails when it differs), so sniffing a file imports only the importers that could
 Any path may be ``-`` (standard input), a pipe (``<(cat log)``), a FIFO, or a gzip / zstd file:
 :mod:`rlvitals.importers._source` reads a buffered prefix for the sniffers and lets the importer
 continue the same stream. What other packages need of the importers' input handling is public
-here: :func:`read_prefix`, :func:`compression_of`, :func:`walk_tree`, :func:`connect_sqlite`. A store holding several runs (MLflow, a W&B folder, trackio, appended
+here: :func:`read_prefix`, :func:`compression_of`, :func:`walk_tree`, :func:`connect_sqlite`,
+:func:`is_sqlite`. A store holding several runs (MLflow, a W&B folder, trackio, appended
 log histories) reads the one ``run=`` names; without it, the most recent, with a warning naming
 the others (a ``runs`` event lists them all (:func:`runs_of`)).
 """
@@ -51,6 +52,7 @@ __all__ = [
     "format_description",
     "formats",
     "get_importer",
+    "is_sqlite",
     "is_url",
     "load",
     "note_runs",
@@ -122,6 +124,14 @@ def connect_sqlite(db: str | os.PathLike, *, copy: bool = True):
     from rlvitals.importers import _sqlite
 
     return _sqlite.connect(db, copy=copy)
+
+
+def is_sqlite(path: str | os.PathLike) -> bool:
+    """Whether the file ``path`` starts as an SQLite database does (OSError when it cannot be
+    read)."""
+    from rlvitals.importers import _sqlite
+
+    return _sqlite.is_sqlite(path)
 
 
 def _declared() -> dict[str, tuple[str, Precheck, tuple[str, ...]]]:

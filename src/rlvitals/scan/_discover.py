@@ -126,12 +126,11 @@ def _unreadable_db(p: Path) -> bool:
     encrypted; a store of runs that cannot be listed, not a file to skip."""
     import sqlite3
 
-    from rlvitals.importers import connect_sqlite
+    from rlvitals.importers import connect_sqlite, is_sqlite
 
     try:
-        with open(p, "rb") as f:
-            if f.read(16) != b"SQLite format 3\0":
-                return False
+        if not is_sqlite(p):
+            return False
         with connect_sqlite(p, copy=False) as con:
             con.execute("SELECT name FROM sqlite_master").fetchall()
     except OSError:
